@@ -1,0 +1,45 @@
+# noderun: `make demo` runs the demo graph on the embedded simulator; `make test` runs every test.
+GO      ?= go
+BIN     := bin/noderun
+CODEX_VERSION := 0.169.0
+TOOLS   := $(CURDIR)/.tools
+CODEX   := $(TOOLS)/node_modules/.bin/codex
+export NODERUN_CODEX ?= $(CODEX)
+
+.PHONY: build demo test tools bench lint fuzz clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/noderun
+
+# The demo drops streams on purpose and shows noderun recovering them.
+demo: build
+	./$(BIN) run --db demo.db testdata/graphs/demo.yaml
+	@echo
+	@echo "recovery steps, as journaled:"
+	@./$(BIN) events last --db demo.db --kind diagnostic | grep -E 'NR1|NR2' || true
+
+# Tests run the real Codex CLI and nginx; `tools` installs what is missing.
+test: tools
+	$(GO) test -race -count=1 ./...
+
+tools: $(CODEX)
+	@command -v nginx >/dev/null 2>&1 || ls /usr/sbin/nginx >/dev/null 2>&1 || \
+		{ echo "installing nginx-light (gateway tests)"; (apt-get update -qq && apt-get install -y -qq nginx-light) >/dev/null; }
+
+$(CODEX):
+	mkdir -p $(TOOLS)
+	npm install --prefix $(TOOLS) --no-audit --no-fund @openai/codex@$(CODEX_VERSION)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 3x -count 1 ./...
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+
+# Short runs of every fuzz target (parsers of untrusted input).
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParseGraph -fuzztime 20s ./runner/
+
+clean:
+	rm -rf bin demo.db demo.db-wal demo.db-shm

@@ -1,0 +1,107 @@
+// Command noderun runs goal graphs whose nodes make long streaming LLM calls,
+// journals every chunk in SQLite, and recovers dropped streams instead of
+// failing the node.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/mattn/go-isatty"
+	"github.com/urfave/cli/v2"
+)
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitFailed      = 1 // a node failed or was skipped
+	exitUsage       = 2 // bad flags, bad graph, bad profile: nothing was written
+	exitInterrupted = 130
+)
+
+// exitError carries an exit code through urfave/cli.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageErr(err error) error { return &exitError{exitUsage, err} }
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// run is main without the process: tests call it directly.
+func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C kills the process the ordinary way
+	}()
+	app := newApp(stdout, stderr)
+	err := app.RunContext(ctx, args)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil && ee.err.Error() != "" {
+			fmt.Fprintln(stderr, "noderun:", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "noderun:", err)
+	return exitUsage
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
+		Name:      "noderun",
+		Usage:     "run goal graphs of streaming LLM calls without losing a node to a dropped socket",
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "diagnostics on stderr: debug, info, warn, error"},
+		},
+		ExitErrHandler: func(*cli.Context, error) {}, // run() maps errors to exit codes
+		Commands: []*cli.Command{
+			runCommand(), statusCommand(), eventsCommand(), showCommand(),
+			validateCommand(), profilesCommand(), simCommand(),
+		},
+	}
+}
+
+// newLogger writes diagnostics to stderr; on a terminal it drops the
+// timestamp to keep lines short.
+func newLogger(c *cli.Context) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return nil, usageErr(fmt.Errorf("--log-level: %w", err))
+	}
+	w := c.App.ErrWriter
+	opts := &slog.HandlerOptions{Level: lvl}
+	if isTerminal(w) {
+		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && isatty.IsTerminal(f.Fd())
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/noderun/noderun/journal"
+)
+
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(append([]string{"noderun"}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// Every malformed graph is rejected with exit code 2 and a message naming the
+// file and line, before the journal is created.
+func TestMalformedGraphsWriteNothing(t *testing.T) {
+	files, err := filepath.Glob("../../testdata/graphs/invalid/*.yaml")
+	if err != nil || len(files) < 5 {
+		t.Fatalf("invalid graph fixtures: %v %v", files, err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "j.db")
+			code, _, stderr := runCLI(t, "run", "--db", db, f)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d; stderr: %s", code, exitUsage, stderr)
+			}
+			if !strings.Contains(stderr, filepath.Base(f)+":") {
+				t.Errorf("error does not name the file with a line: %s", stderr)
+			}
+			if _, err := os.Stat(db); !os.IsNotExist(err) {
+				t.Errorf("journal %s was created for a malformed graph", db)
+			}
+			if code, _, _ := runCLI(t, "validate", f); code != exitUsage {
+				t.Errorf("validate exit %d, want 2", code)
+			}
+		})
+	}
+}
+
+func TestDemoGraphRunsAndRecovers(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "demo.db")
+	code, stdout, stderr := runCLI(t, "run", "--db", db, "--profile", "ci", "../../testdata/graphs/demo.yaml")
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	for _, want := range []string{"NR101", "NR108"} { // a disconnect detected, a node recovered
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %s:\n%s", want, stderr)
+		}
+	}
+	code, out, _ := runCLI(t, "events", "last", "--db", db, "--kind", "diagnostic")
+	if code != 0 || !strings.Contains(out, "disconnect_detected") {
+		t.Errorf("events: exit %d\n%s", code, out)
+	}
+	code, out, _ = runCLI(t, "show", "last", "report", "--db", db)
+	if code != 0 || len(out) < 100 {
+		t.Errorf("show report: exit %d, %d bytes", code, len(out))
+	}
+	code, out, _ = runCLI(t, "status", "last", "--db", db)
+	if code != 0 || strings.Count(out, "completed") < 5 {
+		t.Errorf("status: exit %d\n%s", code, out)
+	}
+}
+
+// kill -9 in the middle of a run leaves a journal that passes
+// PRAGMA integrity_check and shows the run as unfinished.
+func TestKill9LeavesAConsistentJournal(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "noderun")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	graph := filepath.Join(dir, "slow.yaml")
+	src := `name: slow
+profile: ci
+providers:
+  s:
+    kind: sim
+    sim: {seed: 1, tokens: 5000, tokens_per_second: 2000}
+nodes:
+  - {id: a, prompt: one}
+  - {id: b, prompt: two}
+  - {id: c, needs: [a], prompt: 'three {{ output "a" }}'}
+`
+	if err := os.WriteFile(graph, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for trial := 0; trial < 3; trial++ {
+		db := filepath.Join(dir, "j"+string(rune('0'+trial))+".db")
+		cmd := exec.Command(bin, "run", "--db", db, graph)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(300+trial*400) * time.Millisecond)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+
+		raw, err := sql.Open("sqlite", "file:"+db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ok string
+		if err := raw.QueryRow("PRAGMA integrity_check").Scan(&ok); err != nil || ok != "ok" {
+			t.Fatalf("trial %d: integrity_check = %q, %v", trial, ok, err)
+		}
+		raw.Close()
+		j, err := journal.Open(context.Background(), db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, err := j.Runs(context.Background(), 0)
+		if err != nil || len(runs) != 1 {
+			t.Fatalf("trial %d: runs %v %v", trial, runs, err)
+		}
+		if runs[0].Status != journal.RunRunning {
+			t.Errorf("trial %d: killed run is %s, want it left running (unfinished)", trial, runs[0].Status)
+		}
+		evs, err := j.Events(context.Background(), runs[0].ID, journal.EventFilter{Kinds: []string{"delta"}})
+		if err != nil || len(evs) == 0 {
+			t.Errorf("trial %d: no deltas journaled before the kill (%v)", trial, err)
+		}
+		j.Close()
+	}
+}

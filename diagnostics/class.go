@@ -1,0 +1,186 @@
+// Package diagnostics classifies errors into recovery classes and names every
+// recovery step with a stable code, so an operator can tell a blip from an outage.
+package diagnostics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Class is what kind of failure an error is, which decides how to recover from it.
+type Class string
+
+const (
+	// ClassNone is the class of a nil error.
+	ClassNone Class = ""
+	// ClassDisconnect: the stream ended without terminal evidence (clean close,
+	// unexpected EOF, reset, idle timeout, HTTP/2 stream error, 502/503/504).
+	ClassDisconnect Class = "transport_disconnect"
+	// ClassConnect: no connection could be made; the request provably never left.
+	ClassConnect Class = "connect_failed"
+	// ClassRateLimited: HTTP 429, possibly with Retry-After.
+	ClassRateLimited Class = "rate_limited"
+	// ClassServer: HTTP 500 and other 5xx that are not gateway errors.
+	ClassServer Class = "server_error"
+	// ClassDeterministic: the same request will fail the same way (400, 401,
+	// 403, 404, 422, context length, a failed or incomplete response).
+	ClassDeterministic Class = "deterministic"
+	// ClassCanceled: the caller gave up (Ctrl-C, node cancel).
+	ClassCanceled Class = "canceled"
+	// ClassStuck: the provider holds the work but it makes no progress (a
+	// response left queued); it cannot be resumed, only cancelled and retried.
+	ClassStuck Class = "stuck"
+)
+
+// Transient reports whether an error of this class may go away on its own.
+func (c Class) Transient() bool {
+	switch c {
+	case ClassDisconnect, ClassConnect, ClassRateLimited, ClassServer, ClassStuck:
+		return true
+	}
+	return false
+}
+
+// Sentinel errors that adapters wrap so Classify can recognise them.
+var (
+	// ErrDisconnected is the error of a stream that ended without terminal evidence.
+	ErrDisconnected = errors.New("stream disconnected before completion")
+	// ErrIdleTimeout is the cause given when a stream stays silent past its idle window.
+	ErrIdleTimeout = errors.New("stream idle timeout")
+	// ErrStuck is the error of work the provider holds without progress.
+	ErrStuck = errors.New("response made no progress")
+)
+
+// Error is a classified error. Adapters return it when they know better than
+// Classify's heuristics (an HTTP status, a failed response, a Retry-After).
+type Error struct {
+	Class      Class
+	Status     int           // HTTP status, 0 if none
+	RetryAfter time.Duration // from a 429 or 503, 0 if none
+	Err        error
+}
+
+func (e *Error) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("%s (HTTP %d): %v", e.Class, e.Status, e.Err)
+	}
+	return fmt.Sprintf("%s: %v", e.Class, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Wrap returns err classified as c.
+func Wrap(c Class, err error) error { return &Error{Class: c, Err: err} }
+
+// FromStatus classifies an HTTP status code.
+func FromStatus(status int) Class {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return ClassRateLimited
+	case status == http.StatusBadGateway, status == http.StatusServiceUnavailable, status == http.StatusGatewayTimeout:
+		return ClassDisconnect
+	case status >= 500:
+		return ClassServer
+	case status == http.StatusRequestTimeout:
+		return ClassDisconnect
+	case status >= 400:
+		return ClassDeterministic
+	}
+	return ClassNone
+}
+
+// Classify finds the class of err and, when known, its HTTP status and Retry-After.
+func Classify(err error) *Error {
+	if err == nil {
+		return &Error{Class: ClassNone}
+	}
+	var ce *Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	out := &Error{Err: err}
+	var apiErr *openai.APIError
+	var reqErr *openai.RequestError
+	var opErr *net.OpError
+	switch {
+	case errors.Is(err, context.Canceled):
+		out.Class = ClassCanceled
+	case errors.Is(err, ErrStuck):
+		out.Class = ClassStuck
+	case errors.Is(err, ErrIdleTimeout), errors.Is(err, context.DeadlineExceeded):
+		out.Class = ClassDisconnect
+	case errors.As(err, &apiErr) && apiErr.HTTPStatusCode != 0:
+		out.Status = apiErr.HTTPStatusCode
+		out.Class = FromStatus(apiErr.HTTPStatusCode)
+		if isContextLength(apiErr.Message) {
+			out.Class = ClassDeterministic
+		}
+	case errors.As(err, &reqErr) && reqErr.HTTPStatusCode != 0:
+		out.Status = reqErr.HTTPStatusCode
+		out.Class = FromStatus(reqErr.HTTPStatusCode)
+	case errors.Is(err, syscall.ECONNREFUSED), isDial(err, &opErr):
+		out.Class = ClassConnect
+	case errors.Is(err, ErrDisconnected), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, net.ErrClosed),
+		isTimeout(err), isHTTP2StreamError(err):
+		out.Class = ClassDisconnect
+	case isContextLength(err.Error()):
+		out.Class = ClassDeterministic
+	default:
+		// Unknown errors from the transport are most often a dropped connection;
+		// anything an adapter can recognise as deterministic it wraps in *Error.
+		out.Class = ClassDisconnect
+	}
+	return out
+}
+
+func isDial(err error, op **net.OpError) bool {
+	return errors.As(err, op) && (*op).Op == "dial"
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// http2's StreamError is unexported behind net/http's bundle; its text is stable.
+func isHTTP2StreamError(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "stream error") || strings.Contains(s, "INTERNAL_ERROR")
+}
+
+func isContextLength(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "context_length_exceeded") || strings.Contains(m, "maximum context length")
+}
+
+// ParseRetryAfter reads a Retry-After header in either form (delay-seconds or
+// HTTP-date), relative to now. It returns 0 when the header is absent or bad.
+func ParseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 {
+			return 0
+		}
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}

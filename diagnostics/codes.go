@@ -1,0 +1,104 @@
+package diagnostics
+
+import "log/slog"
+
+// Code is a stable diagnostic code. Codes are never renumbered or reused; the
+// table below is the documentation (docs/diagnostics.md is checked against it).
+type Code struct {
+	ID      string     // stable, e.g. "NR102"
+	Name    string     // stable, snake_case
+	Level   slog.Level // how loud it is on stderr
+	Summary string     // one line for docs and `noderun events`
+}
+
+func (c Code) String() string { return c.ID + " " + c.Name }
+
+// The catalogue. Group by hundreds: 1xx transport recovery, 2xx Responses
+// resume, 3xx harness, 4xx run-level, 9xx node outcome.
+var (
+	DisconnectDetected = Code{"NR101", "disconnect_detected", slog.LevelWarn, "the stream ended without terminal evidence; recovery begins"}
+	ReconnectScheduled = Code{"NR102", "reconnect_scheduled", slog.LevelWarn, "a reconnect is scheduled: attempt k of n, delay and cause"}
+	RetryStarted       = Code{"NR103", "retry_started", slog.LevelWarn, "the request is sent again from scratch, consuming the retry budget"}
+	RateLimitWait      = Code{"NR104", "rate_limit_wait", slog.LevelWarn, "the provider said 429; waiting its Retry-After"}
+	ProviderError      = Code{"NR105", "provider_error", slog.LevelWarn, "the provider answered with a transient error (5xx)"}
+	ConnectFailed      = Code{"NR106", "connect_failed", slog.LevelWarn, "no connection could be made; the request never left"}
+	IdleTimeout        = Code{"NR107", "idle_timeout", slog.LevelWarn, "no data arrived within the profile's idle window"}
+	Recovered          = Code{"NR108", "recovered", slog.LevelInfo, "the node completed after one or more recovery steps"}
+
+	Reattached       = Code{"NR201", "reattached", slog.LevelInfo, "re-attached to the response from sequence N; nothing regenerated"}
+	PollingStarted   = Code{"NR202", "polling_started", slog.LevelInfo, "the stream was silent; switched to polling the response status"}
+	StatusChecked    = Code{"NR203", "status_checked", slog.LevelInfo, "checked the response status before deciding"}
+	StuckCancelled   = Code{"NR204", "stuck_cancelled", slog.LevelWarn, "the response made no progress past the bound and was cancelled"}
+	FellBackToRetry  = Code{"NR205", "fell_back_to_retry", slog.LevelWarn, "the response could not be resumed; retrying from scratch"}
+	OutputFromStatus = Code{"NR206", "output_from_status", slog.LevelInfo, "the response had completed; output taken from its status"}
+	ResponseCreated  = Code{"NR207", "response_created", slog.LevelInfo, "the provider assigned a response id"}
+
+	ThreadStarted   = Code{"NR301", "thread_started", slog.LevelInfo, "the harness reported its thread id"}
+	HarnessRetrying = Code{"NR302", "harness_retrying", slog.LevelInfo, "the harness is retrying on its own (informational)"}
+	ThreadResumed   = Code{"NR303", "thread_resumed", slog.LevelWarn, "the harness thread is resumed by its recorded id"}
+	ThreadMismatch  = Code{"NR304", "thread_mismatch", slog.LevelError, "a resume came back with a different thread id"}
+	HarnessFailed   = Code{"NR305", "harness_failed", slog.LevelWarn, "the harness reported a failed turn or exited"}
+
+	RunStarted     = Code{"NR401", "run_started", slog.LevelInfo, "a run started"}
+	RunFinished    = Code{"NR402", "run_finished", slog.LevelInfo, "a run finished"}
+	RunInterrupted = Code{"NR403", "run_interrupted", slog.LevelWarn, "the run was interrupted (signal) and can be resumed"}
+	NodeSkipped    = Code{"NR404", "node_skipped", slog.LevelWarn, "a node was skipped because a node it needs failed"}
+	BreakerOpen    = Code{"NR405", "breaker_open", slog.LevelError, "the provider's circuit breaker is open; failing fast"}
+
+	NodeFailed          = Code{"NR901", "node_failed", slog.LevelError, "the node failed: class and what was tried"}
+	DeterministicError  = Code{"NR902", "deterministic_error", slog.LevelError, "the provider rejected the request; it is not retried"}
+	BudgetExhausted     = Code{"NR903", "budget_exhausted", slog.LevelError, "the retry or reconnect budget is spent"}
+	DeadlineExceeded    = Code{"NR904", "deadline_exceeded", slog.LevelError, "the profile's recovery deadline passed"}
+	UnsafeReplayRefused = Code{"NR905", "unsafe_replay_refused", slog.LevelError, "the request may have had side effects; not replayed"}
+	NodeCanceled        = Code{"NR906", "node_canceled", slog.LevelWarn, "the node was canceled"}
+)
+
+// Codes lists every code, in order, for docs and lookups.
+func Codes() []Code {
+	return []Code{
+		DisconnectDetected, ReconnectScheduled, RetryStarted, RateLimitWait, ProviderError, ConnectFailed, IdleTimeout, Recovered,
+		Reattached, PollingStarted, StatusChecked, StuckCancelled, FellBackToRetry, OutputFromStatus, ResponseCreated,
+		ThreadStarted, HarnessRetrying, ThreadResumed, ThreadMismatch, HarnessFailed,
+		RunStarted, RunFinished, RunInterrupted, NodeSkipped, BreakerOpen,
+		NodeFailed, DeterministicError, BudgetExhausted, DeadlineExceeded, UnsafeReplayRefused, NodeCanceled,
+	}
+}
+
+// Lookup finds a code by ID or name.
+func Lookup(idOrName string) (Code, bool) {
+	for _, c := range Codes() {
+		if c.ID == idOrName || c.Name == idOrName {
+			return c, true
+		}
+	}
+	return Code{}, false
+}
+
+// Diagnostic is one recovery step, as journaled and logged.
+type Diagnostic struct {
+	Code    Code
+	Message string
+	Attrs   []slog.Attr
+}
+
+// New builds a diagnostic.
+func New(c Code, msg string, attrs ...slog.Attr) Diagnostic {
+	return Diagnostic{Code: c, Message: msg, Attrs: attrs}
+}
+
+// DetectedCode is the code that first reports an error of class c.
+func DetectedCode(c Class) Code {
+	switch c {
+	case ClassRateLimited:
+		return RateLimitWait
+	case ClassServer:
+		return ProviderError
+	case ClassConnect:
+		return ConnectFailed
+	case ClassDeterministic:
+		return DeterministicError
+	case ClassCanceled:
+		return NodeCanceled
+	}
+	return DisconnectDetected
+}

@@ -1,0 +1,53 @@
+package diagnostics
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/diagnostics.md from the code table")
+
+// docs/diagnostics.md is the operator's reference; it must list exactly the
+// codes this package emits. Regenerate with: go test ./diagnostics -update
+func TestDocsListEveryCode(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("# Diagnostic codes\n\n")
+	b.WriteString("Every recovery step noderun takes is journaled (`noderun events RUN`) and logged on stderr with one of\n")
+	b.WriteString("these codes. Codes are stable: never renumbered, never reused. Generated from `diagnostics/codes.go`.\n\n")
+	b.WriteString("| code | name | level | meaning |\n|---|---|---|---|\n")
+	for _, c := range Codes() {
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %s |\n", c.ID, c.Name, c.Level, c.Summary)
+	}
+	b.WriteString("\n## Error classes\n\n")
+	b.WriteString("| class | transient | examples |\n|---|---|---|\n")
+	for _, c := range []struct {
+		c  Class
+		ex string
+	}{
+		{ClassDisconnect, "EOF without terminal evidence, unexpected EOF, connection reset, idle timeout, HTTP/2 stream error, 502/503/504"},
+		{ClassConnect, "connection refused: the request provably never left"},
+		{ClassRateLimited, "429, with Retry-After in seconds or as an HTTP date"},
+		{ClassServer, "500 and other 5xx"},
+		{ClassStuck, "a background response left queued past the profile's stuck_after"},
+		{ClassDeterministic, "400, 401, 403, 404, 422, context length, a failed or incomplete response, a harness thread mismatch"},
+		{ClassCanceled, "Ctrl-C, node cancel"},
+	} {
+		fmt.Fprintf(&b, "| `%s` | %v | %s |\n", c.c, c.c.Transient(), c.ex)
+	}
+	const path = "../docs/diagnostics.md"
+	if *update {
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (regenerate with: go test ./diagnostics -update)", err)
+	}
+	if string(got) != b.String() {
+		t.Errorf("%s is out of date; regenerate with: go test ./diagnostics -update", path)
+	}
+}

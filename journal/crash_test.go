@@ -1,0 +1,181 @@
+package journal
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// crashHelperEnv makes the test binary act as a journaling process that the
+// crash test kills (the standard helper-process pattern): its value is the
+// journal path.
+const crashHelperEnv = "NODERUN_JOURNAL_CRASH_HELPER"
+
+func TestMain(m *testing.M) {
+	if path := os.Getenv(crashHelperEnv); path != "" {
+		crashHelper(path)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// crashHelper streams events (payload i for the i-th) and, between bursts,
+// makes a state change; after each one returns, it prints
+// "ack STEP KIND I": the change is acknowledged and the first I events were
+// appended before it. It runs until killed.
+func crashHelper(path string) {
+	ctx := context.Background()
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		os.Exit(2)
+	}
+	// Small, quick batches: many commits, so kills land in every phase.
+	j, err := Open(ctx, path, WithBatch(32, time.Millisecond))
+	if err != nil {
+		fail(err)
+	}
+	if err := j.CreateRun(ctx, Run{ID: "run", Graph: "crash"}); err != nil {
+		fail(err)
+	}
+	fmt.Println("ready")
+	i := 0
+	for step := 0; ; step++ {
+		for range rand.IntN(300) {
+			i++
+			if err := j.Append(Event{RunID: "run", NodeID: "stream", Kind: KindDelta, ProviderSeq: -1,
+				Payload: []byte(strconv.Itoa(i))}); err != nil {
+				fail(err)
+			}
+		}
+		node := fmt.Sprint("s", step)
+		var kind string
+		switch step % 3 {
+		case 0:
+			kind, err = "node", j.SetNodeState(ctx, "run", node, NodePending, "")
+		case 1:
+			kind = "attempt"
+			_, err = j.BeginAttempt(ctx, "run", node, ModeStart, "sim")
+		case 2:
+			kind, err = "flush", j.Flush(ctx)
+		}
+		if err != nil {
+			fail(err)
+		}
+		fmt.Printf("ack %d %s %d\n", step, kind, i)
+	}
+}
+
+// TestCrashSafety SIGKILLs a journaling process at random moments and checks
+// what the next process finds: an intact database, every acknowledged state
+// change, every event appended before the last acknowledgement, and events
+// that form a gap-free prefix of what was appended.
+func TestCrashSafety(t *testing.T) {
+	trials := 12
+	if testing.Short() {
+		trials = 3
+	}
+	for trial := range trials {
+		t.Run(fmt.Sprint("trial", trial), func(t *testing.T) {
+			crashTrial(t, time.Duration(20+rand.IntN(400))*time.Millisecond)
+		})
+	}
+}
+
+type ack struct {
+	step   int
+	kind   string
+	events int
+}
+
+func crashTrial(t *testing.T, after time.Duration) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "crash.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashHelperEnv+"="+path)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || lines.Text() != "ready" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("helper did not start: %q %s", lines.Text(), stderr.String())
+	}
+	time.Sleep(after)
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no chance to flush
+		t.Fatal(err)
+	}
+	var acks []ack
+	for lines.Scan() {
+		var a ack
+		if _, err := fmt.Sscanf(lines.Text(), "ack %d %s %d", &a.step, &a.kind, &a.events); err != nil {
+			t.Fatalf("helper line %q: %v", lines.Text(), err)
+		}
+		acks = append(acks, a)
+	}
+	if err := cmd.Wait(); err == nil || strings.Contains(stderr.String(), "helper:") {
+		t.Fatalf("helper was not killed (%v) or failed: %s", err, stderr.String())
+	}
+
+	j := openTest(t, path)
+	var integrity string
+	if err := j.rdb.QueryRow("PRAGMA integrity_check").Scan(&integrity); err != nil || integrity != "ok" {
+		t.Fatalf("integrity_check = %q, %v", integrity, err)
+	}
+	rows, err := j.rdb.Query("PRAGMA foreign_key_check")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows.Next() {
+		t.Error("foreign_key_check reports violations")
+	}
+	rows.Close()
+	if r, err := j.Run(ctx, "run"); err != nil || r.Status != RunRunning {
+		t.Fatalf("run after the crash = %+v, %v; want it unfinished", r, err)
+	}
+
+	evs, err := j.Events(ctx, "run", EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSeqs(t, evs) // gap-free prefix: seq i holds the i-th appended event
+	acked := 0
+	for _, a := range acks {
+		node := fmt.Sprint("s", a.step)
+		switch a.kind {
+		case "node":
+			if _, err := j.Node(ctx, "run", node); err != nil {
+				t.Errorf("acknowledged node %s lost: %v", node, err)
+			}
+		case "attempt":
+			if atts, err := j.Attempts(ctx, "run", node); err != nil || len(atts) != 1 {
+				t.Errorf("acknowledged attempt of %s lost: %v %v", node, atts, err)
+			}
+		}
+		acked = a.events
+	}
+	if len(evs) < acked {
+		t.Fatalf("%d events journaled, but %d were appended before the last acknowledgement", len(evs), acked)
+	}
+	t.Logf("killed after %v: %d acks, %d events acknowledged, %d journaled", after, len(acks), acked, len(evs))
+
+	// The next process continues the run's log where the crash left it.
+	check(t, j.Append(Event{RunID: "run", Kind: "resumed", Payload: []byte(strconv.Itoa(len(evs) + 1))}))
+	check(t, j.Flush(ctx))
+	evs, _ = j.Events(ctx, "run", EventFilter{})
+	checkSeqs(t, evs)
+}

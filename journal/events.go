@@ -1,0 +1,164 @@
+package journal
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+)
+
+// Event kinds the journal itself interprets. Other kinds are the caller's.
+const (
+	// KindDelta: the payload is a piece of the node's output.
+	KindDelta = "delta"
+	// KindReset: every earlier delta of the same attempt is void (the work
+	// restarted, or its whole output came from elsewhere).
+	KindReset = "reset"
+)
+
+// NoProviderSeq is Event.ProviderSeq for events that carry no provider
+// sequence number.
+const NoProviderSeq int64 = -1
+
+// Event is one entry of a run's append-only event log.
+type Event struct {
+	RunID   string
+	NodeID  string // "" for run-level events
+	Attempt int    // 0 when the event belongs to no attempt
+	// Seq is assigned by the journal: 1, 2, 3... per run, gap-free, in
+	// append order. Append ignores the caller's value.
+	Seq  int64
+	Time time.Time // Append sets it to now if zero
+	Kind string
+	Code string // a diagnostic code, or ""
+	// ProviderSeq is the provider's sequence number (Responses
+	// sequence_number), or NoProviderSeq. Caution: 0 is a real sequence
+	// number, so an event that has none must say -1. Within an attempt
+	// (Attempt > 0) an event whose ProviderSeq was already journaled is
+	// dropped: a resumed stream cannot duplicate its events.
+	ProviderSeq int64
+	Payload     []byte
+}
+
+// EventFilter selects events for Events.
+type EventFilter struct {
+	Node     string   // only this node's events; "" for all
+	AfterSeq int64    // only events with Seq > AfterSeq (poll with the last Seq seen)
+	Limit    int      // at most this many; <= 0 for all
+	Kinds    []string // only these kinds; empty for all
+}
+
+// Append queues an event for the writer and returns at once, unless the
+// queue is full, in which case it waits: that is the journal's backpressure.
+// It copies the payload. It returns an error only for an unusable event, a
+// closed journal, or a writer that has failed; a nil error does not mean
+// committed (see Flush).
+func (j *Journal) Append(e Event) error {
+	if e.RunID == "" || e.Kind == "" || e.Attempt < 0 {
+		return j.errorf("append: %w: event needs a run id, a kind and attempt >= 0", ErrInvalid)
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	e.Seq = 0
+	e.Payload = bytes.Clone(e.Payload)
+	if err := j.enqueue(context.Background(), op{kind: opEvent, ev: e}); err != nil {
+		return j.errorf("append: %w", err)
+	}
+	return nil
+}
+
+// Events returns a run's events in seq order, as filtered by f. While a run
+// goes, poll it with f.AfterSeq set to the last Seq seen: events become
+// visible in seq order, whole batches at a time, so nothing is skipped.
+func (j *Journal) Events(ctx context.Context, runID string, f EventFilter) ([]Event, error) {
+	var q strings.Builder
+	q.WriteString(`SELECT seq, node, attempt, time, kind, code, provider_seq, payload
+		FROM events WHERE run = (SELECT key FROM runs WHERE id = ?) AND seq > ?`)
+	args := []any{runID, f.AfterSeq}
+	if f.Node != "" {
+		q.WriteString(` AND node = ?`)
+		args = append(args, f.Node)
+	}
+	if len(f.Kinds) > 0 {
+		q.WriteString(` AND kind IN (?` + strings.Repeat(`, ?`, len(f.Kinds)-1) + `)`)
+		for _, k := range f.Kinds {
+			args = append(args, k)
+		}
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	q.WriteString(` ORDER BY seq LIMIT ?`)
+	args = append(args, limit)
+
+	rows, err := j.rdb.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return nil, j.errorf("events of run %q: %w", runID, err)
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		e := Event{RunID: runID}
+		var t int64
+		if err := rows.Scan(&e.Seq, &e.NodeID, &e.Attempt, &t, &e.Kind, &e.Code, &e.ProviderSeq, &e.Payload); err != nil {
+			return nil, j.errorf("events of run %q: %w", runID, err)
+		}
+		e.Time = time.Unix(0, t)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, j.errorf("events of run %q: %w", runID, err)
+	}
+	return out, nil
+}
+
+// RebuildOutput rebuilds what one attempt of a node produced: its delta
+// payloads concatenated in seq order, starting after its last reset. It
+// reads committed events only.
+func (j *Journal) RebuildOutput(ctx context.Context, runID, nodeID string, attempt int) (string, error) {
+	rows, err := j.rdb.QueryContext(ctx, `SELECT kind, payload FROM events
+		WHERE run = (SELECT key FROM runs WHERE id = ?) AND node = ? AND attempt = ? AND kind IN ('delta', 'reset') ORDER BY seq`,
+		runID, nodeID, attempt)
+	if err != nil {
+		return "", j.errorf("rebuild output of %s/%s#%d: %w", runID, nodeID, attempt, err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	var kind string
+	var payload sql.RawBytes
+	for rows.Next() {
+		if err := rows.Scan(&kind, &payload); err != nil {
+			return "", j.errorf("rebuild output of %s/%s#%d: %w", runID, nodeID, attempt, err)
+		}
+		if kind == KindReset {
+			b.Reset()
+			continue
+		}
+		b.Write(payload)
+	}
+	if err := rows.Err(); err != nil {
+		return "", j.errorf("rebuild output of %s/%s#%d: %w", runID, nodeID, attempt, err)
+	}
+	return b.String(), nil
+}
+
+// MaxProviderSeq returns the highest provider sequence number journaled for
+// an attempt (attempt >= 1), or NoProviderSeq if none. A resumed stream continues after it
+// (Responses starting_after) and may drop anything at or below it. It reads
+// committed events only: after a crash that is everything there is.
+func (j *Journal) MaxProviderSeq(ctx context.Context, runID, nodeID string, attempt int) (int64, error) {
+	var max sql.NullInt64
+	err := j.rdb.QueryRowContext(ctx, `SELECT MAX(provider_seq) FROM events
+		WHERE run = (SELECT key FROM runs WHERE id = ?) AND node = ? AND attempt = ? AND attempt > 0 AND provider_seq >= 0`, runID, nodeID, attempt).Scan(&max)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, j.errorf("max provider seq of %s/%s#%d: %w", runID, nodeID, attempt, err)
+	}
+	if !max.Valid {
+		return NoProviderSeq, nil
+	}
+	return max.Int64, nil
+}

@@ -1,0 +1,354 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// checkSeqs fails unless evs have seqs 1..len(evs) and payloads equal to them.
+func checkSeqs(t *testing.T, evs []Event) {
+	t.Helper()
+	for i, e := range evs {
+		if e.Seq != int64(i+1) || string(e.Payload) != strconv.Itoa(i+1) {
+			t.Fatalf("event %d: seq %d payload %q; want a gap-free prefix", i, e.Seq, e.Payload)
+		}
+	}
+}
+
+func TestStateChangeCommitsEarlierAppends(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "j.db")
+	// A long linger: nothing but the state change can trigger the commit.
+	w := openTest(t, path, WithBatch(1<<20, time.Hour))
+	r := openTest(t, path) // another Journal, as another process would read
+	createRun(t, w, "run")
+	const n = 5000
+	for i := 1; i <= n; i++ {
+		w.Append(Event{RunID: "run", NodeID: "a", Kind: KindDelta, ProviderSeq: -1, Payload: []byte(strconv.Itoa(i))})
+	}
+	check(t, w.SetNodeState(ctx, "run", "a", NodeRunning, ""))
+	evs, err := r.Events(ctx, "run", EventFilter{})
+	if err != nil || len(evs) != n {
+		t.Fatalf("after the state change another reader sees %d events, %v; want %d", len(evs), err, n)
+	}
+	checkSeqs(t, evs)
+}
+
+func TestSeqsArePerRunAndGapFree(t *testing.T) {
+	ctx := context.Background()
+	j := openTest(t, "", WithBatch(7, time.Millisecond)) // many small batches
+	createRun(t, j, "a")
+	createRun(t, j, "b")
+	var wg sync.WaitGroup
+	for _, run := range []string{"a", "b"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 1; i <= 1000; i++ {
+				j.Append(Event{RunID: run, Kind: "k", ProviderSeq: -1, Payload: []byte(strconv.Itoa(i))})
+			}
+		}()
+	}
+	wg.Wait()
+	check(t, j.Flush(ctx))
+	for _, run := range []string{"a", "b"} {
+		evs, err := j.Events(ctx, run, EventFilter{})
+		if err != nil || len(evs) != 1000 {
+			t.Fatalf("run %s: %d events, %v", run, len(evs), err)
+		}
+		checkSeqs(t, evs)
+	}
+	// Seqs continue across reopen (the writer reads the last one).
+	path := j.Path()
+	j.Close()
+	j = openTest(t, path)
+	j.Append(Event{RunID: "a", Kind: "k", ProviderSeq: -1, Payload: []byte("1001")})
+	check(t, j.Flush(ctx))
+	evs, _ := j.Events(ctx, "a", EventFilter{AfterSeq: 1000})
+	if len(evs) != 1 || evs[0].Seq != 1001 {
+		t.Fatalf("after reopen: %+v", evs)
+	}
+}
+
+func TestEventsFilter(t *testing.T) {
+	ctx := context.Background()
+	j := openTest(t, "")
+	createRun(t, j, "r")
+	at := time.Unix(1700000000, 123)
+	j.Append(Event{RunID: "r", Kind: "run.start", ProviderSeq: -1, Time: at})
+	j.Append(Event{RunID: "r", NodeID: "a", Attempt: 1, Kind: KindDelta, ProviderSeq: 0, Payload: []byte("x")})
+	j.Append(Event{RunID: "r", NodeID: "b", Attempt: 1, Kind: "diagnostic", Code: "NR-DISCONNECT", ProviderSeq: -1})
+	j.Append(Event{RunID: "r", NodeID: "a", Attempt: 1, Kind: KindDelta, ProviderSeq: 1, Payload: []byte("y")})
+	check(t, j.Flush(ctx))
+
+	all, err := j.Events(ctx, "r", EventFilter{})
+	if err != nil || len(all) != 4 {
+		t.Fatalf("all = %+v, %v", all, err)
+	}
+	if e := all[0]; !e.Time.Equal(at) || e.NodeID != "" || e.Attempt != 0 || e.ProviderSeq != -1 || e.RunID != "r" {
+		t.Errorf("run-level event = %+v", e)
+	}
+	if e := all[2]; e.Code != "NR-DISCONNECT" || e.Seq != 3 {
+		t.Errorf("diagnostic = %+v", e)
+	}
+	seqs := func(evs []Event) string {
+		var s []string
+		for _, e := range evs {
+			s = append(s, strconv.FormatInt(e.Seq, 10))
+		}
+		return strings.Join(s, ",")
+	}
+	for _, c := range []struct {
+		f    EventFilter
+		want string
+	}{
+		{EventFilter{Node: "a"}, "2,4"},
+		{EventFilter{AfterSeq: 2}, "3,4"},
+		{EventFilter{Limit: 2}, "1,2"},
+		{EventFilter{AfterSeq: 1, Limit: 2}, "2,3"},
+		{EventFilter{Kinds: []string{"diagnostic", "run.start"}}, "1,3"},
+		{EventFilter{Node: "a", Kinds: []string{"diagnostic"}}, ""},
+	} {
+		got, err := j.Events(ctx, "r", c.f)
+		if err != nil || seqs(got) != c.want {
+			t.Errorf("Events(%+v) = %s, %v; want %s", c.f, seqs(got), err, c.want)
+		}
+	}
+	if got, err := j.Events(ctx, "nope", EventFilter{}); err != nil || len(got) != 0 {
+		t.Errorf("events of a missing run = %v, %v", got, err)
+	}
+}
+
+func TestDuplicateProviderEventsAreIgnored(t *testing.T) {
+	ctx := context.Background()
+	j := openTest(t, "", WithBatch(8, time.Millisecond))
+	createRun(t, j, "r")
+	if got, err := j.MaxProviderSeq(ctx, "r", "a", 1); err != nil || got != NoProviderSeq {
+		t.Fatalf("MaxProviderSeq before any = %d, %v", got, err)
+	}
+	delta := func(attempt int, ps int64) {
+		j.Append(Event{RunID: "r", NodeID: "a", Attempt: attempt, Kind: KindDelta, ProviderSeq: ps,
+			Payload: []byte(fmt.Sprint(ps, " "))})
+	}
+	for ps := range int64(10) { // 0..9
+		delta(1, ps)
+	}
+	check(t, j.Flush(ctx))
+	for ps := int64(5); ps < 15; ps++ { // a resumed stream repeating 5..9 (committed)
+		delta(1, ps)
+	}
+	delta(1, 12) // a repeat inside the same batch
+	delta(1, 12)
+	delta(2, 3) // another attempt has its own numbering
+	// Events without a provider seq, or outside an attempt, are never deduplicated.
+	j.Append(Event{RunID: "r", NodeID: "a", Attempt: 1, Kind: "note", ProviderSeq: -1})
+	j.Append(Event{RunID: "r", NodeID: "a", Attempt: 1, Kind: "note", ProviderSeq: -1})
+	j.Append(Event{RunID: "r", Kind: "run-note"})
+	j.Append(Event{RunID: "r", Kind: "run-note"})
+	delta(1, 20) // gaps and out-of-order new seqs are kept
+	delta(1, 17)
+	check(t, j.Flush(ctx))
+
+	evs, err := j.Events(ctx, "r", EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("seq %d at index %d: a dropped duplicate consumed a seq", e.Seq, i)
+		}
+		got = append(got, fmt.Sprintf("%d:%d", e.Attempt, e.ProviderSeq))
+	}
+	want := "1:0 1:1 1:2 1:3 1:4 1:5 1:6 1:7 1:8 1:9 1:10 1:11 1:12 1:13 1:14 2:3 1:-1 1:-1 0:0 0:0 1:20 1:17"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("journaled\n%s\nwant\n%s", strings.Join(got, " "), want)
+	}
+	if out, _ := j.RebuildOutput(ctx, "r", "a", 1); out != "0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 20 17 " {
+		t.Errorf("rebuilt output %q", out)
+	}
+	if got, err := j.MaxProviderSeq(ctx, "r", "a", 1); err != nil || got != 20 {
+		t.Errorf("MaxProviderSeq = %d, %v; want 20", got, err)
+	}
+	if got, _ := j.MaxProviderSeq(ctx, "r", "a", 2); got != 3 {
+		t.Errorf("MaxProviderSeq of attempt 2 = %d; want 3", got)
+	}
+}
+
+func TestRebuildOutputHonoursReset(t *testing.T) {
+	ctx := context.Background()
+	j := openTest(t, "")
+	createRun(t, j, "r")
+	ev := func(node string, attempt int, kind, payload string) {
+		j.Append(Event{RunID: "r", NodeID: node, Attempt: attempt, Kind: kind, ProviderSeq: -1, Payload: []byte(payload)})
+	}
+	ev("a", 1, KindDelta, "stale ")
+	ev("b", 1, KindDelta, "other node ")
+	ev("a", 1, KindDelta, "partial")
+	ev("a", 1, KindReset, "")
+	ev("a", 2, KindDelta, "attempt two")
+	ev("a", 1, KindDelta, "Hello")
+	ev("a", 1, "reasoning", "not output")
+	ev("a", 1, KindDelta, ", world")
+	check(t, j.Flush(ctx))
+	for _, c := range []struct {
+		node    string
+		attempt int
+		want    string
+	}{{"a", 1, "Hello, world"}, {"a", 2, "attempt two"}, {"b", 1, "other node "}, {"a", 3, ""}} {
+		if got, err := j.RebuildOutput(ctx, "r", c.node, c.attempt); err != nil || got != c.want {
+			t.Errorf("RebuildOutput(%s, %d) = %q, %v; want %q", c.node, c.attempt, got, err, c.want)
+		}
+	}
+}
+
+func TestAppendCopiesPayload(t *testing.T) {
+	ctx := context.Background()
+	j := openTest(t, "")
+	createRun(t, j, "r")
+	buf := []byte("first")
+	j.Append(Event{RunID: "r", Kind: KindDelta, Payload: buf, ProviderSeq: -1})
+	copy(buf, "XXXXX")
+	check(t, j.Flush(ctx))
+	if evs, _ := j.Events(ctx, "r", EventFilter{}); string(evs[0].Payload) != "first" {
+		t.Fatalf("payload %q: Append kept the caller's buffer", evs[0].Payload)
+	}
+}
+
+// A reader in another Journal polls while a writer streams: it must see
+// every event exactly once, in seq order, without gaps.
+func TestConcurrentReaderWhileWriting(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "j.db")
+	w := openTest(t, path, WithBatch(64, 2*time.Millisecond))
+	r := openTest(t, path)
+	createRun(t, w, "run")
+	const n = 5000
+	go func() {
+		for i := 1; i <= n; i++ {
+			w.Append(Event{RunID: "run", NodeID: "a", Attempt: 1, Kind: KindDelta, ProviderSeq: int64(i),
+				Payload: []byte(strconv.Itoa(i))})
+			if i%500 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		w.Flush(ctx)
+	}()
+	var last int64
+	deadline := time.Now().Add(30 * time.Second)
+	for last < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("reader stuck at seq %d", last)
+		}
+		evs, err := r.Events(ctx, "run", EventFilter{AfterSeq: last, Limit: 500})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Seq != last+1 || string(e.Payload) != strconv.FormatInt(e.Seq, 10) {
+				t.Fatalf("reader got seq %d (payload %q) after %d", e.Seq, e.Payload, last)
+			}
+			last = e.Seq
+		}
+		if len(evs) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+func TestAppendToUnknownRunFailsTheJournal(t *testing.T) {
+	ctx := context.Background()
+	j := openTest(t, "")
+	createRun(t, j, "r")
+	j.Append(Event{RunID: "ghost", Kind: "k"})
+	err := j.Flush(ctx)
+	if err == nil || !strings.Contains(err.Error(), `"ghost"`) || !strings.Contains(err.Error(), j.Path()) {
+		t.Fatalf("Flush after an event for a missing run = %v", err)
+	}
+	if err2 := j.Append(Event{RunID: "r", Kind: "k"}); err2 == nil || !strings.Contains(err2.Error(), `"ghost"`) {
+		t.Errorf("Append after the failure = %v, want the sticky error", err2)
+	}
+	if err2 := j.Close(); err2 == nil {
+		t.Error("Close after the failure returned nil")
+	}
+}
+
+func TestWriterFailureIsSticky(t *testing.T) {
+	ctx := context.Background()
+	j := openTest(t, "")
+	createRun(t, j, "r")
+	j.wdb.Close() // the database goes away under the writer (as with an I/O error)
+	j.Append(Event{RunID: "r", Kind: "k"})
+	err := j.Flush(ctx)
+	if err == nil || !strings.Contains(err.Error(), j.Path()) {
+		t.Fatalf("Flush = %v, want an error naming the path", err)
+	}
+	for _, later := range []error{
+		j.Append(Event{RunID: "r", Kind: "k"}),
+		j.SetRunStatus(ctx, "r", RunFailed),
+		j.Flush(ctx),
+		j.Close(),
+	} {
+		if later == nil || !strings.Contains(later.Error(), "writer stopped") {
+			t.Errorf("later call = %v, want the writer's error", later)
+		}
+	}
+}
+
+// While another process holds the write lock, the queue fills and Append
+// blocks (backpressure) instead of growing memory or dropping events; when
+// the lock is released everything is committed.
+func TestBackpressureAndBusyWait(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "j.db")
+	j := openTest(t, path, WithQueueSize(8), WithBatch(4, 0))
+	createRun(t, j, "r")
+
+	other, err := openDB(path, writerParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tx, err := other.Begin() // BEGIN IMMEDIATE: holds the write lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	appended := make(chan int, 100)
+	go func() {
+		for i := 1; i <= 50; i++ {
+			j.Append(Event{RunID: "r", Kind: "k", ProviderSeq: -1, Payload: []byte(strconv.Itoa(i))})
+			appended <- i
+		}
+		close(appended)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if n := len(appended); n >= 50 || n > 8+4+1 {
+		t.Fatalf("%d appends returned while the writer was blocked; want at most queue+batch+1", n)
+	}
+	check(t, tx.Rollback())
+	for range appended {
+	}
+	check(t, j.Flush(ctx))
+	evs, err := j.Events(ctx, "r", EventFilter{})
+	if err != nil || len(evs) != 50 {
+		t.Fatalf("%d events, %v", len(evs), err)
+	}
+	checkSeqs(t, evs)
+}
+
+func TestFlushHonoursContext(t *testing.T) {
+	j := openTest(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	// Either it got through before noticing, or it reports the cancellation.
+	if err := j.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("Flush with a canceled context = %v", err)
+	}
+}

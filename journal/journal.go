@@ -1,0 +1,282 @@
+// Package journal is noderun's run journal: an SQLite file (WAL mode) that
+// records every run, node, attempt and streamed event, so that a run can be
+// inspected while it goes, rebuilt after a crash, and resumed without
+// repeating finished work.
+//
+// # Write path
+//
+// One writer goroutine owns every write and applies them in the order they
+// were submitted. Append only enqueues an event; it blocks only while the
+// bounded queue is full, which is the journal's backpressure. State changes
+// (CreateRun, BeginAttempt, CompleteNode, ...) enqueue too and then wait until
+// the transaction holding them has committed. The writer groups whatever is
+// queued into one transaction (group commit), so a stream of 100k events per
+// second costs a few hundred commits per second, not 100k.
+//
+// The guarantees that follow from the single ordered writer:
+//   - when a state change returns nil, it and every event appended before it
+//     are durable (against a process crash; WAL with synchronous=NORMAL can
+//     lose the last transactions on power loss, never consistency);
+//   - a crash loses at most the events of the batch not yet committed, never
+//     an earlier one, so the journaled events of a run are always a prefix of
+//     what was appended;
+//   - after a write fails for a reason other than the caller's input (disk
+//     full, I/O error), the journal stops accepting work and every later call
+//     returns that error: it never silently drops events.
+//
+// # Read path
+//
+// Reads use their own connections and see committed data only: call Flush
+// first to read your own appends. Another process (another Journal on the
+// same file) can read while this one writes.
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// Errors the journal reports; match them with errors.Is.
+var (
+	// ErrNotFound: the run, node or attempt does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrClosed: the journal was closed.
+	ErrClosed = errors.New("journal closed")
+	// ErrInvalid: the call's arguments are unusable (empty id, unknown state...).
+	ErrInvalid = errors.New("invalid argument")
+)
+
+// Defaults, measured on a busy 2-core machine (see BenchmarkAppend and
+// docs in README of this package's tests): commits of 512 events cost about
+// as much per event as one huge transaction, and 10 ms of linger keeps the
+// writer to at most ~100 commits per second while a stream trickles, which
+// is also the most a crash can lose.
+const (
+	DefaultBatchOps   = 512
+	DefaultBatchDelay = 10 * time.Millisecond
+	DefaultQueueSize  = 8192
+	DefaultStaleAfter = time.Minute
+)
+
+// Journal is an open run journal. It is safe for concurrent use.
+type Journal struct {
+	path string
+	log  *slog.Logger
+	host string // os.Hostname, to judge whether a lock owner's pid can be checked
+
+	batchOps   int
+	batchDelay time.Duration
+	queueSize  int
+	staleAfter time.Duration
+
+	wdb *sql.DB // the writer's single connection
+	rdb *sql.DB // readers' pool, query_only
+
+	// The write queue. Senders hold mu.RLock while sending, so that Close,
+	// which takes mu.Lock before telling the writer to finish, knows that no
+	// op can arrive after the writer's final drain.
+	mu     sync.RWMutex
+	closed bool
+	ops    chan op
+	quit   chan struct{} // closed by Close: drain, commit and stop
+	done   chan struct{} // closed by the writer when it has stopped
+
+	errMu sync.Mutex
+	err   error // sticky writer failure
+
+	hbMu sync.Mutex
+	hb   map[string]context.CancelFunc // run id -> stops its heartbeat; nil once closing
+	hbWG sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Option configures Open.
+type Option func(*Journal)
+
+// WithLogger sets the logger for warnings (lock lost, busy retries) and
+// debug lines (duplicate provider events dropped). The default is slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(j *Journal) { j.log = l } }
+
+// WithBatch sets the group-commit bounds: the writer commits after ops
+// operations, or delay after the first uncommitted one, whichever comes first,
+// and at once when a caller waits for a state change or a Flush. delay 0
+// commits as soon as the queue is empty.
+func WithBatch(ops int, delay time.Duration) Option {
+	return func(j *Journal) { j.batchOps, j.batchDelay = ops, delay }
+}
+
+// WithQueueSize sets how many operations may wait for the writer before
+// Append blocks.
+func WithQueueSize(n int) Option { return func(j *Journal) { j.queueSize = n } }
+
+// WithStaleAfter sets how old a run lock's heartbeat must be before another
+// owner may take the lock over. Owners heartbeat every quarter of it.
+func WithStaleAfter(d time.Duration) Option { return func(j *Journal) { j.staleAfter = d } }
+
+// Open opens the journal at path, creating it (mode 0600) and migrating its
+// schema as needed, and starts the writer. Close it when done.
+func Open(ctx context.Context, path string, opts ...Option) (*Journal, error) {
+	j := &Journal{
+		path:       path,
+		log:        slog.Default(),
+		batchOps:   DefaultBatchOps,
+		batchDelay: DefaultBatchDelay,
+		queueSize:  DefaultQueueSize,
+		staleAfter: DefaultStaleAfter,
+		quit:       make(chan struct{}),
+		done:       make(chan struct{}),
+		hb:         map[string]context.CancelFunc{},
+	}
+	for _, o := range opts {
+		o(j)
+	}
+	if j.batchOps < 1 || j.queueSize < 1 || j.batchDelay < 0 || j.staleAfter <= 0 {
+		return nil, j.errorf("open: %w: batch %d/%v, queue %d, stale after %v",
+			ErrInvalid, j.batchOps, j.batchDelay, j.queueSize, j.staleAfter)
+	}
+	j.host, _ = os.Hostname()
+	j.ops = make(chan op, j.queueSize)
+
+	perm, err := createFile(path)
+	if err != nil {
+		return nil, j.errorf("open: %w", err)
+	}
+	if perm&0o077 != 0 {
+		j.log.Warn("journal file is readable by other users; it holds prompts and outputs",
+			"path", path, "mode", perm.String())
+	}
+	if j.wdb, err = openDB(path, writerParams); err != nil {
+		return nil, j.errorf("open: %w", err)
+	}
+	// One connection: the writer is the only user, and prepared statements
+	// stay bound to it.
+	j.wdb.SetMaxOpenConns(1)
+	j.wdb.SetMaxIdleConns(1)
+	j.wdb.SetConnMaxLifetime(0)
+	j.wdb.SetConnMaxIdleTime(0)
+	if err := migrate(ctx, j.wdb, migrations); err != nil {
+		j.wdb.Close()
+		return nil, j.errorf("open: %w", err)
+	}
+	if j.rdb, err = openDB(path, readerParams); err != nil {
+		j.wdb.Close()
+		return nil, j.errorf("open: %w", err)
+	}
+	w, err := newWriter(ctx, j)
+	if err != nil {
+		j.wdb.Close()
+		j.rdb.Close()
+		return nil, j.errorf("open: %w", err)
+	}
+	go w.run()
+	return j, nil
+}
+
+// Path returns the journal's file path as given to Open.
+func (j *Journal) Path() string { return j.path }
+
+// Flush waits until every operation submitted before it has committed.
+func (j *Journal) Flush(ctx context.Context) error {
+	if err := j.submit(ctx, op{kind: opFlush}); err != nil {
+		return j.errorf("flush: %w", err)
+	}
+	return nil
+}
+
+// Close stops the run lock heartbeats, commits everything queued, stops the
+// writer and closes the file. It does not release run locks: a lock whose
+// owner exited is taken over by the next AcquireRun. Close returns the
+// writer's failure if it had one. Calls after Close return ErrClosed.
+func (j *Journal) Close() error {
+	j.closeOnce.Do(func() {
+		j.stopHeartbeats()
+		j.mu.Lock()
+		j.closed = true
+		j.mu.Unlock()
+		close(j.quit)
+		<-j.done
+		err := j.failure()
+		if cerr := j.rdb.Close(); err == nil && cerr != nil {
+			err = j.errorf("close: %w", cerr)
+		}
+		if cerr := j.wdb.Close(); err == nil && cerr != nil {
+			err = j.errorf("close: %w", cerr)
+		}
+		j.closeErr = err
+	})
+	return j.closeErr
+}
+
+// errorf prefixes an error with the journal's path, so that a message in a
+// log names the file it is about.
+func (j *Journal) errorf(format string, args ...any) error {
+	return fmt.Errorf("journal %s: "+format, append([]any{j.path}, args...)...)
+}
+
+// failure returns the writer's sticky error, if any.
+func (j *Journal) failure() error {
+	j.errMu.Lock()
+	defer j.errMu.Unlock()
+	return j.err
+}
+
+// DSN parameters. The writer waits up to 5 s for another process's write
+// lock, runs in WAL (readers never block it, nor it them), syncs only at
+// checkpoints (a process crash loses nothing committed), takes the write
+// lock at BEGIN (no deadlock-prone lock upgrades) and enforces foreign keys
+// on runs/nodes/attempts. Readers cannot write by accident.
+const (
+	writerParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" +
+		"&_pragma=foreign_keys(1)&_txlock=immediate"
+	readerParams = "_pragma=busy_timeout(5000)&_pragma=query_only(1)"
+)
+
+// uriEscaper escapes the characters that would end or corrupt the path part
+// of an SQLite file: URI.
+var uriEscaper = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+
+func openDB(path, params string) (*sql.DB, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", "file:"+uriEscaper.Replace(filepath.ToSlash(abs))+"?"+params)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.Ping(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// createFile creates the database file with mode 0600 before SQLite opens
+// it: the journal holds prompts and model output, and SQLite creates its -wal
+// and -shm files with the main file's permissions. An existing file keeps its
+// mode (it is the user's); its permissions are returned so Open can warn.
+func createFile(path string) (fs.FileMode, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Mode().Perm(), nil
+}

@@ -1,0 +1,176 @@
+package journal
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Owner identifies the process that runs a run: one runner per run.
+type Owner struct {
+	PID  int
+	Host string
+	// Token tells apart two owners that share a pid and host (a restarted
+	// container reuses pids; two Journals may live in one process). An owner
+	// that presents the token it acquired with re-acquires and releases.
+	Token string
+}
+
+// NewOwner returns an owner for this process with a fresh random token.
+func NewOwner() Owner {
+	host, _ := os.Hostname()
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return Owner{PID: os.Getpid(), Host: host, Token: hex.EncodeToString(b[:])}
+}
+
+func (o Owner) String() string { return fmt.Sprintf("pid %d on host %s", o.PID, o.Host) }
+
+// LockedError is returned by AcquireRun when a live owner holds the run.
+type LockedError struct {
+	RunID     string
+	Owner     Owner
+	Heartbeat time.Time
+}
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("run %s is being run by %s (last heartbeat %s ago)", e.RunID, e.Owner,
+		time.Since(e.Heartbeat).Round(time.Second))
+}
+
+// AcquireRun makes o the owner of a run, so that no other runner works on it
+// at the same time. It succeeds if nobody owns the run, if o already does
+// (same token), or if the current owner is gone: its pid is not alive on this
+// host, or its heartbeat is older than the stale bound (WithStaleAfter; the
+// only test for an owner on another host, and the way out when a dead
+// owner's pid was reused). Otherwise it returns a *LockedError.
+//
+// While it owns the run, this Journal refreshes the heartbeat every quarter of
+// the stale bound, until ReleaseRun or Close. If another process takes the
+// lock over meanwhile (this one was suspended past the stale bound), the
+// heartbeat stops and an error is logged.
+func (j *Journal) AcquireRun(ctx context.Context, runID string, o Owner) error {
+	what := fmt.Sprintf("acquire run %q", runID)
+	if o.PID <= 0 || o.Token == "" {
+		return j.errorf("%s: %w: owner needs a pid and a token (see NewOwner)", what, ErrInvalid)
+	}
+	err := j.change(ctx, what, func(ctx context.Context, tx *sql.Tx) error {
+		var cur Owner
+		var hb int64
+		err := tx.QueryRowContext(ctx, `SELECT owner_pid, owner_host, owner_token, heartbeat FROM runs WHERE id = ?`,
+			runID).Scan(&cur.PID, &cur.Host, &cur.Token, &hb)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		if cur.Token != "" && cur.Token != o.Token {
+			why := j.ownerGone(cur, fromNanos(hb), now)
+			if why == "" {
+				return &LockedError{RunID: runID, Owner: cur, Heartbeat: fromNanos(hb)}
+			}
+			j.log.Warn("taking over run lock", "path", j.path, "run", runID, "from", cur.String(), "because", why)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE runs SET owner_pid = ?, owner_host = ?, owner_token = ?, heartbeat = ?
+			WHERE id = ?`, o.PID, o.Host, o.Token, now.UnixNano(), runID)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	j.startHeartbeat(runID, o)
+	return nil
+}
+
+// ownerGone says why cur no longer holds its lock, or "" if it may.
+func (j *Journal) ownerGone(cur Owner, hb, now time.Time) string {
+	if cur.Host == j.host && !pidAlive(cur.PID) {
+		return "its process is gone"
+	}
+	if age := now.Sub(hb); age > j.staleAfter {
+		return fmt.Sprintf("no heartbeat for %s", age.Round(time.Second))
+	}
+	return ""
+}
+
+// ReleaseRun gives up o's ownership of a run. Releasing a run o does not own
+// is a no-op.
+func (j *Journal) ReleaseRun(ctx context.Context, runID string, o Owner) error {
+	j.stopHeartbeat(runID)
+	return j.change(ctx, fmt.Sprintf("release run %q", runID), func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE runs SET owner_pid = 0, owner_host = '', owner_token = '', heartbeat = 0
+			WHERE id = ? AND owner_token = ?`, runID, o.Token)
+		if err := mustAffect(res, err); !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		var one int
+		err = tx.QueryRowContext(ctx, `SELECT 1 FROM runs WHERE id = ?`, runID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		return err
+	})
+}
+
+// startHeartbeat keeps o's heartbeat on a run fresh until stopHeartbeat.
+func (j *Journal) startHeartbeat(runID string, o Owner) {
+	j.hbMu.Lock()
+	defer j.hbMu.Unlock()
+	if _, ok := j.hb[runID]; ok || j.hb == nil {
+		return // already beating, or closing
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	j.hb[runID] = cancel
+	j.hbWG.Add(1)
+	go func() {
+		defer j.hbWG.Done()
+		t := time.NewTicker(j.staleAfter / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := j.change(ctx, fmt.Sprintf("heartbeat of run %q", runID), func(ctx context.Context, tx *sql.Tx) error {
+				return mustAffect(tx.ExecContext(ctx, `UPDATE runs SET heartbeat = ? WHERE id = ? AND owner_token = ?`,
+					time.Now().UnixNano(), runID, o.Token))
+			})
+			switch {
+			case errors.Is(err, ErrNotFound):
+				j.log.Error("run lock lost to another owner; stop working on this run", "path", j.path, "run", runID)
+				j.stopHeartbeat(runID)
+				return
+			case err != nil && ctx.Err() == nil:
+				j.log.Warn("run lock heartbeat failed", "path", j.path, "run", runID, "err", err)
+			}
+		}
+	}()
+}
+
+func (j *Journal) stopHeartbeat(runID string) {
+	j.hbMu.Lock()
+	defer j.hbMu.Unlock()
+	if cancel, ok := j.hb[runID]; ok {
+		cancel()
+		delete(j.hb, runID)
+	}
+}
+
+// stopHeartbeats stops every heartbeat for good (Close).
+func (j *Journal) stopHeartbeats() {
+	j.hbMu.Lock()
+	for _, cancel := range j.hb {
+		cancel()
+	}
+	j.hb = nil
+	j.hbMu.Unlock()
+	j.hbWG.Wait()
+}

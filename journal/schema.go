@@ -1,0 +1,126 @@
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations are applied in order; the database's PRAGMA user_version is the
+// number already applied. Never edit or reorder an applied migration: append
+// a new one. Each runs in the same transaction as its version bump, so a
+// crash mid-migration leaves the previous version intact.
+//
+// Conventions: times are unix nanoseconds, 0 meaning "not yet"; text columns
+// are NOT NULL with an empty string for "none", so reads need no NULL
+// handling.
+var migrations = []string{
+	// 1: the initial schema.
+	`
+CREATE TABLE runs (
+	key          INTEGER PRIMARY KEY, -- the run in events: an integer keeps the hot indexes small and fast
+	id           TEXT NOT NULL UNIQUE,
+	graph        TEXT NOT NULL,
+	graph_path   TEXT NOT NULL DEFAULT '',
+	graph_text   BLOB NOT NULL DEFAULT x'',
+	graph_sha256 TEXT NOT NULL,
+	profile      TEXT NOT NULL DEFAULT '',
+	status       TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'interrupted')),
+	started      INTEGER NOT NULL,
+	finished     INTEGER NOT NULL DEFAULT 0,
+	-- The run lock (see lock.go): who runs it, and when it last said so.
+	owner_pid    INTEGER NOT NULL DEFAULT 0,
+	owner_host   TEXT NOT NULL DEFAULT '',
+	owner_token  TEXT NOT NULL DEFAULT '',
+	heartbeat    INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_by_start ON runs (started);
+
+-- rowid order is creation order, which is the order Nodes lists them in.
+CREATE TABLE nodes (
+	run       TEXT NOT NULL REFERENCES runs (id),
+	id        TEXT NOT NULL,
+	state     TEXT NOT NULL CHECK (state IN ('pending', 'running', 'completed', 'failed', 'skipped', 'attention', 'canceled')),
+	output    TEXT NOT NULL DEFAULT '',
+	err_class TEXT NOT NULL DEFAULT '',
+	error     TEXT NOT NULL DEFAULT '',
+	reason    TEXT NOT NULL DEFAULT '',
+	attempts  INTEGER NOT NULL DEFAULT 0,
+	started   INTEGER NOT NULL DEFAULT 0,
+	finished  INTEGER NOT NULL DEFAULT 0,
+	UNIQUE (run, id)
+);
+
+CREATE TABLE attempts (
+	run       TEXT NOT NULL,
+	node      TEXT NOT NULL,
+	n         INTEGER NOT NULL CHECK (n >= 1),
+	mode      TEXT NOT NULL CHECK (mode IN ('start', 'retry', 'resume', 'reattach')),
+	provider  TEXT NOT NULL DEFAULT '',
+	ref       TEXT NOT NULL DEFAULT '',
+	cursor    INTEGER NOT NULL DEFAULT -1,
+	outcome   TEXT NOT NULL CHECK (outcome IN ('running', 'ok', 'error')),
+	err_class TEXT NOT NULL DEFAULT '',
+	error     TEXT NOT NULL DEFAULT '',
+	started   INTEGER NOT NULL,
+	ended     INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (run, node, n),
+	FOREIGN KEY (run, node) REFERENCES nodes (run, id)
+) WITHOUT ROWID;
+
+-- The append-only event log. seq is assigned by the journal, gap-free and
+-- increasing per run. run is runs.key. The writer checks that the run
+-- exists; a foreign key would only add a lookup per event.
+CREATE TABLE events (
+	run          INTEGER NOT NULL,
+	seq          INTEGER NOT NULL,
+	node         TEXT NOT NULL DEFAULT '',
+	attempt      INTEGER NOT NULL DEFAULT 0,
+	time         INTEGER NOT NULL,
+	kind         TEXT NOT NULL,
+	code         TEXT NOT NULL DEFAULT '',
+	provider_seq INTEGER NOT NULL DEFAULT -1,
+	payload      BLOB NOT NULL DEFAULT x'',
+	PRIMARY KEY (run, seq)
+) WITHOUT ROWID;
+CREATE INDEX events_by_node ON events (run, node, seq);
+-- A provider event (one with a sequence number, inside an attempt) is
+-- journaled at most once, however often a resumed stream repeats it.
+CREATE UNIQUE INDEX events_provider_seq ON events (run, node, attempt, provider_seq)
+	WHERE provider_seq >= 0 AND attempt > 0;
+`,
+}
+
+// migrate brings db up to len(list) applied migrations. It runs in one
+// IMMEDIATE transaction, so two processes opening a new file at once
+// serialize here and the second finds the work done.
+func migrate(ctx context.Context, db *sql.DB, list []string) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer tx.Rollback()
+	var v int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return fmt.Errorf("migrate: read version: %w", err)
+	}
+	if v > len(list) {
+		return fmt.Errorf("migrate: schema version %d is newer than this build knows (%d): upgrade noderun", v, len(list))
+	}
+	if v == len(list) {
+		return nil
+	}
+	for i := v; i < len(list); i++ {
+		if _, err := tx.ExecContext(ctx, list[i]); err != nil {
+			return fmt.Errorf("migrate to version %d: %w", i+1, err)
+		}
+	}
+	// PRAGMA takes no bound parameters; len(list) is ours.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", len(list))); err != nil {
+		return fmt.Errorf("migrate: set version: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate: commit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,455 @@
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+type opKind uint8
+
+const (
+	opEvent opKind = iota // an appended event; nobody waits
+	opFunc                // a state change; its caller waits
+	opFlush               // a barrier; its caller waits
+)
+
+// op is one unit of work for the writer.
+type op struct {
+	kind opKind
+	ev   Event
+	// fn applies a state change inside the batch transaction. It must have
+	// no effect outside tx: a batch that meets a busy database is rolled
+	// back and replayed.
+	fn   func(ctx context.Context, tx *sql.Tx) error
+	done chan error // buffered(1); nil for opEvent
+	err  error      // fn's own (non-fatal) error, reported on done
+}
+
+// submit enqueues o and, unless it is an event, waits for the commit of the
+// transaction that holds it. If ctx ends while waiting, the operation may
+// still commit.
+func (j *Journal) submit(ctx context.Context, o op) error {
+	if o.kind != opEvent {
+		o.done = make(chan error, 1)
+	}
+	if err := j.enqueue(ctx, o); err != nil {
+		return err
+	}
+	if o.done == nil {
+		return nil
+	}
+	select {
+	case err := <-o.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// enqueue sends o to the writer. It blocks while the queue is full.
+func (j *Journal) enqueue(ctx context.Context, o op) error {
+	if err := j.failure(); err != nil {
+		return err
+	}
+	j.mu.RLock()
+	defer j.mu.RUnlock()
+	if j.closed {
+		return ErrClosed
+	}
+	select {
+	case j.ops <- o:
+		return nil
+	default:
+	}
+	select {
+	case j.ops <- o:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// writer is the goroutine that owns every write.
+type writer struct {
+	j     *Journal
+	stmts writerStmts
+	batch []op
+	timer *time.Timer
+
+	// Per-transaction caches; valid only while the writer holds the write
+	// lock, so they are exact even if other processes write between batches.
+	runs    map[string]*runCursor
+	maxPSeq map[attemptKey]int64
+	pending []*Event // fast-path events waiting for a multi-row insert
+}
+
+// runCursor is what the writer knows of a run inside one transaction.
+type runCursor struct {
+	key     int64 // runs.key
+	lastSeq int64
+}
+
+type attemptKey struct {
+	run     int64
+	node    string
+	attempt int
+}
+
+// rowsPerInsert is how many events one multi-row INSERT carries: it halves
+// the per-event statement overhead (measured 140k -> 210k rows/s); more rows
+// gain little.
+const rowsPerInsert = 16
+
+type writerStmts struct {
+	insert1, insertN, insertOrIgnore, runKey, maxSeq, maxPSeq *sql.Stmt
+}
+
+func (s *writerStmts) close() {
+	for _, st := range []*sql.Stmt{s.insert1, s.insertN, s.insertOrIgnore, s.runKey, s.maxSeq, s.maxPSeq} {
+		if st != nil {
+			st.Close()
+		}
+	}
+}
+
+func newWriter(ctx context.Context, j *Journal) (*writer, error) {
+	w := &writer{
+		j:       j,
+		batch:   make([]op, 0, j.batchOps),
+		runs:    map[string]*runCursor{},
+		maxPSeq: map[attemptKey]int64{},
+	}
+	const cols = `INTO events (run, seq, node, attempt, time, kind, code, provider_seq, payload) VALUES `
+	const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	var err error
+	prep := func(q string) *sql.Stmt {
+		var st *sql.Stmt
+		if err == nil {
+			st, err = j.wdb.PrepareContext(ctx, q)
+		}
+		return st
+	}
+	w.stmts = writerStmts{
+		insert1:        prep(`INSERT ` + cols + row),
+		insertN:        prep(`INSERT ` + cols + row + strings.Repeat(", "+row, rowsPerInsert-1)),
+		insertOrIgnore: prep(`INSERT OR IGNORE ` + cols + row),
+		runKey:         prep(`SELECT key FROM runs WHERE id = ?`),
+		maxSeq:         prep(`SELECT COALESCE(MAX(seq), 0) FROM events WHERE run = ?`),
+		maxPSeq: prep(`SELECT COALESCE(MAX(provider_seq), -1) FROM events
+			WHERE run = ? AND node = ? AND attempt = ? AND attempt > 0 AND provider_seq >= 0`),
+	}
+	if err != nil {
+		w.stmts.close()
+		return nil, err
+	}
+	w.timer = time.NewTimer(time.Hour)
+	w.timer.Stop()
+	return w, nil
+}
+
+// run collects operations into batches and commits them until Close.
+//
+// A batch is committed when it holds batchOps operations, when batchDelay has
+// passed since its first operation, or, as soon as the queue is momentarily
+// empty, if somebody waits on it (a state change or Flush). Since the queue is
+// FIFO, a waiting caller's transaction also holds every event queued before
+// its operation.
+func (w *writer) run() {
+	j := w.j
+	defer close(j.done)
+	defer w.stmts.close()
+	for {
+		var first op
+		select {
+		case first = <-j.ops:
+		case <-j.quit:
+			w.drain()
+			return
+		}
+		w.batch = append(w.batch[:0], first)
+		waiter := first.kind != opEvent
+		if !waiter && j.batchDelay > 0 {
+			w.timer.Reset(j.batchDelay)
+		}
+	collect:
+		for len(w.batch) < j.batchOps {
+			// Take what is already queued without waiting.
+			select {
+			case o := <-j.ops:
+				w.batch = append(w.batch, o)
+				waiter = waiter || o.kind != opEvent
+				continue
+			default:
+			}
+			if waiter || j.batchDelay == 0 {
+				break
+			}
+			select {
+			case o := <-j.ops:
+				w.batch = append(w.batch, o)
+				waiter = o.kind != opEvent
+			case <-w.timer.C:
+				break collect
+			case <-j.quit:
+				break collect // the next loop turn drains the rest
+			}
+		}
+		w.timer.Stop()
+		w.commit()
+	}
+}
+
+// drain commits everything still queued. Close has already stopped new
+// sends, so the queue only shrinks.
+func (w *writer) drain() {
+	for {
+		w.batch = w.batch[:0]
+	fill:
+		for len(w.batch) < w.j.batchOps {
+			select {
+			case o := <-w.j.ops:
+				w.batch = append(w.batch, o)
+			default:
+				break fill
+			}
+		}
+		if len(w.batch) == 0 {
+			return
+		}
+		w.commit()
+	}
+}
+
+// busyRetries bounds how often a batch is replayed when another process
+// holds the write lock beyond the 5 s busy timeout.
+const busyRetries = 5
+
+// commit writes the batch in one transaction and reports to its waiters.
+func (w *writer) commit() {
+	j := w.j
+	err := j.failure()
+	if err == nil {
+		for try := 0; ; try++ {
+			err = w.apply()
+			if err == nil || !isBusy(err) || try == busyRetries {
+				break
+			}
+			j.log.Warn("journal busy, retrying batch", "path", j.path, "try", try+1, "err", err)
+		}
+		if err != nil {
+			err = j.errorf("writer stopped: %w", err)
+			j.errMu.Lock()
+			if j.err == nil {
+				j.err = err
+			}
+			err = j.err
+			j.errMu.Unlock()
+			j.log.Error("journal write failed; the journal accepts no more writes", "path", j.path, "err", err)
+		}
+	}
+	for i := range w.batch {
+		o := &w.batch[i]
+		if o.done == nil {
+			continue
+		}
+		if err != nil {
+			o.done <- err
+		} else {
+			o.done <- o.err
+		}
+	}
+	clear(w.batch) // drop payload references
+}
+
+// apply runs the batch in one transaction. A state change that fails for a
+// reason of its own (not found, constraint) is rolled back to its savepoint
+// and reported to its caller alone; any other error fails the whole batch.
+func (w *writer) apply() error {
+	ctx := context.Background()
+	tx, err := w.j.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	clear(w.runs)
+	clear(w.maxPSeq)
+	w.pending = w.pending[:0]
+	for i := range w.batch {
+		o := &w.batch[i]
+		o.err = nil
+		switch o.kind {
+		case opEvent:
+			if err := w.insert(ctx, tx, &o.ev); err != nil {
+				return err
+			}
+			continue
+		case opFunc:
+			if err := w.flushPending(ctx, tx); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, "SAVEPOINT op"); err != nil {
+				return err
+			}
+			if err := o.fn(ctx, tx); err != nil {
+				if isFatal(err) {
+					return err
+				}
+				o.err = err
+				if _, err := tx.ExecContext(ctx, "ROLLBACK TO op"); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.ExecContext(ctx, "RELEASE op"); err != nil {
+				return err
+			}
+		}
+	}
+	if err := w.flushPending(ctx, tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// insert journals one event, assigning its run's next seq.
+//
+// A provider event (Attempt > 0, ProviderSeq >= 0) whose ProviderSeq is above
+// everything journaled for its attempt cannot be a duplicate; that is every
+// event of a healthy stream, and those take the fast path: a multi-row
+// plain INSERT. Any other provider event may repeat one already journaled
+// (a resumed stream overlapping), so it is inserted alone with OR IGNORE,
+// and if it was a duplicate it consumes no seq: seqs stay gap-free.
+func (w *writer) insert(ctx context.Context, tx *sql.Tx, e *Event) error {
+	rc, err := w.runCursor(ctx, tx, e.RunID)
+	if err != nil {
+		return err
+	}
+	if e.Attempt > 0 && e.ProviderSeq >= 0 {
+		k := attemptKey{rc.key, e.NodeID, e.Attempt}
+		max, ok := w.maxPSeq[k]
+		if !ok {
+			if err := tx.StmtContext(ctx, w.stmts.maxPSeq).QueryRowContext(ctx, k.run, k.node, k.attempt).Scan(&max); err != nil {
+				return err
+			}
+		}
+		if e.ProviderSeq <= max {
+			// Slow path. Earlier events go first: one of them may be the
+			// event this one duplicates.
+			if err := w.flushPending(ctx, tx); err != nil {
+				return err
+			}
+			res, err := tx.StmtContext(ctx, w.stmts.insertOrIgnore).ExecContext(ctx, eventArgs(nil, rc.key, rc.lastSeq+1, e)...)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 0 {
+				w.j.log.Debug("journal dropped a duplicate provider event", "run", e.RunID, "node", e.NodeID,
+					"attempt", e.Attempt, "provider_seq", e.ProviderSeq, "kind", e.Kind)
+				w.maxPSeq[k] = max
+				return nil
+			}
+			rc.lastSeq++
+			e.Seq = rc.lastSeq
+			w.maxPSeq[k] = max
+			return nil
+		}
+		w.maxPSeq[k] = e.ProviderSeq
+	}
+	rc.lastSeq++
+	e.Seq = rc.lastSeq
+	w.pending = append(w.pending, e)
+	if len(w.pending) == rowsPerInsert {
+		return w.flushPending(ctx, tx)
+	}
+	return nil
+}
+
+// runCursor returns the cursor of a run, reading it on first use in a transaction.
+// An event for a run that does not exist is a caller's bug that would leave
+// an orphan in the log; it fails the writer, loudly.
+func (w *writer) runCursor(ctx context.Context, tx *sql.Tx, runID string) (*runCursor, error) {
+	if rc, ok := w.runs[runID]; ok {
+		return rc, nil
+	}
+	rc := &runCursor{}
+	err := tx.StmtContext(ctx, w.stmts.runKey).QueryRowContext(ctx, runID).Scan(&rc.key)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("event appended to run %q, which does not exist (CreateRun first)", runID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.StmtContext(ctx, w.stmts.maxSeq).QueryRowContext(ctx, rc.key).Scan(&rc.lastSeq); err != nil {
+		return nil, err
+	}
+	w.runs[runID] = rc
+	return rc, nil
+}
+
+// flushPending inserts the fast-path events, rowsPerInsert per statement and
+// the remainder one by one.
+func (w *writer) flushPending(ctx context.Context, tx *sql.Tx) error {
+	p := w.pending
+	if len(p) == 0 {
+		return nil
+	}
+	w.pending = w.pending[:0]
+	args := make([]any, 0, 9*rowsPerInsert)
+	for len(p) >= rowsPerInsert {
+		args = args[:0]
+		for _, e := range p[:rowsPerInsert] {
+			args = eventArgs(args, w.runs[e.RunID].key, e.Seq, e)
+		}
+		if _, err := tx.StmtContext(ctx, w.stmts.insertN).ExecContext(ctx, args...); err != nil {
+			return err
+		}
+		p = p[rowsPerInsert:]
+	}
+	ins := tx.StmtContext(ctx, w.stmts.insert1)
+	for _, e := range p {
+		if _, err := ins.ExecContext(ctx, eventArgs(args[:0], w.runs[e.RunID].key, e.Seq, e)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eventArgs appends the insert arguments of one event, in column order.
+func eventArgs(args []any, runKey, seq int64, e *Event) []any {
+	payload := e.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	return append(args, runKey, seq, e.NodeID, e.Attempt, e.Time.UnixNano(), e.Kind, e.Code, e.ProviderSeq, payload)
+}
+
+// isFatal tells a state change's own failure (bad input, missing row,
+// constraint violation, lock held) from a failure of the database itself.
+func isFatal(err error) bool {
+	var le *LockedError
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalid) || errors.Is(err, sql.ErrNoRows) || errors.As(err, &le) {
+		return false
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code()&0xff != sqlite3.SQLITE_CONSTRAINT
+	}
+	return true
+}
+
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		c := se.Code() & 0xff
+		return c == sqlite3.SQLITE_BUSY || c == sqlite3.SQLITE_LOCKED
+	}
+	return false
+}

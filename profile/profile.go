@@ -1,0 +1,134 @@
+// Package profile holds retry and reconnect policy as data: how many times a
+// node may retry, how long to wait between tries, and when to give up.
+package profile
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"time"
+)
+
+// Profile is one named recovery policy. Zero durations mean "off" where noted.
+type Profile struct {
+	Name string `yaml:"-"`
+	// Retries is the per-node budget of requests sent again from scratch.
+	Retries int `yaml:"retries"`
+	// Reconnects bounds re-attaches and thread resumes, which regenerate
+	// nothing and so do not consume Retries.
+	Reconnects int `yaml:"reconnects"`
+	// Backoff is the delay before each recovery step.
+	Backoff Backoff `yaml:"backoff"`
+	// Deadline bounds one stretch of recovery: from the first failure after
+	// the last healthy progress until the node streams again.
+	Deadline Duration `yaml:"deadline"`
+	// IdleTimeout: a stream with no event for this long is treated as dropped
+	// (providers that cannot be checked) or switched to polling (those that can).
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	// PollInterval is how often a silent response's status is polled.
+	PollInterval Duration `yaml:"poll_interval"`
+	// StuckAfter: a response queued with no progress for this long is cancelled.
+	StuckAfter Duration `yaml:"stuck_after"`
+	// MaxRetryAfter caps how long a Retry-After may make a node wait.
+	MaxRetryAfter Duration `yaml:"max_retry_after"`
+}
+
+// Backoff is an exponential backoff with full jitter.
+type Backoff struct {
+	Base   Duration `yaml:"base"`
+	Factor float64  `yaml:"factor"`
+	Cap    Duration `yaml:"cap"`
+}
+
+// Delay returns the wait before recovery step n (0-based): uniform in
+// [0, min(cap, base*factor^n)]. Full jitter spreads reconnecting clients apart
+// and does the least total work of the jitter schemes (AWS architecture blog).
+func (b Backoff) Delay(n int, r *rand.Rand) time.Duration {
+	ceil := b.Ceiling(n)
+	if ceil <= 0 {
+		return 0
+	}
+	return time.Duration(r.Int64N(int64(ceil) + 1))
+}
+
+// Ceiling is the upper bound of Delay(n).
+func (b Backoff) Ceiling(n int) time.Duration {
+	f := b.Factor
+	if f < 1 {
+		f = 1
+	}
+	c := float64(b.Base.D()) * math.Pow(f, float64(n))
+	if b.Cap.D() > 0 && c > float64(b.Cap.D()) {
+		c = float64(b.Cap.D())
+	}
+	if c > math.MaxInt64/2 {
+		c = math.MaxInt64 / 2
+	}
+	return time.Duration(c)
+}
+
+// Validate reports a profile that cannot work.
+func (p Profile) Validate() error {
+	switch {
+	case p.Retries < 0:
+		return fmt.Errorf("profile %q: retries must be >= 0, got %d", p.Name, p.Retries)
+	case p.Reconnects < 0:
+		return fmt.Errorf("profile %q: reconnects must be >= 0, got %d", p.Name, p.Reconnects)
+	case p.Backoff.Base.D() < 0 || p.Backoff.Cap.D() < 0:
+		return fmt.Errorf("profile %q: backoff durations must be >= 0", p.Name)
+	case p.Backoff.Factor != 0 && p.Backoff.Factor < 1:
+		return fmt.Errorf("profile %q: backoff.factor must be >= 1, got %g", p.Name, p.Backoff.Factor)
+	case p.Deadline.D() <= 0:
+		return fmt.Errorf("profile %q: deadline must be > 0", p.Name)
+	case p.PollInterval.D() <= 0:
+		return fmt.Errorf("profile %q: poll_interval must be > 0", p.Name)
+	}
+	return nil
+}
+
+// Builtins returns the built-in profiles, keyed by name. Each call returns
+// fresh values, so callers may modify them.
+func Builtins() map[string]Profile {
+	return map[string]Profile{
+		"default": {
+			Name: "default", Retries: 3, Reconnects: 8,
+			Backoff:  Backoff{Base: D(time.Second), Factor: 2, Cap: D(30 * time.Second)},
+			Deadline: D(10 * time.Minute), IdleTimeout: D(90 * time.Second),
+			PollInterval: D(5 * time.Second), StuckAfter: D(2 * time.Minute), MaxRetryAfter: D(2 * time.Minute),
+		},
+		"ci": {
+			Name: "ci", Retries: 3, Reconnects: 8,
+			Backoff:  Backoff{Base: D(5 * time.Millisecond), Factor: 2, Cap: D(50 * time.Millisecond)},
+			Deadline: D(5 * time.Second), IdleTimeout: D(2 * time.Second),
+			PollInterval: D(50 * time.Millisecond), StuckAfter: D(500 * time.Millisecond), MaxRetryAfter: D(2 * time.Second),
+		},
+		"patient": {
+			Name: "patient", Retries: 5, Reconnects: 50,
+			Backoff:  Backoff{Base: D(2 * time.Second), Factor: 2, Cap: D(60 * time.Second)},
+			Deadline: D(60 * time.Minute), IdleTimeout: D(10 * time.Minute),
+			PollInterval: D(15 * time.Second), StuckAfter: D(10 * time.Minute), MaxRetryAfter: D(10 * time.Minute),
+		},
+	}
+}
+
+// Set is a collection of profiles: the built-ins plus any loaded from files.
+type Set map[string]Profile
+
+// Get returns the named profile or an error listing the known ones.
+func (s Set) Get(name string) (Profile, error) {
+	if p, ok := s[name]; ok {
+		return p, nil
+	}
+	return Profile{}, fmt.Errorf("unknown profile %q (known: %v)", name, s.Names())
+}
+
+// Names lists the profile names, sorted.
+func (s Set) Names() []string {
+	names := make([]string, 0, len(s))
+	for n := range s {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,92 @@
+package profile
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBackoffCeiling(t *testing.T) {
+	b := Builtins()["default"].Backoff // 1s × 2, cap 30s
+	cases := []struct {
+		n    int
+		want time.Duration
+	}{{0, time.Second}, {1, 2 * time.Second}, {4, 16 * time.Second}, {5, 30 * time.Second}, {60, 30 * time.Second}, {10000, 30 * time.Second}}
+	for _, c := range cases {
+		if got := b.Ceiling(c.n); got != c.want {
+			t.Errorf("Ceiling(%d) = %s, want %s", c.n, got, c.want)
+		}
+	}
+	if got := (Backoff{}).Delay(3, rand.New(rand.NewPCG(1, 2))); got != 0 {
+		t.Errorf("zero backoff delay = %s", got)
+	}
+}
+
+// Full jitter: every delay lies in [0, ceiling], and the delays spread over
+// the whole range rather than clustering at the ceiling.
+func TestBackoffFullJitter(t *testing.T) {
+	b := Backoff{Base: D(100 * time.Millisecond), Factor: 2, Cap: D(time.Second)}
+	r := rand.New(rand.NewPCG(7, 7))
+	for n := 0; n < 8; n++ {
+		ceil := b.Ceiling(n)
+		var low, high int
+		for i := 0; i < 2000; i++ {
+			d := b.Delay(n, r)
+			if d < 0 || d > ceil {
+				t.Fatalf("Delay(%d) = %s outside [0, %s]", n, d, ceil)
+			}
+			if d < ceil/4 {
+				low++
+			}
+			if d > ceil*3/4 {
+				high++
+			}
+		}
+		if low < 300 || high < 300 {
+			t.Errorf("n=%d: delays not spread over [0, %s]: %d low, %d high of 2000", n, ceil, low, high)
+		}
+	}
+}
+
+func TestBuiltinsValid(t *testing.T) {
+	for name, p := range Builtins() {
+		if err := p.Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if d := Builtins()["default"]; d.Retries < 3 || d.Backoff.Base.D() != time.Second || d.Backoff.Factor != 2 || d.Backoff.Cap.D() != 30*time.Second {
+		t.Errorf("default profile drifted from the documented 3 retries, 1s × 2 capped at 30s: %+v", d)
+	}
+}
+
+func TestParse(t *testing.T) {
+	set, err := Parse("p.yaml", []byte("ci:\n  retries: 1\nlong:\n  deadline: 2h\n  backoff: {base: 3s, factor: 3, cap: 1m}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci := set["ci"]
+	if ci.Retries != 1 || ci.Backoff != Builtins()["ci"].Backoff {
+		t.Errorf("override of ci lost its other values: %+v", ci)
+	}
+	long := set["long"]
+	if long.Deadline.D() != 2*time.Hour || long.Backoff.Base.D() != 3*time.Second || long.Retries != Builtins()["default"].Retries {
+		t.Errorf("new profile not based on default: %+v", long)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	cases := map[string]string{
+		"ci:\n  retires: 1\n":            "retires",
+		"ci:\n  retries: -1\n":           "retries must be >= 0",
+		"ci:\n  deadline: soon\n":        "invalid duration",
+		"- a\n- b\n":                     "mapping",
+		"x:\n  backoff: {factor: 0.5}\n": "factor",
+	}
+	for src, want := range cases {
+		_, err := Parse("p.yaml", []byte(src))
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "p.yaml") {
+			t.Errorf("Parse(%q) error = %v, want it to name p.yaml and mention %q", src, err, want)
+		}
+	}
+}

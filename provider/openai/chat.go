@@ -1,0 +1,137 @@
+// Package openai is the Chat Completions adapter, built on go-openai. It
+// tracks terminal evidence itself: go-openai's Recv returns io.EOF both after
+// `data: [DONE]` and when the server merely closes the body, so io.EOF counts
+// as success only when a finish_reason and [DONE] were both seen.
+package openai
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"time"
+
+	goopenai "github.com/sashabaranov/go-openai"
+
+	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/provider"
+)
+
+// Config configures the adapter.
+type Config struct {
+	BaseURL string // e.g. https://api.openai.com/v1 or the simulator's URL
+	APIKey  string // empty sends no Authorization header
+	// HTTPClient defaults to one with dial and header timeouts but no overall
+	// timeout (a stream may last hours).
+	HTTPClient *http.Client
+}
+
+// Provider streams chat completions. It cannot resume or check a stream:
+// the Chat Completions API has no id to re-attach to.
+type Provider struct {
+	client *goopenai.Client
+}
+
+// New returns a chat adapter.
+func New(cfg Config) *Provider {
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = DefaultHTTPClient()
+	}
+	oc := goopenai.DefaultConfig(cfg.APIKey)
+	if cfg.BaseURL != "" {
+		oc.BaseURL = cfg.BaseURL
+	}
+	oc.HTTPClient = &watchingDoer{hc}
+	// Keepalive comments and event lines count against this limit within one
+	// Recv; a quiet reasoning model sends many. The executor's idle window,
+	// not a line count, decides when a silent stream is dead.
+	oc.EmptyMessagesLimit = math.MaxInt32
+	return &Provider{client: goopenai.NewClientWithConfig(oc)}
+}
+
+// DefaultHTTPClient has no overall timeout, since streams are long, but
+// bounds connecting and waiting for response headers.
+func DefaultHTTPClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	t.ResponseHeaderTimeout = 2 * time.Minute
+	t.MaxIdleConnsPerHost = 64
+	return &http.Client{Transport: t}
+}
+
+// Capabilities: none beyond streaming.
+func (p *Provider) Capabilities() provider.Capabilities { return provider.Capabilities{} }
+
+// Stream sends the request and emits its output deltas. It returns nil only
+// after finish_reason and [DONE]; otherwise a classified error.
+func (p *Provider) Stream(ctx context.Context, req provider.Request, emit provider.Emit) error {
+	obs := &observation{}
+	ctx = context.WithValue(ctx, observationKey{}, obs)
+	creq := goopenai.ChatCompletionRequest{
+		Model:         req.Model,
+		Stream:        true,
+		StreamOptions: &goopenai.StreamOptions{IncludeUsage: true},
+	}
+	if req.System != "" {
+		creq.Messages = append(creq.Messages, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleSystem, Content: req.System})
+	}
+	creq.Messages = append(creq.Messages, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleUser, Content: req.Prompt})
+	if req.MaxOutputTokens > 0 {
+		creq.MaxCompletionTokens = req.MaxOutputTokens
+	}
+	creq.ReasoningEffort = req.ReasoningEffort
+
+	stream, err := p.client.CreateChatCompletionStream(ctx, creq)
+	if err != nil {
+		return obs.classify(err)
+	}
+	defer stream.Close()
+
+	var finish goopenai.FinishReason
+	var usage *provider.Usage
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			if finish != "" && obs.sawDone() {
+				return emit(provider.Event{Kind: provider.KindDone, Seq: -1, Usage: usage, Time: time.Now()})
+			}
+			return diagnostics.Wrap(diagnostics.ClassDisconnect,
+				fmt.Errorf("%w: body ended (finish_reason %q, [DONE] %v)", diagnostics.ErrDisconnected, finish, obs.sawDone()))
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				// The executor's idle watchdog and Ctrl-C both cancel ctx; its cause says which.
+				return fmt.Errorf("chat stream: %w", context.Cause(ctx))
+			}
+			return obs.classify(fmt.Errorf("chat stream: %w", err))
+		}
+		if resp.Usage != nil {
+			usage = &provider.Usage{InputTokens: resp.Usage.PromptTokens, OutputTokens: resp.Usage.CompletionTokens}
+			if d := resp.Usage.CompletionTokensDetails; d != nil {
+				usage.ReasoningTokens = d.ReasoningTokens
+			}
+		}
+		for _, ch := range resp.Choices {
+			if ch.Index != 0 {
+				continue // one output per node; n > 1 is never requested
+			}
+			if ch.Delta.Content != "" {
+				if err := emit(provider.Event{Kind: provider.KindDelta, Text: ch.Delta.Content, Seq: -1, Time: time.Now()}); err != nil {
+					return err
+				}
+			}
+			if ch.Delta.ReasoningContent != "" {
+				if err := emit(provider.Event{Kind: provider.KindReasoning, Text: ch.Delta.ReasoningContent, Seq: -1, Time: time.Now()}); err != nil {
+					return err
+				}
+			}
+			if ch.FinishReason != "" {
+				finish = ch.FinishReason
+			}
+		}
+	}
+}

@@ -1,0 +1,149 @@
+// Package provider defines what a model provider adapter is: something that
+// translates a wire protocol into Events and declares what it can do to
+// recover (resume, check status, cancel). Adapters live in subpackages; the
+// recovery loop that uses them lives in runner.
+package provider
+
+import (
+	"context"
+	"time"
+
+	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/profile"
+)
+
+// Request is one node's call, independent of the wire protocol.
+type Request struct {
+	Node            string
+	Model           string
+	System          string
+	Prompt          string
+	ReasoningEffort string // "", "low", "medium", "high"
+	MaxOutputTokens int
+	// WorkDir is where a harness runs; empty means the current directory.
+	WorkDir string
+	// Policy carries the profile values an adapter needs for its own
+	// waiting (idle window, poll interval, stuck bound).
+	Policy profile.Profile
+}
+
+// Kind says what an Event carries.
+type Kind string
+
+const (
+	// KindRef: the provider named the work: a response id or thread id (in Ref).
+	// Adapters emit it as early as possible so it is journaled before anything
+	// else can go wrong.
+	KindRef Kind = "ref"
+	// KindDelta: a piece of the node's output (in Text).
+	KindDelta Kind = "delta"
+	// KindReasoning: a piece of reasoning summary (in Text); never output.
+	KindReasoning Kind = "reasoning"
+	// KindProgress: the provider advanced (Seq) without output; counts as
+	// healthy progress for the idle window.
+	KindProgress Kind = "progress"
+	// KindRaw: a wire event kept for the journal (in Raw), e.g. a harness JSONL line.
+	KindRaw Kind = "raw"
+	// KindDiagnostic: a recovery step the adapter took by itself (in Diag).
+	KindDiagnostic Kind = "diagnostic"
+	// KindReset: output emitted so far is void (the adapter restarted the
+	// work from scratch, or took the whole output from a status check).
+	KindReset Kind = "reset"
+	// KindDone: terminal evidence; Usage may be set. Nothing follows it.
+	KindDone Kind = "done"
+)
+
+// Event is one thing an adapter observed.
+type Event struct {
+	Kind Kind
+	Text string
+	// Ref is the response or thread id, on KindRef (and echoed on later events).
+	Ref string
+	// Seq is the provider's cursor after this event (Responses sequence_number),
+	// -1 when the protocol has none.
+	Seq   int64
+	Raw   []byte
+	Diag  *diagnostics.Diagnostic
+	Usage *Usage
+	Time  time.Time
+}
+
+// Usage is token accounting, when the provider reports it.
+type Usage struct {
+	InputTokens     int `json:"input_tokens"`
+	OutputTokens    int `json:"output_tokens"`
+	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
+}
+
+// Emit receives events in order. An error from Emit aborts the stream and is
+// returned by the adapter unchanged.
+type Emit func(Event) error
+
+// Capabilities is what an adapter can do beyond starting a stream.
+type Capabilities struct {
+	// Resume: the work can be re-attached by Ref and cursor, regenerating nothing.
+	Resume bool
+	// Check: the work's status can be asked for by Ref.
+	Check bool
+	// Cancel: the work can be stopped by Ref, so the provider stops billing.
+	Cancel bool
+	// IdleHandled: the adapter handles silence itself (polls instead of
+	// holding an idle stream), so the executor must not cut it for idleness.
+	IdleHandled bool
+}
+
+// Provider is a model provider adapter.
+//
+// Stream returns nil only after emitting KindDone on terminal evidence. Every
+// other ending returns an error that diagnostics.Classify can classify; a
+// stream that merely ended is diagnostics.ErrDisconnected.
+type Provider interface {
+	Capabilities() Capabilities
+	Stream(ctx context.Context, req Request, emit Emit) error
+}
+
+// Cursor is where a resumable stream stands: the work's Ref and the last
+// sequence number received (-1 before any).
+type Cursor struct {
+	Ref string
+	Seq int64
+}
+
+// Resumer is implemented by adapters with Capabilities.Resume. Resume
+// continues the work at cur, emitting only events after cur.Seq.
+type Resumer interface {
+	Resume(ctx context.Context, req Request, cur Cursor, emit Emit) error
+}
+
+// State is a provider-side status of a piece of work.
+type State string
+
+// States, as the Responses API names them.
+const (
+	StateQueued     State = "queued"
+	StateInProgress State = "in_progress"
+	StateCompleted  State = "completed"
+	StateFailed     State = "failed"
+	StateCancelled  State = "cancelled"
+	StateIncomplete State = "incomplete"
+)
+
+// Status is the answer to a status check.
+type Status struct {
+	State State
+	// Output is the complete output text, set when State is completed.
+	Output string
+	Usage  *Usage
+	// Error describes a failed or incomplete response.
+	Error string
+}
+
+// Checker is implemented by adapters with Capabilities.Check.
+type Checker interface {
+	Check(ctx context.Context, ref string) (Status, error)
+}
+
+// Canceler is implemented by adapters with Capabilities.Cancel.
+type Canceler interface {
+	Cancel(ctx context.Context, ref string) error
+}

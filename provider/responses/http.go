@@ -1,0 +1,222 @@
+package responses
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/noderun/noderun/diagnostics"
+)
+
+// capture records the HTTP response of one go-openai call: go-openai hides
+// the headers of failed requests (Retry-After) and the body of a stream it
+// would otherwise parse itself.
+type capture struct {
+	resp *http.Response
+}
+
+type captureKey struct{}
+
+func withCapture(ctx context.Context, c *capture) context.Context {
+	return context.WithValue(ctx, captureKey{}, c)
+}
+
+// doer is the go-openai HTTPDoer: the plain http.Client, recording the
+// response in the request's capture. It never retries.
+type doer struct{ hc *http.Client }
+
+func (d doer) Do(req *http.Request) (*http.Response, error) {
+	resp, err := d.hc.Do(req)
+	if c, ok := req.Context().Value(captureKey{}).(*capture); ok && resp != nil {
+		c.resp = resp
+	}
+	return resp, err
+}
+
+// apiError turns an error of a go-openai call into a classified error with
+// the HTTP status and Retry-After when there was an HTTP answer.
+func (p *Provider) apiError(ctx context.Context, op string, cp *capture, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("responses %s: %w", op, cerr)
+	}
+	status := 0
+	var apiErr *openai.APIError
+	var reqErr *openai.RequestError
+	switch {
+	case errors.As(err, &apiErr):
+		status = apiErr.HTTPStatusCode
+	case errors.As(err, &reqErr):
+		status = reqErr.HTTPStatusCode
+	}
+	if status == 0 {
+		// Transport error (refused, reset, EOF): diagnostics.Classify knows these.
+		return fmt.Errorf("responses %s: %w", op, err)
+	}
+	var header http.Header
+	if cp != nil && cp.resp != nil {
+		header = cp.resp.Header
+	}
+	return classified(op, status, header, err)
+}
+
+func classified(op string, status int, header http.Header, err error) error {
+	class := diagnostics.Classify(err).Class // FromStatus, plus the context-length override
+	if class == diagnostics.ClassNone {
+		class = diagnostics.ClassDeterministic // e.g. 204 "stop reconnecting"
+	}
+	return &diagnostics.Error{
+		Class:      class,
+		Status:     status,
+		RetryAfter: diagnostics.ParseRetryAfter(header.Get("Retry-After"), time.Now()),
+		Err:        fmt.Errorf("responses %s: %w", op, err),
+	}
+}
+
+// statusError reads a non-200 answer to one of our own requests.
+func statusError(op string, resp *http.Response) error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var inner error
+	var er openai.ErrorResponse
+	if json.Unmarshal(body, &er) == nil && er.Error != nil {
+		er.Error.HTTPStatus = resp.Status
+		er.Error.HTTPStatusCode = resp.StatusCode
+		inner = er.Error
+	} else {
+		inner = &openai.RequestError{HTTPStatus: resp.Status, HTTPStatusCode: resp.StatusCode,
+			Err: errors.New(strings.TrimSpace(string(body))), Body: body}
+	}
+	return classified(op, resp.StatusCode, resp.Header, inner)
+}
+
+// checkEventStream fails a 200 answer that is not an event stream (the
+// WHATWG rule: a wrong Content-Type fails the connection).
+func checkEventStream(op string, resp *http.Response) error {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt == "text/event-stream" {
+		return nil
+	}
+	return &diagnostics.Error{Class: diagnostics.ClassDeterministic, Status: resp.StatusCode,
+		Err: fmt.Errorf("responses %s: %w: content type %q, want text/event-stream", op, ErrProtocol, resp.Header.Get("Content-Type"))}
+}
+
+// conn is one open event stream.
+type conn struct {
+	body   io.ReadCloser
+	cancel context.CancelFunc // ends the request
+	closer func() error
+	dog    *watchdog
+}
+
+func (c *conn) close() {
+	c.dog.stop()
+	if c.closer != nil {
+		_ = c.closer()
+	} else {
+		_ = c.body.Close()
+	}
+	c.cancel()
+}
+
+// watchdog ends a connection that shows no event for the idle window, counted
+// from the moment the request is sent: a server that never answers is as
+// silent as one that stops. Keepalive comments do not kick it.
+type watchdog struct {
+	window time.Duration
+	timer  *time.Timer
+	fired  atomic.Bool
+}
+
+func newWatchdog(window time.Duration, cancel context.CancelFunc) *watchdog {
+	w := &watchdog{window: window}
+	if window > 0 {
+		w.timer = time.AfterFunc(window, func() {
+			w.fired.Store(true)
+			cancel()
+		})
+	}
+	return w
+}
+
+// kick restarts the window after an event.
+func (w *watchdog) kick() {
+	if w.timer != nil {
+		w.timer.Reset(w.window)
+	}
+}
+
+func (w *watchdog) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
+// idle reports whether the window passed (and the connection was ended).
+func (w *watchdog) idle() bool { return w.fired.Load() }
+
+// errSilent: the server sent no answer within the idle window.
+var errSilent = errors.New("no answer within the idle window")
+
+// attach opens GET /responses/{id}?stream=true&starting_after=<seq>: go-openai
+// has no streaming resume (its RetrieveResponse only decodes JSON), so this is
+// our own request, read with provider/sse like the create stream.
+func (s *session) attach(ctx context.Context) (*conn, error) {
+	p := s.p
+	q := url.Values{"stream": {"true"}}
+	if s.seq >= 0 {
+		q.Set("starting_after", strconv.FormatInt(s.seq, 10))
+	}
+	u := p.base + "/responses/" + url.PathEscape(s.ref) + "?" + q.Encode()
+	cctx, cancel := context.WithCancel(ctx)
+	hreq, err := http.NewRequestWithContext(cctx, http.MethodGet, u, nil)
+	if err != nil {
+		cancel()
+		return nil, &diagnostics.Error{Class: diagnostics.ClassDeterministic, Err: fmt.Errorf("responses re-attach: %w", err)}
+	}
+	dog := newWatchdog(s.req.Policy.IdleTimeout.D(), cancel)
+	if p.key != "" {
+		hreq.Header.Set("Authorization", "Bearer "+p.key)
+	}
+	hreq.Header.Set("Accept", "text/event-stream")
+	hreq.Header.Set("Cache-Control", "no-cache")
+	resp, err := p.hc.Do(hreq)
+	if err != nil {
+		dog.stop()
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("responses re-attach %s: %w", s.ref, ctx.Err())
+		case dog.idle():
+			s.log.Debug("re-attach got no answer within the idle window", slog.String("ref", s.ref), slog.Int64("seq", s.seq))
+			return nil, errSilent
+		}
+		return nil, fmt.Errorf("responses re-attach %s: %w", s.ref, err)
+	}
+	c := &conn{body: resp.Body, cancel: cancel, dog: dog}
+	if resp.StatusCode != http.StatusOK {
+		err := statusError("re-attach "+s.ref, resp)
+		c.close()
+		return nil, err
+	}
+	if err := checkEventStream("re-attach "+s.ref, resp); err != nil {
+		c.close()
+		return nil, err
+	}
+	s.lastEventAt = time.Now()
+	if err := s.diag(diagnostics.Reattached, fmt.Sprintf("re-attached to %s from sequence %d", s.ref, s.seq)); err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
+}

@@ -1,0 +1,71 @@
+package sim
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"time"
+)
+
+func (s *Server) routes() *http.ServeMux {
+	m := http.NewServeMux()
+	m.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	m.HandleFunc("POST /v1/responses", s.handleCreateResponse)
+	m.HandleFunc("GET /v1/responses/{id}", s.handleGetResponse)
+	m.HandleFunc("POST /v1/responses/{id}/cancel", s.handleCancel)
+	m.HandleFunc("GET /v1/models", s.handleModels)
+	m.HandleFunc("GET /sim/stats", s.handleStats)
+	m.HandleFunc("POST /sim/faults", s.handleAddFault)
+	m.HandleFunc("POST /sim/outage", s.handleOutage)
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "sim: no route for "+r.Method+" "+r.URL.Path, "")
+	})
+	return m
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	s.stats.request(EndpointModels)
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{
+		map[string]any{"id": "sim", "object": "model", "created": 0, "owned_by": "noderun"},
+	}})
+}
+
+func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.Stats())
+}
+
+// handleAddFault serves POST /sim/faults with one Fault as JSON (the YAML
+// field names, duration as "2s"; unknown fields are a 400).
+func (s *Server) handleAddFault(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	var f Fault
+	if err == nil {
+		err = json.Unmarshal(body, &f)
+	}
+	if err == nil {
+		err = f.Validate()
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), "")
+		return
+	}
+	s.faults.add(f)
+	writeJSON(w, http.StatusCreated, f)
+}
+
+// handleOutage serves POST /sim/outage?for=2s: connections are refused for
+// that long, then the server listens again. The outage starts after this
+// answer went out, on a connection the server then closes.
+func (s *Server) handleOutage(w http.ResponseWriter, r *http.Request) {
+	d, err := time.ParseDuration(r.URL.Query().Get("for"))
+	if err != nil || d <= 0 || d > time.Hour {
+		writeError(w, http.StatusBadRequest, "sim: want ?for=DURATION (e.g. 2s, at most 1h)", "for")
+		return
+	}
+	w.Header().Set("Connection", "close")
+	writeJSON(w, http.StatusAccepted, map[string]any{"outage": d.String()})
+	_ = http.NewResponseController(w).Flush()
+	if err := s.outageFor(d, connOf(r)); err != nil {
+		s.log.Warn("sim outage", "err", err)
+	}
+}

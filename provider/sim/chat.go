@@ -1,0 +1,166 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+)
+
+// chatChunk is a chat.completion.chunk frame.
+type chatChunk struct {
+	ID                string        `json:"id"`
+	Object            string        `json:"object"`
+	Created           int64         `json:"created"`
+	Model             string        `json:"model"`
+	SystemFingerprint string        `json:"system_fingerprint"`
+	Choices           []chunkChoice `json:"choices"`
+	Usage             *chatUsage    `json:"usage,omitempty"`
+}
+
+type chunkChoice struct {
+	Index        int        `json:"index"`
+	Delta        chunkDelta `json:"delta"`
+	Logprobs     any        `json:"logprobs"`
+	FinishReason *string    `json:"finish_reason"`
+}
+
+type chunkDelta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+type chatUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+const fingerprint = "fp_noderun_sim"
+
+// chatCall is one chat request being answered.
+type chatCall struct {
+	id      string
+	created int64
+	model   string
+	tokens  []string
+	p       params
+	usage   chatUsage
+}
+
+func (c *chatCall) finishReason() string {
+	if c.p.cut {
+		return "length"
+	}
+	return "stop"
+}
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	n := s.stats.request(EndpointChat)
+	var req chatRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	p, err := s.params(req.maxTokens(), req.Metadata)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), "metadata")
+		return
+	}
+	f := s.faults.match(EndpointChat, n, "")
+	s.log.Debug("sim request", "endpoint", EndpointChat, "n", n, "stream", req.Stream, "tokens", p.tokens)
+	if s.statusFault(w, f, EndpointChat) {
+		return
+	}
+	input := req.input()
+	c := &chatCall{
+		id: newID("chatcmpl-"), created: unixNow(), model: req.Model, p: p,
+		tokens: Text(req.Model, input, s.cfg.Seed, p.tokens),
+	}
+	c.usage = chatUsage{PromptTokens: countTokens(input), CompletionTokens: len(c.tokens)}
+	c.usage.TotalTokens = c.usage.PromptTokens + c.usage.CompletionTokens
+	if !req.Stream {
+		if err := s.pace(r.Context(), p, len(c.tokens)); err != nil {
+			return
+		}
+		s.answer(w, r, EndpointChat, f, c.completion())
+		return
+	}
+	sw, err := s.startSSE(w, r, EndpointChat, f, p.keepalive)
+	if err != nil {
+		return
+	}
+	_ = s.streamChat(sw, c, req.includeUsage())
+}
+
+// pace produces n tokens at the request's pace, counting them, for an
+// answer that is not streamed.
+func (s *Server) pace(ctx context.Context, p params, n int) error {
+	for i := range n {
+		if err := sleep(ctx, p.wait(i, false)); err != nil {
+			return err
+		}
+		s.stats.tokens.Add(1)
+	}
+	return nil
+}
+
+// streamChat writes the chunks: the role, one chunk per token, the
+// finish_reason, the usage chunk when asked, then [DONE]. It stops at the
+// first write error or fault: a non-background stream stops generating
+// when its client goes.
+func (s *Server) streamChat(sw *sseWriter, c *chatCall, includeUsage bool) error {
+	empty := ""
+	if err := sw.send(c.frame(chunkDelta{Role: "assistant", Content: &empty}, nil)); err != nil {
+		return err
+	}
+	for i, tok := range c.tokens {
+		if d := c.p.wait(i, false); d > 0 {
+			if err := sw.idle(nil, d); err != nil {
+				return err
+			}
+		}
+		s.stats.tokens.Add(1)
+		if err := sw.send(c.frame(chunkDelta{Content: &tok}, nil)); err != nil {
+			return err
+		}
+	}
+	fr := c.finishReason()
+	if err := sw.send(c.frame(chunkDelta{}, &fr)); err != nil {
+		return err
+	}
+	if includeUsage {
+		u := c.usage
+		if err := sw.send(c.marshal(chatChunk{Choices: []chunkChoice{}, Usage: &u})); err != nil {
+			return err
+		}
+	}
+	return sw.send([]byte("data: [DONE]\n\n"))
+}
+
+func (c *chatCall) frame(d chunkDelta, finish *string) []byte {
+	return c.marshal(chatChunk{Choices: []chunkChoice{{Delta: d, FinishReason: finish}}})
+}
+
+func (c *chatCall) marshal(ch chatChunk) []byte {
+	ch.ID, ch.Object, ch.Created, ch.Model, ch.SystemFingerprint = c.id, "chat.completion.chunk", c.created, c.model, fingerprint
+	b, _ := json.Marshal(ch)
+	out := make([]byte, 0, len(b)+8)
+	out = append(out, "data: "...)
+	out = append(out, b...)
+	return append(out, "\n\n"...)
+}
+
+// completion is the non-streaming chat.completion object.
+func (c *chatCall) completion() map[string]any {
+	return map[string]any{
+		"id": c.id, "object": "chat.completion", "created": c.created, "model": c.model,
+		"system_fingerprint": fingerprint,
+		"choices": []any{map[string]any{
+			"index":         0,
+			"message":       map[string]any{"role": "assistant", "content": strings.Join(c.tokens, ""), "refusal": nil},
+			"logprobs":      nil,
+			"finish_reason": c.finishReason(),
+		}},
+		"usage": c.usage,
+	}
+}

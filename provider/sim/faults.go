@@ -1,0 +1,238 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// FaultKind is what a fault does.
+type FaultKind string
+
+// Fault kinds. Close, reset, cut and silence act on a stream after
+// AfterEvents SSE events were written (an event is one `data:` frame;
+// keepalive comments do not count); on a non-streaming answer they act
+// instead of the body.
+const (
+	// FaultClose ends the HTTP response cleanly (the chunked terminator is
+	// sent, the connection stays usable) without a terminal event. go-openai
+	// reports io.EOF; on a non-streaming answer the connection is closed
+	// (FIN) before any response.
+	FaultClose FaultKind = "close"
+	// FaultReset resets the TCP connection (SO_LINGER 0, RST): the client
+	// sees ECONNRESET.
+	FaultReset FaultKind = "reset"
+	// FaultCut writes the first half of the next `data:` line and closes the
+	// connection without ending the chunked body: io.ErrUnexpectedEOF. On a
+	// non-streaming answer it sends half of the JSON body.
+	FaultCut FaultKind = "cut"
+	// FaultSilence holds the connection for Duration writing nothing (or
+	// keepalive comments, if the request has a keepalive), then goes on.
+	FaultSilence FaultKind = "silence"
+	// FaultStatus answers Status with an OpenAI-style JSON error body and
+	// Retry-After when RetryAfter is set.
+	FaultStatus FaultKind = "status"
+	// FaultQueued leaves a created response queued for good: only
+	// response.created and response.queued are emitted; polling says
+	// "queued"; cancel works. Only for responses.create.
+	FaultQueued FaultKind = "queued"
+	// FaultRefuse accepts the next TCP connection(s) and resets them at
+	// once, before any request is read. Requests then counts connections
+	// (1-based, over the server's life); Endpoint and ResponseID must be
+	// empty. A true outage (ECONNREFUSED) is Server.SetOutage.
+	FaultRefuse FaultKind = "refuse"
+)
+
+// Endpoint names, as used in Stats.Requests and Fault.Endpoint.
+const (
+	EndpointChat            = "chat"
+	EndpointResponsesCreate = "responses.create"
+	EndpointResponsesGet    = "responses.get"
+	EndpointResponsesStream = "responses.stream"
+	EndpointResponsesCancel = "responses.cancel"
+	EndpointModels          = "models"
+)
+
+var endpoints = []string{EndpointChat, EndpointResponsesCreate, EndpointResponsesGet,
+	EndpointResponsesStream, EndpointResponsesCancel, EndpointModels}
+
+// Fault is one scripted failure. A request is matched against the faults in
+// the order they were added; the first that matches and has uses left
+// applies, and only that one. A use is spent when the fault is matched,
+// even if the stream ends before AfterEvents is reached.
+//
+// The YAML and JSON forms use the tag names; Duration is a Go duration
+// string ("2s"), RetryAfter a string (seconds or an HTTP date).
+type Fault struct {
+	// Endpoint is one of the Endpoint* names; "" matches any.
+	Endpoint string `yaml:"endpoint" json:"endpoint,omitempty"`
+	// Requests are 1-based request numbers counted per endpoint (for
+	// refuse: connection numbers); empty matches every request.
+	Requests []int `yaml:"requests" json:"requests,omitempty"`
+	// ResponseID restricts the fault to requests about this response.
+	ResponseID string `yaml:"response_id" json:"response_id,omitempty"`
+	// Times is how many times the fault applies at most; 0 = unlimited.
+	Times int       `yaml:"times" json:"times,omitempty"`
+	Kind  FaultKind `yaml:"kind" json:"kind"`
+	// AfterEvents is when close, reset, cut and silence act on a stream.
+	AfterEvents int `yaml:"after_events" json:"after_events,omitempty"`
+	// Duration is the length of a silence.
+	Duration time.Duration `yaml:"duration" json:"duration,omitempty"`
+	// Status is the HTTP status of a status fault (400-599).
+	Status int `yaml:"status" json:"status,omitempty"`
+	// RetryAfter is the Retry-After header of a status fault.
+	RetryAfter string `yaml:"retry_after" json:"retry_after,omitempty"`
+}
+
+// Validate reports whether the fault is well formed.
+func (f Fault) Validate() error {
+	switch f.Kind {
+	case FaultClose, FaultReset, FaultCut, FaultSilence, FaultStatus, FaultQueued, FaultRefuse:
+	case "":
+		return fmt.Errorf("fault: kind is required (close, reset, cut, silence, status, queued, refuse)")
+	default:
+		return fmt.Errorf("fault: unknown kind %q (want close, reset, cut, silence, status, queued, refuse)", f.Kind)
+	}
+	if f.Endpoint != "" && !slices.Contains(endpoints, f.Endpoint) {
+		return fmt.Errorf("fault: unknown endpoint %q (want one of %v)", f.Endpoint, endpoints)
+	}
+	for _, n := range f.Requests {
+		if n < 1 {
+			return fmt.Errorf("fault: requests are 1-based, got %d", n)
+		}
+	}
+	if f.Times < 0 || f.AfterEvents < 0 || f.Duration < 0 {
+		return fmt.Errorf("fault: times, after_events and duration must not be negative")
+	}
+	switch f.Kind {
+	case FaultStatus:
+		if f.Status < 400 || f.Status > 599 {
+			return fmt.Errorf("fault: status must be in 400-599, got %d", f.Status)
+		}
+	case FaultSilence:
+		if f.Duration <= 0 {
+			return fmt.Errorf("fault: silence needs a duration > 0")
+		}
+	case FaultQueued:
+		if f.Endpoint != "" && f.Endpoint != EndpointResponsesCreate {
+			return fmt.Errorf("fault: queued applies to %s only", EndpointResponsesCreate)
+		}
+	case FaultRefuse:
+		if f.Endpoint != "" || f.ResponseID != "" {
+			return fmt.Errorf("fault: refuse acts on connections: endpoint and response_id must be empty")
+		}
+	}
+	if f.Status != 0 && f.Kind != FaultStatus || f.RetryAfter != "" && f.Kind != FaultStatus {
+		return fmt.Errorf("fault: status and retry_after are for kind status only")
+	}
+	if f.Duration != 0 && f.Kind != FaultSilence {
+		return fmt.Errorf("fault: duration is for kind silence only")
+	}
+	return nil
+}
+
+// faultJSON is Fault with Duration as a string, for POST /sim/faults.
+type faultJSON struct {
+	Endpoint    string    `json:"endpoint,omitempty"`
+	Requests    []int     `json:"requests,omitempty"`
+	ResponseID  string    `json:"response_id,omitempty"`
+	Times       int       `json:"times,omitempty"`
+	Kind        FaultKind `json:"kind"`
+	AfterEvents int       `json:"after_events,omitempty"`
+	Duration    string    `json:"duration,omitempty"`
+	Status      int       `json:"status,omitempty"`
+	RetryAfter  string    `json:"retry_after,omitempty"`
+}
+
+// MarshalJSON writes Duration as a Go duration string.
+func (f Fault) MarshalJSON() ([]byte, error) {
+	j := faultJSON{f.Endpoint, f.Requests, f.ResponseID, f.Times, f.Kind, f.AfterEvents, "", f.Status, f.RetryAfter}
+	if f.Duration != 0 {
+		j.Duration = f.Duration.String()
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads Duration as a Go duration string and rejects unknown fields.
+func (f *Fault) UnmarshalJSON(b []byte) error {
+	var j faultJSON
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return fmt.Errorf("fault: %w", err)
+	}
+	var d time.Duration
+	if j.Duration != "" {
+		var err error
+		if d, err = time.ParseDuration(j.Duration); err != nil {
+			return fmt.Errorf("fault: duration: %w", err)
+		}
+	}
+	*f = Fault{j.Endpoint, j.Requests, j.ResponseID, j.Times, j.Kind, j.AfterEvents, d, j.Status, j.RetryAfter}
+	return nil
+}
+
+// faultSet holds the scripted faults and how often each was used.
+type faultSet struct {
+	mu     sync.Mutex
+	faults []*armed
+}
+
+type armed struct {
+	Fault
+	used int
+}
+
+func (fs *faultSet) add(f Fault) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	f.Requests = slices.Clone(f.Requests)
+	fs.faults = append(fs.faults, &armed{Fault: f})
+}
+
+// match returns the fault for request n of endpoint about responseID, and
+// spends one of its uses; nil when none applies.
+func (fs *faultSet) match(endpoint string, n int64, responseID string) *Fault {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for _, a := range fs.faults {
+		switch {
+		case a.Kind == FaultRefuse,
+			a.Kind == FaultQueued && endpoint != EndpointResponsesCreate,
+			a.Endpoint != "" && a.Endpoint != endpoint,
+			a.ResponseID != "" && a.ResponseID != responseID,
+			!a.take(n):
+			continue
+		}
+		f := a.Fault
+		return &f
+	}
+	return nil
+}
+
+// refuse reports whether connection n is to be refused, spending a use.
+func (fs *faultSet) refuse(n int64) bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for _, a := range fs.faults {
+		if a.Kind == FaultRefuse && a.take(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// take spends a use if number n is one of the fault's and uses are left.
+func (a *armed) take(n int64) bool {
+	if len(a.Requests) > 0 && !slices.Contains(a.Requests, int(n)) {
+		return false
+	}
+	if a.Times > 0 && a.used >= a.Times {
+		return false
+	}
+	a.used++
+	return true
+}

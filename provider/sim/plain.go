@@ -1,0 +1,136 @@
+package sim
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// maxBody bounds a request body.
+const maxBody = 32 << 20
+
+// readJSON decodes the request body into v, answering 400 on failure.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err == nil {
+		err = json.Unmarshal(body, v)
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "We could not parse the JSON body of your request: "+err.Error(), "")
+		return false
+	}
+	return true
+}
+
+// errorTypes are the error type and code OpenAI sends with a status.
+func errorType(status int) (typ, code string) {
+	switch status {
+	case http.StatusUnauthorized:
+		return "invalid_request_error", "invalid_api_key"
+	case http.StatusForbidden:
+		return "invalid_request_error", "unsupported_country_region_territory"
+	case http.StatusNotFound:
+		return "invalid_request_error", ""
+	case http.StatusTooManyRequests:
+		return "requests", "rate_limit_exceeded"
+	case http.StatusServiceUnavailable:
+		return "server_error", "service_unavailable"
+	}
+	if status >= 500 {
+		return "server_error", ""
+	}
+	return "invalid_request_error", ""
+}
+
+// writeError answers an OpenAI-style error: {"error": {message, type, param, code}}.
+func writeError(w http.ResponseWriter, status int, msg, param string) {
+	typ, code := errorType(status)
+	e := map[string]any{"message": msg, "type": typ, "param": nil, "code": nil}
+	if param != "" {
+		e["param"] = param
+	}
+	if code != "" {
+		e["code"] = code
+	}
+	writeJSON(w, status, map[string]any{"error": e})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"sim: cannot encode","type":"server_error","param":null,"code":null}}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// statusFault answers a status fault, reporting whether it did.
+func (s *Server) statusFault(w http.ResponseWriter, f *Fault, endpoint string) bool {
+	if f == nil || f.Kind != FaultStatus {
+		return false
+	}
+	s.faultActed(f, endpoint)
+	if f.RetryAfter != "" {
+		w.Header().Set("Retry-After", f.RetryAfter)
+	}
+	writeError(w, f.Status, "sim: injected HTTP "+strconv.Itoa(f.Status)+" ("+http.StatusText(f.Status)+")", "")
+	return true
+}
+
+// faultActed counts and logs a fault that acted.
+func (s *Server) faultActed(f *Fault, endpoint string) {
+	s.stats.fault(f.Kind)
+	s.log.Info("sim fault", "kind", f.Kind, "endpoint", endpoint, "after_events", f.AfterEvents)
+}
+
+// answer writes a non-streaming JSON answer, applying a connection fault
+// instead of (or, for silence, before) the body: close drops the connection
+// with a FIN before any response, reset with an RST, cut sends the headers
+// and half the body then drops the connection.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, endpoint string, f *Fault, v any) {
+	if f == nil || !connFault(f.Kind) {
+		writeJSON(w, http.StatusOK, v)
+		return
+	}
+	s.faultActed(f, endpoint)
+	conn := connOf(r)
+	switch f.Kind {
+	case FaultSilence:
+		if sleep(r.Context(), f.Duration) == nil {
+			writeJSON(w, http.StatusOK, v)
+		}
+		return
+	case FaultCut:
+		b, _ := json.Marshal(v)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(b[:len(b)/2])
+		_ = http.NewResponseController(w).Flush()
+	}
+	switch {
+	case conn == nil:
+		panic(http.ErrAbortHandler)
+	case f.Kind == FaultReset:
+		resetConn(conn)
+	default:
+		_ = conn.Close()
+	}
+}
+
+// newID returns prefix followed by 48 random hex digits, like OpenAI's ids.
+func newID(prefix string) string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// unixNow is the "created" timestamp of objects.
+func unixNow() int64 { return time.Now().Unix() }

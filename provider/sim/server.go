@@ -1,0 +1,289 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Server is one simulator: an HTTP server on 127.0.0.1 and the responses it
+// holds. Create it with New, then Start it; Close ends every goroutine it
+// started (listeners, connections, handlers, background generators).
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	faults faultSet
+	stats  counters
+	store  store
+	mux    *http.ServeMux
+
+	ctx    context.Context // canceled by Close; the base of every request and generator
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	closed  bool
+	addr    string       // fixed by Start, reused after an outage
+	ln      net.Listener // nil before Start and during an outage
+	srv     *http.Server
+	conns   map[net.Conn]struct{}
+	outages int // bumps on every SetOutage, so a timed outage ends only its own
+
+	// wg counts the serve loops, the connections (so their handlers) and
+	// the goroutines they start. Every Add happens either under mu before
+	// closed is set, or from a goroutine wg already counts, so Close's Wait
+	// cannot race an Add from zero.
+	wg sync.WaitGroup
+}
+
+// New returns a Server for cfg; it serves nothing until Start.
+func New(cfg Config) *Server {
+	if cfg.Tokens <= 0 {
+		cfg.Tokens = DefaultTokens
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{cfg: cfg, log: lg, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+	s.store.retention = Retention
+	for _, f := range cfg.Faults {
+		s.faults.add(f)
+	}
+	s.mux = s.routes()
+	return s
+}
+
+// Handler returns the simulator's HTTP handler, for mounting elsewhere.
+// Served by another server, reset and cut faults degrade to aborting the
+// response (http.ErrAbortHandler), refuse faults and SetOutage do nothing.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Start listens on addr ("" = 127.0.0.1 on a random port) and serves in the
+// background. The configured faults are validated first.
+func (s *Server) Start(addr string) error {
+	for i, f := range s.cfg.Faults {
+		if err := f.Validate(); err != nil {
+			return fmt.Errorf("sim: fault %d: %w", i+1, err)
+		}
+	}
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("sim: server closed")
+	}
+	if s.srv != nil {
+		return errors.New("sim: already started")
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	s.addr = ln.Addr().String()
+	s.srv = &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: 30 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return s.ctx },
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
+		ConnState: s.connState,
+		ErrorLog:  log.New(discardWriter{}, "", 0),
+	}
+	s.serveLocked(ln)
+	s.log.Info("sim serving", "base_url", "http://"+s.addr+"/v1")
+	return nil
+}
+
+// serveLocked serves ln in a counted goroutine; s.mu is held.
+func (s *Server) serveLocked(ln net.Listener) {
+	s.ln = ln
+	srv := s.srv
+	s.wg.Go(func() {
+		// Serve returns when the listener closes (outage or Close).
+		_ = srv.Serve(refusingListener{ln, s})
+	})
+}
+
+// BaseURL is the OpenAI base URL, "http://127.0.0.1:PORT/v1".
+func (s *Server) BaseURL() string { return "http://" + s.Addr() + "/v1" }
+
+// Addr is "127.0.0.1:PORT", "" before Start.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Close stops the server: it stops listening, closes every connection,
+// stops the background generators and waits for all their goroutines.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	srv := s.srv
+	s.mu.Unlock()
+	s.cancel()
+	var err error
+	if srv != nil {
+		err = srv.Close()
+	}
+	s.wg.Wait()
+	return err
+}
+
+// AddFault adds a fault at runtime; it applies to requests that arrive after
+// it. It panics on a fault that does not Validate (a programming error;
+// POST /sim/faults validates and answers 400 instead).
+func (s *Server) AddFault(f Fault) {
+	if err := f.Validate(); err != nil {
+		panic("sim: AddFault: " + err.Error())
+	}
+	s.faults.add(f)
+}
+
+// Stats returns a copy of the counters.
+func (s *Server) Stats() Stats { return s.stats.snapshot() }
+
+// SetOutage(true) stops listening, so new connections are refused
+// (ECONNREFUSED), and resets every open connection, idle ones included, so
+// that no client keeps talking over a pooled connection. Background
+// responses keep generating, as the provider's work outlives its network.
+// SetOutage(false) listens again on the same address.
+func (s *Server) SetOutage(on bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.outages++
+	return s.setOutageLocked(on, nil)
+}
+
+// setOutageLocked starts or ends an outage; except is a connection not to
+// reset (the one that asked for the outage over HTTP). s.mu is held.
+func (s *Server) setOutageLocked(on bool, except net.Conn) error {
+	switch {
+	case s.closed:
+		return errors.New("sim: server closed")
+	case s.srv == nil:
+		return errors.New("sim: not started")
+	case on && s.ln == nil, !on && s.ln != nil:
+		return nil
+	case on:
+		err := s.ln.Close()
+		s.ln = nil
+		for c := range s.conns {
+			if c != except {
+				resetConn(c)
+			}
+		}
+		s.log.Info("sim outage started")
+		return err
+	}
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("sim: listen again: %w", err)
+	}
+	s.serveLocked(ln)
+	s.log.Info("sim outage ended")
+	return nil
+}
+
+// outageFor starts an outage that ends by itself after d, unless another
+// SetOutage happened meanwhile.
+func (s *Server) outageFor(d time.Duration, except net.Conn) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.outages++
+	gen := s.outages
+	if err := s.setOutageLocked(true, except); err != nil {
+		return err
+	}
+	s.wg.Go(func() {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.outages == gen {
+			_ = s.setOutageLocked(false, nil)
+		}
+	})
+	return nil
+}
+
+// connState tracks open connections, for outages and for Close to wait on.
+func (s *Server) connState(c net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateNew:
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+	case http.StateClosed, http.StateHijacked:
+		s.mu.Lock()
+		if _, ok := s.conns[c]; ok {
+			delete(s.conns, c)
+			s.wg.Done()
+		}
+		s.mu.Unlock()
+	}
+}
+
+type connKey struct{}
+
+// connOf is the TCP connection a request arrived on, nil when the handler
+// is served by someone else's server.
+func connOf(r *http.Request) net.Conn {
+	c, _ := r.Context().Value(connKey{}).(net.Conn)
+	return c
+}
+
+// resetConn closes c with an RST instead of a FIN.
+func resetConn(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// refusingListener applies refuse faults: it accepts a connection and
+// resets it at once, before the HTTP server sees it.
+type refusingListener struct {
+	net.Listener
+	s *Server
+}
+
+func (l refusingListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		n := l.s.stats.connections.Add(1)
+		if !l.s.faults.refuse(n) {
+			return c, nil
+		}
+		l.s.stats.fault(FaultRefuse)
+		l.s.log.Info("sim fault", "kind", FaultRefuse, "connection", n)
+		resetConn(c)
+	}
+}
+
+type discardWriter struct{}
+
+func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }

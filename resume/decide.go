@@ -1,0 +1,109 @@
+// Package resume holds the recovery decision: given what went wrong and what
+// the provider and the node allow, what to do next. It is a pure function so
+// that the executor, `noderun resume` and the table test all agree.
+package resume
+
+import (
+	"fmt"
+
+	"github.com/noderun/noderun/diagnostics"
+)
+
+// Action is the next recovery step.
+type Action string
+
+const (
+	// ActResume re-attaches to the recorded work (response id + cursor, or
+	// harness thread id). Nothing is generated twice.
+	ActResume Action = "resume"
+	// ActCheck asks the provider for the work's status before deciding.
+	ActCheck Action = "check"
+	// ActRetry sends the request again from scratch, consuming the retry budget.
+	ActRetry Action = "retry"
+	// ActFail gives up, with an explanation.
+	ActFail Action = "fail"
+)
+
+// SideEffects is what a node's request may do beyond generating text.
+type SideEffects string
+
+const (
+	SideNone       SideEffects = "none"       // replaying it is harmless
+	SideIdempotent SideEffects = "idempotent" // replaying it repeats nothing
+	SideUnsafe     SideEffects = "unsafe"     // replaying it may repeat its effects
+)
+
+// Input is everything the decision depends on.
+type Input struct {
+	Class diagnostics.Class
+	// CanResume: the provider can re-attach and a ref (response or thread id) is recorded.
+	CanResume bool
+	// CanCheck: the provider can report status and a ref is recorded.
+	CanCheck bool
+	// Checked: the status was already checked since the last stream attempt.
+	Checked bool
+	// Dispatched: the request may have reached the provider in some attempt
+	// (false only when every attempt provably never left, e.g. connection refused).
+	Dispatched  bool
+	SideEffects SideEffects
+	ResumesLeft int
+	RetriesLeft int
+	// DeadlineExceeded: the profile's recovery deadline has passed.
+	DeadlineExceeded bool
+}
+
+// Decision is the action with the diagnostic code that announces it and a
+// sentence an operator can act on.
+type Decision struct {
+	Action Action
+	Code   diagnostics.Code
+	Reason string
+}
+
+// Decide returns the next recovery step. Preference order: check the status
+// (cheap, and it may show the work already finished), resume (regenerates
+// nothing), retry (regenerates everything, and only when replay is safe),
+// fail with an explanation.
+func Decide(in Input) Decision {
+	switch {
+	case in.Class == diagnostics.ClassCanceled:
+		return Decision{ActFail, diagnostics.NodeCanceled, "the node was canceled"}
+	case in.Class == diagnostics.ClassDeterministic:
+		return Decision{ActFail, diagnostics.DeterministicError,
+			"the provider rejected the request, so it is not retried: sending it again would fail the same way"}
+	case !in.Class.Transient():
+		return Decision{ActFail, diagnostics.NodeFailed, fmt.Sprintf("error class %q is not recoverable", in.Class)}
+	case in.DeadlineExceeded:
+		return Decision{ActFail, diagnostics.DeadlineExceeded,
+			"the profile's recovery deadline passed without the provider recovering"}
+	}
+	// A stuck response can only be cancelled and retried; status and resume would find it stuck again.
+	if in.Class != diagnostics.ClassStuck {
+		if in.CanCheck && !in.Checked {
+			return Decision{ActCheck, diagnostics.StatusChecked, "checking the provider's status before deciding"}
+		}
+		if in.CanResume && in.ResumesLeft > 0 {
+			return Decision{ActResume, diagnostics.ReconnectScheduled,
+				fmt.Sprintf("re-attaching to the recorded work (%d reconnects left)", in.ResumesLeft)}
+		}
+	}
+	if in.SideEffects == SideUnsafe && in.Dispatched {
+		return Decision{ActFail, diagnostics.UnsafeReplayRefused, unsafeReason(in)}
+	}
+	if in.RetriesLeft > 0 {
+		code := diagnostics.RetryStarted
+		if in.Class == diagnostics.ClassStuck || in.CanResume {
+			code = diagnostics.FellBackToRetry
+		}
+		return Decision{ActRetry, code, fmt.Sprintf("sending the request again (%d retries left after this)", in.RetriesLeft-1)}
+	}
+	return Decision{ActFail, diagnostics.BudgetExhausted, "the retry budget is spent (and nothing is left to re-attach to)"}
+}
+
+func unsafeReason(in Input) string {
+	why := "the request may already have had side effects and the node is marked side_effects: unsafe, so it is not sent again"
+	if in.CanResume {
+		why = "the reconnect budget is spent; " + why
+	}
+	return why + "; inspect its journal (noderun show RUN NODE), then rerun it with --retry NODE, or mark it side_effects: idempotent if replay is harmless"
+}

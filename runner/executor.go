@@ -1,0 +1,392 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/profile"
+	"github.com/noderun/noderun/provider"
+	"github.com/noderun/noderun/resume"
+)
+
+// nodeExec runs one node to completion: stream, journal, recover. It owns the
+// recovery loop; resume.Decide owns the decision.
+type nodeExec struct {
+	run     *runState
+	node    *Node
+	prov    provider.Provider
+	provNm  string
+	req     provider.Request
+	prof    profile.Profile
+	side    resume.SideEffects
+	total   int // retry budget for this node
+	retries int // what is left of it
+	rnd     *rand.Rand
+
+	attempt    int             // current attempt number, 1-based; a retry starts a new one
+	cur        provider.Cursor // where the current attempt's work stands
+	out        strings.Builder // output of the current attempt
+	done       bool            // terminal evidence seen
+	progressed bool            // healthy data since the last recovery step
+	recovering time.Time       // start of the current stretch of recovery (zero when healthy)
+	step       int             // backoff step; reset by healthy data
+	resumes    int             // consecutive re-attaches without progress
+	checked    bool            // status checked since the last stream attempt
+	dispatched bool            // some attempt may have reached the provider
+	wasSent    bool            // dispatched, before the current stream attempt
+	last       *diagnostics.Error
+	idle       *time.Timer // the idle watchdog of the current stream, if any
+}
+
+// execute returns the node's output, or an error whose message explains what
+// was tried. The partial output of a failed attempt stays in the journal.
+func (x *nodeExec) execute(ctx context.Context) (string, error) {
+	action := resume.ActRetry // the first attempt is a fresh request
+	x.beginAttempt(ctx, journal.ModeStart)
+	for {
+		err := x.step1(ctx, action)
+		if err == nil && x.done {
+			x.endAttempt(ctx, nil)
+			if x.step > 0 || x.attempt > 1 {
+				x.diag(ctx, diagnostics.New(diagnostics.Recovered, "node completed after recovery",
+					slog.Int("attempts", x.attempt)))
+			}
+			return x.out.String(), nil
+		}
+		ce := diagnostics.Classify(err)
+		if ce.Class == diagnostics.ClassCanceled && ctx.Err() == nil {
+			ce = &diagnostics.Error{Class: diagnostics.ClassDisconnect, Err: err} // our own idle watchdog
+		}
+		x.noteFailure(ctx, action, ce)
+		d := resume.Decide(x.input(ce))
+		if d.Action == resume.ActFail {
+			if ce.Class == diagnostics.ClassCanceled {
+				x.abandon(ctx) // the user gave up: stop the provider billing
+			}
+			x.endAttempt(ctx, ce)
+			return "", x.fail(ctx, d, ce)
+		}
+		delay := x.delay(d.Action, ce)
+		if x.recoveryLeft() < delay {
+			d = resume.Decision{Action: resume.ActFail, Code: diagnostics.DeadlineExceeded,
+				Reason: fmt.Sprintf("the next step would wait %s, past the profile's recovery deadline", delay.Round(time.Millisecond))}
+			x.endAttempt(ctx, ce)
+			return "", x.fail(ctx, d, ce)
+		}
+		x.announce(ctx, d, ce, delay)
+		if err := sleep(ctx, delay); err != nil {
+			ce := diagnostics.Classify(err)
+			x.abandon(ctx)
+			x.endAttempt(ctx, ce)
+			return "", x.fail(ctx, resume.Decide(resume.Input{Class: ce.Class}), ce)
+		}
+		if d.Action == resume.ActRetry {
+			x.abandon(ctx)
+			x.endAttempt(ctx, ce)
+			x.retries--
+			x.beginAttempt(ctx, journal.ModeRetry)
+		}
+		action = d.Action
+	}
+}
+
+// step1 performs one recovery action: a fresh stream, a re-attach, or a check.
+func (x *nodeExec) step1(ctx context.Context, action resume.Action) error {
+	switch action {
+	case resume.ActCheck:
+		return x.check(ctx)
+	case resume.ActResume:
+		x.resumes++
+		x.checked = false
+		return x.withWatchdog(ctx, func(ctx context.Context, emit provider.Emit) error {
+			return x.prov.(provider.Resumer).Resume(ctx, x.req, x.cur, emit)
+		})
+	default:
+		x.checked = false
+		x.wasSent, x.dispatched = x.dispatched, true // undone by noteFailure if it provably never left
+		return x.withWatchdog(ctx, func(ctx context.Context, emit provider.Emit) error {
+			return x.prov.Stream(ctx, x.req, emit)
+		})
+	}
+}
+
+// emit receives the adapter's events: it journals them, tracks the cursor and
+// output, and feeds the idle watchdog.
+func (x *nodeExec) emit(ctx context.Context) provider.Emit {
+	return func(ev provider.Event) error {
+		if ev.Seq >= 0 && ev.Kind != provider.KindRef {
+			if x.cur.Ref != "" && ev.Seq <= x.cur.Seq {
+				return nil // already seen before a re-attach; never journal an event twice
+			}
+			x.cur.Seq = ev.Seq
+		}
+		rec := journal.Event{RunID: x.run.id, NodeID: x.node.ID, Attempt: x.attempt, Kind: string(ev.Kind),
+			ProviderSeq: ev.Seq, Time: ev.Time}
+		switch ev.Kind {
+		case provider.KindRef:
+			if ev.Ref == x.cur.Ref {
+				return nil
+			}
+			x.cur = provider.Cursor{Ref: ev.Ref, Seq: max(ev.Seq, -1)}
+			// Durable before anything else can go wrong: it is what a resume needs.
+			if err := x.run.j.SetAttemptRef(bg(ctx), x.run.id, x.node.ID, x.attempt, ev.Ref); err != nil {
+				return err
+			}
+			rec.Payload = []byte(ev.Ref)
+		case provider.KindDelta:
+			x.out.WriteString(ev.Text)
+			rec.Payload = []byte(ev.Text)
+			x.healthy()
+		case provider.KindReasoning:
+			rec.Payload = []byte(ev.Text)
+			x.healthy()
+		case provider.KindProgress:
+			x.healthy()
+			return nil // the cursor is in memory and on the next journaled event
+		case provider.KindRaw:
+			rec.Payload = ev.Raw
+		case provider.KindReset:
+			x.out.Reset()
+		case provider.KindDiagnostic:
+			if ev.Diag != nil {
+				x.diag(ctx, *ev.Diag)
+			}
+			return nil
+		case provider.KindDone:
+			x.done = true
+			if ev.Usage != nil {
+				rec.Payload = jsonBytes(ev.Usage)
+			}
+		default:
+			return fmt.Errorf("adapter emitted unknown event kind %q", ev.Kind)
+		}
+		return x.run.j.Append(rec)
+	}
+}
+
+// healthy records progress: the backoff, the reconnect count and the
+// recovery deadline start over; the retry budget does not.
+func (x *nodeExec) healthy() {
+	if !x.progressed {
+		x.progressed = true
+		x.step, x.resumes, x.recovering = 0, 0, time.Time{}
+	}
+	if x.idle != nil {
+		x.idle.Reset(x.prof.IdleTimeout.D())
+	}
+}
+
+// withWatchdog runs f under an idle watchdog unless the adapter handles
+// silence itself: a stream with no healthy data for IdleTimeout is cut and
+// treated as a disconnect. Keepalive comments never reach emit, so they never
+// count as data.
+func (x *nodeExec) withWatchdog(ctx context.Context, f func(context.Context, provider.Emit) error) error {
+	x.progressed = false
+	idle := x.prof.IdleTimeout.D()
+	if x.prov.Capabilities().IdleHandled || idle <= 0 {
+		return f(ctx, x.emit(ctx))
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	x.idle = time.AfterFunc(idle, func() { cancel(diagnostics.ErrIdleTimeout) })
+	defer func() { x.idle.Stop(); x.idle = nil }()
+	return f(wctx, x.emit(ctx))
+}
+
+// check asks the provider for the work's status. A completed response
+// finishes the node from the status; a failed one fails it; one still running
+// is re-attached.
+func (x *nodeExec) check(ctx context.Context) error {
+	x.checked = true
+	st, err := x.prov.(provider.Checker).Check(ctx, x.cur.Ref)
+	if err != nil {
+		x.diag(ctx, diagnostics.New(diagnostics.StatusChecked, "status check failed", slog.String("error", err.Error())))
+		return err
+	}
+	x.diag(ctx, diagnostics.New(diagnostics.StatusChecked, "status: "+string(st.State),
+		slog.String("ref", x.cur.Ref), slog.String("state", string(st.State))))
+	switch st.State {
+	case provider.StateCompleted:
+		emit := x.emit(ctx)
+		have := x.out.String()
+		rest := strings.TrimPrefix(st.Output, have)
+		if len(rest) == len(st.Output) && have != "" {
+			if err := emit(provider.Event{Kind: provider.KindReset, Seq: -1}); err != nil {
+				return err
+			}
+			rest = st.Output
+		}
+		if rest != "" {
+			if err := emit(provider.Event{Kind: provider.KindDelta, Text: rest, Seq: -1}); err != nil {
+				return err
+			}
+		}
+		x.diag(ctx, diagnostics.New(diagnostics.OutputFromStatus, "output taken from the completed response",
+			slog.Int("bytes_from_status", len(rest))))
+		return emit(provider.Event{Kind: provider.KindDone, Seq: -1, Usage: st.Usage})
+	case provider.StateFailed, provider.StateCancelled, provider.StateIncomplete:
+		return &diagnostics.Error{Class: diagnostics.ClassDeterministic,
+			Err: fmt.Errorf("response %s is %s: %s", x.cur.Ref, st.State, st.Error)}
+	}
+	// Still queued or in progress: the last failure stands, and the decision re-attaches.
+	return x.last
+}
+
+// noteFailure starts or continues a stretch of recovery and reports what was detected.
+func (x *nodeExec) noteFailure(ctx context.Context, action resume.Action, ce *diagnostics.Error) {
+	if x.recovering.IsZero() {
+		x.recovering = time.Now()
+	}
+	if ce.Class == diagnostics.ClassConnect && action == resume.ActRetry {
+		x.dispatched = x.wasSent // this request never left
+	}
+	x.last = ce
+	if action == resume.ActCheck {
+		return
+	}
+	code := diagnostics.DetectedCode(ce.Class)
+	if errors.Is(ce, diagnostics.ErrIdleTimeout) {
+		code = diagnostics.IdleTimeout
+	}
+	x.diag(ctx, diagnostics.New(code, ce.Error(), slog.String("class", string(ce.Class)),
+		slog.Int("status", ce.Status), slog.Int64("cursor", x.cur.Seq), slog.Int("output_bytes", x.out.Len())))
+	_ = x.run.j.SetAttemptCursor(bg(ctx), x.run.id, x.node.ID, x.attempt, x.cur.Seq)
+}
+
+func (x *nodeExec) input(ce *diagnostics.Error) resume.Input {
+	caps := x.prov.Capabilities()
+	return resume.Input{
+		Class:            ce.Class,
+		CanResume:        caps.Resume && x.cur.Ref != "",
+		CanCheck:         caps.Check && x.cur.Ref != "",
+		Checked:          x.checked,
+		Dispatched:       x.dispatched,
+		SideEffects:      x.side,
+		ResumesLeft:      x.prof.Reconnects - x.resumes,
+		RetriesLeft:      x.retries,
+		DeadlineExceeded: x.recoveryLeft() <= 0,
+	}
+}
+
+// recoveryLeft is how much of the profile's recovery deadline remains.
+func (x *nodeExec) recoveryLeft() time.Duration {
+	if x.recovering.IsZero() {
+		return x.prof.Deadline.D()
+	}
+	return x.prof.Deadline.D() - time.Since(x.recovering)
+}
+
+// delay is the wait before the next step: none before a status check (it is
+// cheap and may end the node), else full-jitter backoff, but never less than
+// the provider's Retry-After.
+func (x *nodeExec) delay(to resume.Action, ce *diagnostics.Error) time.Duration {
+	if to == resume.ActCheck {
+		return 0
+	}
+	d := x.prof.Backoff.Delay(x.step, x.rnd)
+	x.step++
+	if ra := min(ce.RetryAfter, x.prof.MaxRetryAfter.D()); ra > d {
+		d = ra
+	}
+	return d
+}
+
+// announce reports the step about to be taken, in the journal and on stderr.
+func (x *nodeExec) announce(ctx context.Context, d resume.Decision, ce *diagnostics.Error, delay time.Duration) {
+	var line string
+	switch d.Action {
+	case resume.ActCheck:
+		return // check reports its own result
+	case resume.ActResume:
+		line = fmt.Sprintf("reconnecting %d/%d in %s (%s)", x.resumes+1, x.prof.Reconnects, delay.Round(time.Millisecond), ce.Class)
+	case resume.ActRetry:
+		line = fmt.Sprintf("retrying %d/%d in %s (%s)", x.total-x.retries+1, x.total, delay.Round(time.Millisecond), ce.Class)
+	}
+	x.diag(ctx, diagnostics.New(d.Code, line, slog.String("cause", ce.Error()), slog.Duration("delay", delay),
+		slog.Int("retries_left", x.retries), slog.Int("reconnects_left", x.prof.Reconnects-x.resumes)))
+	x.run.progress(x.node.ID, line)
+}
+
+// fail reports why the node failed and what was tried.
+func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.Error) error {
+	tried := fmt.Sprintf("%d attempt(s), %d of %d retries used", x.attempt, x.total-x.retries, x.total)
+	if d.Code != diagnostics.NodeFailed {
+		x.diag(ctx, diagnostics.New(d.Code, d.Reason, slog.String("class", string(ce.Class))))
+	}
+	x.diag(ctx, diagnostics.New(diagnostics.NodeFailed, d.Reason, slog.String("class", string(ce.Class)),
+		slog.String("error", ce.Error()), slog.String("tried", tried)))
+	return &NodeError{Node: x.node.ID, Class: ce.Class, Code: d.Code, Reason: d.Reason, Tried: tried, Err: ce}
+}
+
+// abandon stops billing for work that will be retried from scratch.
+func (x *nodeExec) abandon(ctx context.Context) {
+	c, ok := x.prov.(provider.Canceler)
+	if !ok || x.cur.Ref == "" || !x.prov.Capabilities().Cancel {
+		return
+	}
+	cctx, cancel := context.WithTimeout(bg(ctx), 10*time.Second)
+	defer cancel()
+	err := c.Cancel(cctx, x.cur.Ref)
+	attrs := []slog.Attr{slog.String("ref", x.cur.Ref)}
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	if x.last != nil && x.last.Class == diagnostics.ClassStuck {
+		x.diag(ctx, diagnostics.New(diagnostics.StuckCancelled, "cancelled the stuck response before retrying", attrs...))
+	}
+}
+
+func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) {
+	x.cur = provider.Cursor{Seq: -1}
+	x.out.Reset()
+	x.done = false
+	x.run.progress(x.node.ID, "streaming")
+	n, err := x.run.j.BeginAttempt(bg(ctx), x.run.id, x.node.ID, mode, x.provNm)
+	if err != nil {
+		x.run.log.Error("journal: begin attempt", "node", x.node.ID, "error", err)
+		n = x.attempt + 1
+	}
+	x.attempt = n
+}
+
+func (x *nodeExec) endAttempt(ctx context.Context, ce *diagnostics.Error) {
+	outcome, class, msg := journal.OutcomeOK, "", ""
+	if ce != nil && ce.Class != diagnostics.ClassNone {
+		outcome, class, msg = journal.OutcomeError, string(ce.Class), ce.Error()
+	}
+	_ = x.run.j.SetAttemptCursor(bg(ctx), x.run.id, x.node.ID, x.attempt, x.cur.Seq)
+	if err := x.run.j.EndAttempt(bg(ctx), x.run.id, x.node.ID, x.attempt, outcome, class, msg); err != nil {
+		x.run.log.Error("journal: end attempt", "node", x.node.ID, "error", err)
+	}
+}
+
+// diag journals a diagnostic and logs it on stderr.
+func (x *nodeExec) diag(ctx context.Context, d diagnostics.Diagnostic) {
+	x.run.diag(ctx, x.node.ID, x.attempt, d)
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// bg keeps ctx's values but not its cancellation: journaling what happened
+// must succeed even while the run is being interrupted.
+func bg(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }

@@ -1,0 +1,262 @@
+package runner
+
+import (
+	"container/heap"
+	"fmt"
+	"os"
+	"strings"
+	"text/template"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Graph is a validated goal graph, as read from a YAML file. A *Graph
+// returned by LoadGraph or ParseGraph is acyclic, every need names a defined
+// node, every node names a defined provider, and every prompt template refers
+// only to the outputs of the node's needs. It is not modified after parsing
+// and is safe for concurrent use.
+type Graph struct {
+	Name string
+	// Profile is the default profile name ("" when the file sets none); it is
+	// checked against the profile set by the caller.
+	Profile string
+	// ProfilesPath is the profiles file, made absolute against the graph
+	// file's directory ("" when the file sets none).
+	ProfilesPath string
+	// Path is the graph file as given to LoadGraph or ParseGraph.
+	Path string
+	// Source is the file's text and Hash its sha256, in hex.
+	Source []byte
+	Hash   string
+	// Providers by name.
+	Providers map[string]*ProviderSpec
+	// Nodes in file order.
+	Nodes []*Node
+
+	byID       map[string]*Node
+	dependents map[string][]string
+	order      []string
+}
+
+// Provider kinds.
+const (
+	ProviderKindSim       = "sim"
+	ProviderKindOpenAI    = "openai"
+	ProviderKindResponses = "responses"
+	ProviderKindHarness   = "harness"
+)
+
+// APIs a sim provider can speak (ProviderSpec.API).
+const (
+	SimAPIChat      = "chat"
+	SimAPIResponses = "responses"
+)
+
+// ProviderSpec is one entry of a graph's providers mapping. Only the fields
+// valid for its Kind can be set (see the package's graph file format).
+type ProviderSpec struct {
+	Name string
+	// Kind is one of the ProviderKind constants.
+	Kind string
+	// BaseURL and APIKeyEnv (openai, responses): empty means the adapter's
+	// environment defaults (OPENAI_BASE_URL, OPENAI_API_KEY).
+	BaseURL   string
+	APIKeyEnv string
+	// Model is the default model of the provider's nodes.
+	Model string
+	// API (sim): SimAPIChat or SimAPIResponses; set to SimAPIChat when omitted.
+	API string
+	// Harness (harness): a built-in descriptor name, or a descriptor file.
+	// Command (harness): the binary. A Harness or Command value that contains
+	// a path separator is made absolute against the graph file's directory;
+	// a bare name is left as is.
+	Harness string
+	Command string
+	// WorkDir (harness) is made absolute against the graph file's directory.
+	WorkDir string
+	Args    []string
+	Env     map[string]string
+	// Sim (sim) is the simulator configuration, a YAML mapping left for
+	// provider/sim to decode; nil when omitted.
+	Sim *yaml.Node
+	// Line is where the provider is named in the file.
+	Line int
+}
+
+// SideEffects says what sending a node's request again can do to the world.
+type SideEffects string
+
+// Side effect classes.
+const (
+	// SideNone: the request only produces text; sending it again is harmless.
+	SideNone SideEffects = "none"
+	// SideIdempotent: the request acts on the world, but doing it twice is
+	// the same as doing it once.
+	SideIdempotent SideEffects = "idempotent"
+	// SideUnsafe: sending the request again may repeat its actions.
+	SideUnsafe SideEffects = "unsafe"
+)
+
+// Node is one node of a graph.
+type Node struct {
+	ID string
+	// Needs are the ids of the nodes whose outputs this node's prompt may use;
+	// the node runs after all of them have completed.
+	Needs []string
+	// Provider names an entry of Graph.Providers. When the file omits it and
+	// the graph defines exactly one provider, it is that one.
+	Provider string
+	// Model is the node's model, or when the file omits it the provider's.
+	Model string
+	// System and Prompt are Go text/templates (see RenderPrompt).
+	System string
+	Prompt string
+	// ReasoningEffort is "" or one of none, minimal, low, medium, high.
+	ReasoningEffort string
+	// MaxOutputTokens is 0 when not set.
+	MaxOutputTokens int
+	// Retries overrides the profile's retry budget when not nil.
+	Retries *int
+	// SideEffects is as set, or when omitted SideUnsafe for harness
+	// providers and SideNone otherwise.
+	SideEffects SideEffects
+	// Line is where the node's entry starts in the file.
+	Line int
+
+	promptTmpl *template.Template
+	systemTmpl *template.Template
+}
+
+// LoadGraph reads and validates a graph file. A file that cannot be read is
+// a plain error; a file that is not a valid graph is a *GraphError listing
+// every problem found.
+func LoadGraph(path string) (*Graph, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("graph: %w", err)
+	}
+	return ParseGraph(path, src)
+}
+
+// Node returns the node with the given id, or nil.
+func (g *Graph) Node(id string) *Node { return g.byID[id] }
+
+// Dependents returns the ids of the nodes that directly need id, in file
+// order.
+func (g *Graph) Dependents(id string) []string {
+	return append([]string(nil), g.dependents[id]...)
+}
+
+// Order returns the node ids in a topological order: every node comes after
+// all of its needs, and among the nodes that are ready at each step the one
+// first in the file comes first. It is the same on every call.
+func (g *Graph) Order() []string { return append([]string(nil), g.order...) }
+
+// index builds the lookup tables of a graph whose nodes are known to be
+// valid (unique ids, needs defined, acyclic).
+func (g *Graph) index() {
+	g.byID = make(map[string]*Node, len(g.Nodes))
+	g.dependents = make(map[string][]string, len(g.Nodes))
+	pos := make(map[string]int, len(g.Nodes))
+	for i, n := range g.Nodes {
+		g.byID[n.ID] = n
+		pos[n.ID] = i
+	}
+	for _, n := range g.Nodes {
+		for _, need := range n.Needs {
+			g.dependents[need] = append(g.dependents[need], n.ID)
+		}
+	}
+	g.order = graphTopoOrder(g.Nodes, pos, g.dependents)
+}
+
+// graphTopoOrder is Kahn's algorithm taking ready nodes in file order. Nodes
+// on a cycle are left out, so a short result means a cycle.
+func graphTopoOrder(nodes []*Node, pos map[string]int, dependents map[string][]string) []string {
+	waiting := make([]int, len(nodes))
+	ready := &graphIntHeap{}
+	for i, n := range nodes {
+		waiting[i] = len(n.Needs)
+		if waiting[i] == 0 {
+			heap.Push(ready, i)
+		}
+	}
+	order := make([]string, 0, len(nodes))
+	for ready.Len() > 0 {
+		i := heap.Pop(ready).(int)
+		order = append(order, nodes[i].ID)
+		for _, d := range dependents[nodes[i].ID] {
+			j := pos[d]
+			waiting[j]--
+			if waiting[j] == 0 {
+				heap.Push(ready, j)
+			}
+		}
+	}
+	return order
+}
+
+type graphIntHeap []int
+
+func (h graphIntHeap) Len() int           { return len(h) }
+func (h graphIntHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h graphIntHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *graphIntHeap) Push(x any)        { *h = append(*h, x.(int)) }
+func (h *graphIntHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// GraphError is a graph file that is not valid: every problem found, in line
+// order.
+type GraphError struct {
+	Path     string
+	Problems []Problem
+}
+
+// Problem is one thing wrong with a graph file.
+type Problem struct {
+	// Line is 1-based; 0 when the problem has no single place in the file.
+	Line int
+	// Node is the id of the node the problem is about, if any.
+	Node string
+	// Field is the YAML field the problem is about, if any.
+	Field string
+	// Msg says what is wrong (without the node prefix).
+	Msg string
+}
+
+// String is the problem without its location: `node "plan": unknown field "promt"`.
+func (p Problem) String() string {
+	if p.Node != "" {
+		return fmt.Sprintf("node %q: %s", p.Node, p.Msg)
+	}
+	return p.Msg
+}
+
+// Error lists every problem, one per line, as "path:line: message".
+func (e *GraphError) Error() string {
+	path := e.Path
+	if path == "" {
+		path = "<graph>"
+	}
+	var b strings.Builder
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(path)
+		if p.Line > 0 {
+			fmt.Fprintf(&b, ":%d", p.Line)
+		}
+		b.WriteString(": ")
+		b.WriteString(p.String())
+	}
+	if len(e.Problems) == 0 {
+		b.WriteString(path)
+		b.WriteString(": invalid graph")
+	}
+	return b.String()
+}

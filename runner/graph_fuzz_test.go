@@ -1,0 +1,77 @@
+package runner
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// FuzzParseGraph feeds ParseGraph untrusted text: it must never panic, a
+// rejection is a *GraphError whose every line names the file, and an accepted
+// graph is acyclic with every need and provider defined.
+func FuzzParseGraph(f *testing.F) {
+	for _, pattern := range []string{"*.yaml", "valid/*.yaml", "invalid/*.yaml"} {
+		paths, _ := filepath.Glob(filepath.Join(graphTestdata, pattern))
+		for _, p := range paths {
+			if src, err := os.ReadFile(p); err == nil {
+				f.Add(src)
+			}
+		}
+	}
+	for _, s := range []string{
+		"",
+		"name: t\n",
+		graphHead + "  - {id: a, prompt: x}\n",
+		graphHead + "  - {id: a, needs: [b], prompt: x}\n  - {id: b, needs: [a], prompt: y}\n",
+		graphHead + "  - {id: a, prompt: x}\n  - {id: b, needs: [a], prompt: '{{ output \"a\" }}{{ .Outputs.a }}{{ index .Outputs \"a\" }}'}\n",
+		graphHead + "  - &n {id: a, prompt: x}\n  - {<<: *n, id: b}\n  - {<<: [*n, *n], id: c}\n",
+		"name: &a [*a]\n",
+		"a: &a\n  b: *a\nname: t\nnodes: *a\n",
+		graphHead + "  - {id: a, prompt: '{{ define \"t\" }}{{ template \"t\" . }}{{ end }}x'}\n",
+		graphHead + "  - {id: a, prompt: '{{ with $x := 1 }}{{ $.Outputs }}{{ end }}'}\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		g, err := ParseGraph("f.yaml", src)
+		if err != nil {
+			var ge *GraphError
+			if !errors.As(err, &ge) {
+				t.Fatalf("error is %T: %v", err, err)
+			}
+			if g != nil {
+				t.Fatal("graph returned with an error")
+			}
+			if len(ge.Problems) == 0 {
+				t.Fatal("GraphError without problems")
+			}
+			for _, p := range ge.Problems {
+				if p.Line < 0 || p.Msg == "" {
+					t.Fatalf("bad problem %+v", p)
+				}
+			}
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if !strings.HasPrefix(line, "f.yaml") {
+					t.Fatalf("message line without the file: %q", line)
+				}
+			}
+			return
+		}
+		graphCheckInvariants(t, g)
+		outs := map[string]string{}
+		for _, id := range g.Order() {
+			outs[id] = "out-" + id
+		}
+		for _, n := range g.Nodes {
+			// Rendering runs the template: skip the ones that can loop or
+			// recurse for a long time; the rest must not panic.
+			if strings.Contains(n.Prompt+n.System, "range") || strings.Contains(n.Prompt+n.System, "template") || strings.Contains(n.Prompt+n.System, "block") {
+				continue
+			}
+			_, _ = n.RenderPrompt(outs)
+			_, _ = n.RenderSystem(outs)
+		}
+	})
+}

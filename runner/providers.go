@@ -1,0 +1,158 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+
+	"github.com/noderun/noderun/provider"
+	"github.com/noderun/noderun/provider/openai"
+	"github.com/noderun/noderun/provider/responses"
+	"github.com/noderun/noderun/provider/sim"
+)
+
+const defaultOpenAIBaseURL = "https://api.openai.com/v1"
+
+// builtProvider is a ready adapter with the defaults its nodes inherit.
+type builtProvider struct {
+	p       provider.Provider
+	model   string
+	workDir string
+}
+
+// Check finds, without starting or writing anything, every problem that would
+// stop g from running: the profile, provider settings, missing API keys and
+// models. Its errors name the graph file and the provider or node.
+func Check(g *Graph, opts *Options) error {
+	if _, err := Prepare(g, opts); err != nil {
+		return err
+	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = osGetenv
+	}
+	var errs []error
+	for _, name := range sortedProviderNames(g) {
+		spec := g.Providers[name]
+		if _, _, err := endpoint(spec, getenv); err != nil {
+			errs = append(errs, fmt.Errorf("%s:%d: provider %q: %w", g.Path, spec.Line, name, err))
+		}
+		if spec.Kind == ProviderKindSim {
+			if _, err := simConfig(spec); err != nil {
+				errs = append(errs, fmt.Errorf("%s:%d: provider %q: sim: %w", g.Path, spec.Line, name, err))
+			}
+		}
+	}
+	for _, n := range g.Nodes {
+		spec := g.Providers[n.Provider]
+		if n.Model == "" && spec.Model == "" && spec.Kind != ProviderKindSim && spec.Kind != ProviderKindHarness {
+			errs = append(errs, fmt.Errorf("%s:%d: node %q: no model (set model on the node or on provider %q)", g.Path, n.Line, n.ID, n.Provider))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// endpoint resolves a provider's base URL and API key from the graph and the
+// environment (OPENAI_BASE_URL, OPENAI_API_KEY).
+func endpoint(spec *ProviderSpec, getenv func(string) string) (baseURL, key string, err error) {
+	switch spec.Kind {
+	case ProviderKindSim:
+		return "", "", nil
+	case ProviderKindHarness:
+		return "", "", errors.New("harness providers are not supported by this build yet")
+	}
+	baseURL = spec.BaseURL
+	if baseURL == "" {
+		baseURL = getenv("OPENAI_BASE_URL")
+	}
+	if baseURL == "" {
+		baseURL = defaultOpenAIBaseURL
+	}
+	keyEnv := spec.APIKeyEnv
+	if keyEnv == "" {
+		keyEnv = "OPENAI_API_KEY"
+	}
+	key = getenv(keyEnv)
+	if key == "" && (spec.APIKeyEnv != "" || baseURL == defaultOpenAIBaseURL) {
+		return "", "", fmt.Errorf("environment variable %s (api_key_env) is empty", keyEnv)
+	}
+	return baseURL, key, nil
+}
+
+func simConfig(spec *ProviderSpec) (sim.Config, error) {
+	if spec.Sim == nil {
+		return sim.Config{}, nil
+	}
+	return sim.DecodeConfig(spec.Sim)
+}
+
+// buildProviders makes every adapter the graph names, starting an embedded
+// simulator for each sim provider. close stops them.
+func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, log *slog.Logger) (map[string]builtProvider, func(), error) {
+	out := make(map[string]builtProvider, len(g.Providers))
+	var closers []func() error
+	closeAll := func() {
+		for _, c := range closers {
+			_ = c()
+		}
+	}
+	for _, name := range sortedProviderNames(g) {
+		spec := g.Providers[name]
+		baseURL, key, err := endpoint(spec, getenv)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("%s:%d: provider %q: %w", g.Path, spec.Line, name, err)
+		}
+		bp := builtProvider{model: spec.Model, workDir: spec.WorkDir}
+		api := spec.Kind
+		if spec.Kind == ProviderKindSim {
+			cfg, err := simConfig(spec)
+			if err != nil {
+				closeAll()
+				return nil, nil, fmt.Errorf("%s:%d: provider %q: %w", g.Path, spec.Line, name, err)
+			}
+			cfg.Logger = log.With("sim", name)
+			srv := sim.New(cfg)
+			if err := srv.Start(""); err != nil {
+				closeAll()
+				return nil, nil, fmt.Errorf("provider %q: starting the simulator: %w", name, err)
+			}
+			closers = append(closers, srv.Close)
+			baseURL = srv.BaseURL()
+			api = ProviderKindOpenAI
+			if spec.API == SimAPIResponses {
+				api = ProviderKindResponses
+			}
+			if bp.model == "" {
+				bp.model = "sim"
+			}
+		}
+		switch api {
+		case ProviderKindOpenAI:
+			bp.p = openai.New(openai.Config{BaseURL: baseURL, APIKey: key})
+		case ProviderKindResponses:
+			p, err := responses.New(responses.Config{BaseURL: baseURL, APIKey: key, Logger: log})
+			if err != nil {
+				closeAll()
+				return nil, nil, fmt.Errorf("provider %q: %w", name, err)
+			}
+			bp.p = p
+		}
+		out[name] = bp
+	}
+	return out, closeAll, nil
+}
+
+func osGetenv(k string) string { return os.Getenv(k) }
+
+func sortedProviderNames(g *Graph) []string {
+	names := make([]string, 0, len(g.Providers))
+	for n := range g.Providers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

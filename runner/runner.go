@@ -1,0 +1,276 @@
+// Package runner runs goal graphs: it validates graph files, schedules nodes
+// in dependency order, and executes each node with the recovery loop that
+// makes a dropped stream a recoverable event rather than a failed node.
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/profile"
+	"github.com/noderun/noderun/provider"
+	"github.com/noderun/noderun/resume"
+)
+
+// Options configure a run.
+type Options struct {
+	Journal *journal.Journal // required
+	// Profiles defaults to the built-ins plus the graph's profiles file.
+	Profiles profile.Set
+	// Profile overrides the graph's default profile when set.
+	Profile string
+	// Parallel bounds how many nodes run at once (default 4).
+	Parallel int
+	// Logger receives every diagnostic (default: discard).
+	Logger *slog.Logger
+	// Progress is told each node state change ("streaming", "reconnecting
+	// 2/5 in 1.3s (transport_disconnect)", "done", "failed: …").
+	Progress func(node, state string)
+	// Getenv looks up API keys and base URLs (default os.Getenv).
+	Getenv func(string) string
+	// RunID names the run (default: a new UUID).
+	RunID string
+}
+
+// Result is what a run did.
+type Result struct {
+	RunID  string
+	Status journal.RunStatus
+	Nodes  []NodeResult // in graph order
+}
+
+// NodeResult is one node's outcome.
+type NodeResult struct {
+	ID     string
+	State  journal.NodeState
+	Output string
+	Err    error  // set when failed
+	Reason string // why skipped or failed
+}
+
+// Failed reports whether any node failed or was skipped.
+func (r *Result) Failed() bool { return r.Status != journal.RunCompleted }
+
+// runState is one run in progress.
+type runState struct {
+	id       string
+	g        *Graph
+	j        *journal.Journal
+	log      *slog.Logger
+	prof     profile.Profile
+	provs    map[string]builtProvider
+	onState  func(node, state string)
+	parallel int
+
+	mu      sync.Mutex
+	outputs map[string]string
+	results map[string]*NodeResult
+}
+
+// Prepare checks everything a run needs before anything is written: the
+// profile and the providers. Its error names the graph file and the field.
+func Prepare(g *Graph, opts *Options) (profile.Profile, error) {
+	set := opts.Profiles
+	if set == nil {
+		set = profile.Set(profile.Builtins())
+		if g.ProfilesPath != "" {
+			p := g.ProfilesPath
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(filepath.Dir(g.Path), p)
+			}
+			loaded, err := profile.Load(p)
+			if err != nil {
+				return profile.Profile{}, fmt.Errorf("%s: profiles: %w", g.Path, err)
+			}
+			set = loaded
+		}
+		opts.Profiles = set
+	}
+	name := opts.Profile
+	if name == "" {
+		name = g.Profile
+	}
+	if name == "" {
+		name = "default"
+	}
+	p, err := set.Get(name)
+	if err != nil {
+		return profile.Profile{}, fmt.Errorf("%s: %w", g.Path, err)
+	}
+	return p, nil
+}
+
+// Run executes g to the end (or until ctx is canceled) and journals
+// everything. The returned error is for failures of the run itself (bad
+// configuration, journal errors); node failures are in the Result.
+func Run(ctx context.Context, g *Graph, opts Options) (*Result, error) {
+	if opts.Journal == nil {
+		return nil, errors.New("runner: no journal")
+	}
+	prof, err := Prepare(g, &opts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Getenv == nil {
+		opts.Getenv = os.Getenv
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = 4
+	}
+	if opts.RunID == "" {
+		opts.RunID = uuid.NewString()
+	}
+	provs, closeProvs, err := buildProviders(ctx, g, opts.Getenv, opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	defer closeProvs()
+
+	r := &runState{id: opts.RunID, g: g, j: opts.Journal, log: opts.Logger.With("run", opts.RunID), prof: prof,
+		provs: provs, onState: opts.Progress, parallel: opts.Parallel,
+		outputs: map[string]string{}, results: map[string]*NodeResult{}}
+	if err := r.j.CreateRun(bg(ctx), journal.Run{ID: r.id, Graph: g.Name, GraphPath: g.Path, GraphText: g.Source,
+		GraphHash: g.Hash, Profile: prof.Name, Status: journal.RunRunning, Started: time.Now()}); err != nil {
+		return nil, err
+	}
+	for _, n := range g.Nodes {
+		r.results[n.ID] = &NodeResult{ID: n.ID, State: journal.NodePending}
+		if err := r.j.SetNodeState(bg(ctx), r.id, n.ID, journal.NodePending, ""); err != nil {
+			return nil, err
+		}
+	}
+	r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunStarted, "run started", slog.String("graph", g.Name),
+		slog.String("profile", prof.Name), slog.Int("nodes", len(g.Nodes))))
+
+	r.schedule(ctx)
+
+	res := &Result{RunID: r.id, Status: journal.RunCompleted}
+	for _, n := range g.Nodes {
+		nr := r.results[n.ID]
+		res.Nodes = append(res.Nodes, *nr)
+		switch nr.State {
+		case journal.NodeCompleted:
+		case journal.NodePending, journal.NodeCanceled, journal.NodeRunning:
+			if res.Status == journal.RunCompleted {
+				res.Status = journal.RunInterrupted
+			}
+		default:
+			if res.Status != journal.RunInterrupted {
+				res.Status = journal.RunFailed
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		res.Status = journal.RunInterrupted
+		r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunInterrupted, "run interrupted; resume it with `noderun resume "+r.id+"`"))
+	} else {
+		r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunFinished, "run finished", slog.String("status", string(res.Status))))
+	}
+	if err := r.j.SetRunStatus(bg(ctx), r.id, res.Status); err != nil {
+		return res, err
+	}
+	return res, r.j.Flush(bg(ctx))
+}
+
+// runNode executes one node whose needs have all completed.
+func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
+	res := &NodeResult{ID: n.ID}
+	bp := r.provs[n.Provider]
+	prompt, err := r.render(n)
+	if err != nil {
+		res.State, res.Err, res.Reason = journal.NodeFailed, err, err.Error()
+		r.diag(ctx, n.ID, 0, diagnostics.New(diagnostics.NodeFailed, err.Error(), slog.String("class", string(diagnostics.ClassDeterministic))))
+		_ = r.j.FailNode(bg(ctx), r.id, n.ID, string(diagnostics.ClassDeterministic), err.Error())
+		return res
+	}
+	_ = r.j.SetNodeState(bg(ctx), r.id, n.ID, journal.NodeRunning, "")
+	total := r.prof.Retries
+	if n.Retries != nil {
+		total = *n.Retries
+	}
+	model := n.Model
+	if model == "" {
+		model = bp.model
+	}
+	x := &nodeExec{run: r, node: n, prov: bp.p, provNm: n.Provider, prof: r.prof, side: resume.SideEffects(n.SideEffects),
+		total: total, retries: total, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		req: provider.Request{Node: n.ID, Model: model, System: n.System, Prompt: prompt,
+			ReasoningEffort: n.ReasoningEffort, MaxOutputTokens: n.MaxOutputTokens, WorkDir: bp.workDir, Policy: r.prof}}
+	out, err := x.execute(ctx)
+	var ne *NodeError
+	switch {
+	case err == nil:
+		res.State, res.Output = journal.NodeCompleted, out
+		if jerr := r.j.CompleteNode(bg(ctx), r.id, n.ID, out); jerr != nil {
+			res.State, res.Err, res.Reason = journal.NodeFailed, jerr, "journal: "+jerr.Error()
+		}
+	case errors.As(err, &ne) && ne.Class == diagnostics.ClassCanceled:
+		res.State, res.Err, res.Reason = journal.NodeCanceled, err, "interrupted"
+		_ = r.j.SetNodeState(bg(ctx), r.id, n.ID, journal.NodeCanceled, "interrupted")
+	default:
+		res.State, res.Err, res.Reason = journal.NodeFailed, err, err.Error()
+		class := diagnostics.Classify(err).Class
+		_ = r.j.FailNode(bg(ctx), r.id, n.ID, string(class), err.Error())
+	}
+	return res
+}
+
+// render fills the node's prompt template with its needs' outputs.
+func (r *runState) render(n *Node) (string, error) {
+	r.mu.Lock()
+	outs := make(map[string]string, len(n.Needs))
+	for _, id := range n.Needs {
+		outs[id] = r.outputs[id]
+	}
+	r.mu.Unlock()
+	return n.RenderPrompt(outs)
+}
+
+// diag journals a diagnostic and logs it with its code.
+func (r *runState) diag(ctx context.Context, node string, attempt int, d diagnostics.Diagnostic) {
+	payload := map[string]any{"code": d.Code.ID, "name": d.Code.Name, "message": d.Message}
+	attrs := []any{slog.String("code", d.Code.ID), slog.String("diag", d.Code.Name)}
+	if node != "" {
+		attrs = append(attrs, slog.String("node", node), slog.Int("attempt", attempt))
+	}
+	if len(d.Attrs) > 0 {
+		extra := make(map[string]any, len(d.Attrs))
+		for _, a := range d.Attrs {
+			extra[a.Key] = a.Value.Resolve().Any()
+			attrs = append(attrs, a)
+		}
+		payload["attrs"] = extra
+	}
+	_ = r.j.Append(journal.Event{RunID: r.id, NodeID: node, Attempt: attempt, Kind: "diagnostic", Code: d.Code.ID,
+		ProviderSeq: -1, Payload: jsonBytes(payload)})
+	r.log.Log(ctx, d.Code.Level, d.Message, attrs...)
+}
+
+func (r *runState) progress(node, state string) {
+	if r.onState != nil {
+		r.onState(node, state)
+	}
+}
+
+func jsonBytes(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return []byte(fmt.Sprintf("%q", fmt.Sprint(v)))
+	}
+	return b
+}

@@ -1,0 +1,108 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/journal"
+)
+
+// schedule runs the graph's nodes in dependency order, at most r.parallel at
+// once. A failed node skips everything downstream of it; independent
+// branches go on. On cancellation it starts nothing new and waits for the
+// running nodes to stop.
+func (r *runState) schedule(ctx context.Context) {
+	waiting := make(map[string]int, len(r.g.Nodes)) // needs not yet completed
+	var ready []*Node
+	for _, n := range r.g.Nodes {
+		waiting[n.ID] = len(n.Needs)
+		if len(n.Needs) == 0 {
+			ready = append(ready, n)
+		}
+	}
+	done := make(chan *NodeResult)
+	running := 0
+	for {
+		for running < r.parallel && len(ready) > 0 && ctx.Err() == nil {
+			n := ready[0]
+			ready = ready[1:]
+			running++
+			r.progress(n.ID, "started")
+			go func() { done <- r.runNode(ctx, n) }()
+		}
+		if running == 0 {
+			return
+		}
+		res := <-done
+		running--
+		r.record(res)
+		for _, id := range r.g.Dependents(res.ID) {
+			if res.State != journal.NodeCompleted {
+				r.skip(ctx, id, res.ID)
+				continue
+			}
+			waiting[id]--
+			if waiting[id] == 0 && r.results[id].State == journal.NodePending {
+				ready = append(ready, r.g.Node(id))
+			}
+		}
+		// Keep graph file order among ready nodes, so runs are reproducible.
+		ready = inGraphOrder(r.g, ready)
+	}
+}
+
+func (r *runState) record(res *NodeResult) {
+	r.mu.Lock()
+	r.results[res.ID] = res
+	if res.State == journal.NodeCompleted {
+		r.outputs[res.ID] = res.Output
+	}
+	r.mu.Unlock()
+	switch res.State {
+	case journal.NodeCompleted:
+		r.progress(res.ID, fmt.Sprintf("done (%d bytes)", len(res.Output)))
+	case journal.NodeCanceled:
+		r.progress(res.ID, "interrupted")
+	default:
+		r.progress(res.ID, "failed: "+res.Reason)
+	}
+}
+
+// skip marks id and everything downstream of it as skipped because cause did not complete.
+func (r *runState) skip(ctx context.Context, id, cause string) {
+	nr := r.results[id]
+	if nr.State != journal.NodePending {
+		return
+	}
+	reason := fmt.Sprintf("needs %q, which did not complete", cause)
+	if r.results[cause].State == journal.NodeCanceled {
+		nr.State, nr.Reason = journal.NodePending, "" // interrupted upstream: left for `noderun resume`
+		return
+	}
+	nr.State, nr.Reason = journal.NodeSkipped, reason
+	_ = r.j.SetNodeState(bg(ctx), r.id, id, journal.NodeSkipped, reason)
+	r.diag(ctx, id, 0, diagnostics.New(diagnostics.NodeSkipped, reason, slog.String("cause", cause)))
+	r.progress(id, "skipped: "+reason)
+	for _, d := range r.g.Dependents(id) {
+		r.skip(ctx, d, id)
+	}
+}
+
+func inGraphOrder(g *Graph, nodes []*Node) []*Node {
+	if len(nodes) < 2 {
+		return nodes
+	}
+	in := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		in[n.ID] = true
+	}
+	out := nodes[:0:0]
+	for _, n := range g.Nodes {
+		if in[n.ID] {
+			out = append(out, n)
+		}
+	}
+	return out
+}

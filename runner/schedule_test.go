@@ -1,0 +1,127 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/provider/sim"
+)
+
+// A failed node skips what depends on it, with a reason; the independent
+// branch and a dependent of the surviving branch still run.
+func TestFailureSkipsDependentsOnly(t *testing.T) {
+	// With --parallel 1 and graph order, chat request 1 is "bad"'s: a 400 fails it at once.
+	srv := startSim(t, sim.Config{Seed: 1, Faults: []sim.Fault{{Endpoint: sim.EndpointChat, Requests: []int{1}, Kind: sim.FaultStatus, Status: 400}}})
+	g := parseTestGraph(t, fmt.Sprintf(`name: t
+profile: ci
+providers:
+  p: {kind: openai, base_url: %s, model: sim}
+nodes:
+  - id: bad
+    prompt: first
+  - id: after_bad
+    needs: [bad]
+    prompt: 'use {{ output "bad" }}'
+  - id: good
+    needs: [bad_gate_free]
+    prompt: second
+  - id: bad_gate_free
+    prompt: third
+  - id: after_good
+    needs: [good]
+    prompt: 'use {{ output "good" }}'
+  - id: after_both
+    needs: [after_bad, after_good]
+    prompt: 'both {{ output "after_bad" }} {{ output "after_good" }}'
+`, srv.BaseURL()))
+	j := openJournal(t)
+	res, err := Run(context.Background(), g, Options{Journal: j, Parallel: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]journal.NodeState{"bad": journal.NodeFailed, "after_bad": journal.NodeSkipped,
+		"good": journal.NodeCompleted, "bad_gate_free": journal.NodeCompleted, "after_good": journal.NodeCompleted,
+		"after_both": journal.NodeSkipped}
+	for _, n := range res.Nodes {
+		if n.State != want[n.ID] {
+			t.Errorf("%s: %s, want %s (%s)", n.ID, n.State, want[n.ID], n.Reason)
+		}
+		if n.State == journal.NodeSkipped && !strings.Contains(n.Reason, "needs") {
+			t.Errorf("%s skipped without a reason naming its need: %q", n.ID, n.Reason)
+		}
+	}
+	if res.Status != journal.RunFailed {
+		t.Errorf("run status %s, want failed", res.Status)
+	}
+	// Templates see their needs' outputs.
+	if out := res.Nodes[4].Output; out == "" {
+		t.Errorf("after_good has no output")
+	}
+	nodes, err := j.Nodes(context.Background(), res.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if n.State != want[n.ID] {
+			t.Errorf("journal: %s is %s, want %s", n.ID, n.State, want[n.ID])
+		}
+	}
+}
+
+// --parallel bounds concurrency: with 6 slow independent nodes and parallel 2,
+// the simulator never sees more than 2 streams at once.
+func TestParallelBound(t *testing.T) {
+	srv := startSim(t, sim.Config{Seed: 1, Tokens: 20, TokensPerSecond: 200})
+	g := chatGraph(t, srv.BaseURL(), "a", "b", "c", "d", "e", "f")
+	j := openJournal(t)
+	res, err := Run(context.Background(), g, Options{Journal: j, Parallel: 2})
+	if err != nil || res.Status != journal.RunCompleted {
+		t.Fatalf("%v %+v", err, res)
+	}
+	evs, err := j.Events(context.Background(), res.RunID, journal.EventFilter{Kinds: []string{"delta", "done"}, AfterSeq: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Replay the journal: a node is active from its first delta to its done.
+	active, peak := map[string]bool{}, 0
+	for _, e := range evs {
+		switch e.Kind {
+		case "delta":
+			active[e.NodeID] = true
+		case "done":
+			delete(active, e.NodeID)
+		}
+		peak = max(peak, len(active))
+	}
+	if peak > 2 || peak < 2 {
+		t.Errorf("peak concurrency %d, want exactly 2", peak)
+	}
+}
+
+// Ctrl-C: the run stops, the journal says interrupted, nothing is lost.
+func TestInterruptRecordsRunAsInterrupted(t *testing.T) {
+	srv := startSim(t, sim.Config{Seed: 1, Tokens: 2000, TokensPerSecond: 100})
+	g := chatGraph(t, srv.BaseURL(), "slow")
+	j := openJournal(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, cancel)
+	res, err := Run(ctx, g, Options{Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != journal.RunInterrupted || res.Nodes[0].State != journal.NodeCanceled {
+		t.Fatalf("run %s, node %s", res.Status, res.Nodes[0].State)
+	}
+	r, err := j.Run(context.Background(), res.RunID)
+	if err != nil || r.Status != journal.RunInterrupted {
+		t.Fatalf("journal run status %s (%v)", r.Status, err)
+	}
+	part, err := j.RebuildOutput(context.Background(), res.RunID, "slow", 1)
+	if err != nil || part == "" {
+		t.Errorf("partial output not journaled: %q %v", part, err)
+	}
+}
