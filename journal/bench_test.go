@@ -78,3 +78,45 @@ func benchAppend(b *testing.B, streams int, opts ...Option) {
 	// wall-clock rates are noise.
 	b.ReportMetric(float64(cpuTime()-cpu0)/n, "cpu-ns/event")
 }
+
+// BenchmarkTrickle measures the CPU the journal spends per event on a
+// realistic stream: 2000 events/s (a few fast nodes), paced, for about a
+// second per b.N round. This is where the batch delay matters: with delay 0
+// every event is its own transaction.
+func BenchmarkTrickle(b *testing.B) {
+	for _, delay := range []time.Duration{0, 2 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond} {
+		b.Run(fmt.Sprintf("delay=%v", delay), func(b *testing.B) {
+			ctx := context.Background()
+			j, err := Open(ctx, filepath.Join(b.TempDir(), "bench.db"), WithBatch(DefaultBatchOps, delay))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer j.Close()
+			if err := j.CreateRun(ctx, Run{ID: "run", Graph: "bench"}); err != nil {
+				b.Fatal(err)
+			}
+			const perSecond, tick = 2000, 5 * time.Millisecond
+			const perTick = perSecond * int(tick) / int(time.Second)
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			t := time.NewTicker(tick)
+			defer t.Stop()
+			n := 0
+			for range b.N {
+				for range perSecond / perTick {
+					<-t.C
+					for range perTick {
+						n++
+						j.Append(Event{RunID: "run", NodeID: "a", Attempt: 1, Kind: KindDelta,
+							ProviderSeq: int64(n), Payload: benchPayload})
+					}
+				}
+			}
+			if err := j.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(n), "cpu-ns/event")
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Duration(b.N)*time.Second)*100, "%cpu")
+		})
+	}
+}

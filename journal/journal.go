@@ -96,7 +96,7 @@ type Journal struct {
 	err   error // sticky writer failure
 
 	hbMu sync.Mutex
-	hb   map[string]context.CancelFunc // run id -> stops its heartbeat; nil once closing
+	held map[string]*heldRun // run locks held, by run id; nil once closing
 	hbWG sync.WaitGroup
 
 	closeOnce sync.Once
@@ -138,7 +138,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Journal, error) {
 		staleAfter: DefaultStaleAfter,
 		quit:       make(chan struct{}),
 		done:       make(chan struct{}),
-		hb:         map[string]context.CancelFunc{},
+		held:       map[string]*heldRun{},
 	}
 	for _, o := range opts {
 		o(j)
@@ -196,13 +196,12 @@ func (j *Journal) Flush(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the run lock heartbeats, commits everything queued, stops the
-// writer and closes the file. It does not release run locks: a lock whose
-// owner exited is taken over by the next AcquireRun. Close returns the
-// writer's failure if it had one. Calls after Close return ErrClosed.
+// Close releases the run locks this Journal holds, commits everything
+// queued, stops the writer and closes the file. It returns the writer's
+// failure if it had one. Calls after Close return ErrClosed.
 func (j *Journal) Close() error {
 	j.closeOnce.Do(func() {
-		j.stopHeartbeats()
+		j.releaseAll()
 		j.mu.Lock()
 		j.closed = true
 		j.mu.Unlock()

@@ -51,9 +51,9 @@ func (e *LockedError) Error() string {
 // owner's pid was reused). Otherwise it returns a *LockedError.
 //
 // While it owns the run, this Journal refreshes the heartbeat every quarter of
-// the stale bound, until ReleaseRun or Close. If another process takes the
-// lock over meanwhile (this one was suspended past the stale bound), the
-// heartbeat stops and an error is logged.
+// the stale bound, until ReleaseRun or Close (which releases). If another
+// process takes the lock over meanwhile (this one was suspended past the
+// stale bound), the heartbeat stops and an error is logged.
 func (j *Journal) AcquireRun(ctx context.Context, runID string, o Owner) error {
 	what := fmt.Sprintf("acquire run %q", runID)
 	if o.PID <= 0 || o.Token == "" {
@@ -119,15 +119,37 @@ func (j *Journal) ReleaseRun(ctx context.Context, runID string, o Owner) error {
 	})
 }
 
+// Abandoned reports whether a run says running but nobody runs it: it has no
+// owner, or its owner is gone by AcquireRun's rules. The CLI shows such a run
+// as interrupted; noderun resume can take it.
+func (j *Journal) Abandoned(r Run) bool {
+	if r.Status != RunRunning {
+		return false
+	}
+	return r.Owner.Token == "" || j.ownerGone(r.Owner, r.Heartbeat, time.Now()) != ""
+}
+
+// heldRun is a run lock this Journal holds.
+type heldRun struct {
+	owner Owner
+	stop  context.CancelFunc // stops the heartbeat
+}
+
 // startHeartbeat keeps o's heartbeat on a run fresh until stopHeartbeat.
 func (j *Journal) startHeartbeat(runID string, o Owner) {
 	j.hbMu.Lock()
 	defer j.hbMu.Unlock()
-	if _, ok := j.hb[runID]; ok || j.hb == nil {
-		return // already beating, or closing
+	if j.held == nil {
+		return // closing
+	}
+	if h, ok := j.held[runID]; ok {
+		if h.owner == o {
+			return // already beating
+		}
+		h.stop()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	j.hb[runID] = cancel
+	j.held[runID] = &heldRun{owner: o, stop: cancel}
 	j.hbWG.Add(1)
 	go func() {
 		defer j.hbWG.Done()
@@ -158,19 +180,26 @@ func (j *Journal) startHeartbeat(runID string, o Owner) {
 func (j *Journal) stopHeartbeat(runID string) {
 	j.hbMu.Lock()
 	defer j.hbMu.Unlock()
-	if cancel, ok := j.hb[runID]; ok {
-		cancel()
-		delete(j.hb, runID)
+	if h, ok := j.held[runID]; ok {
+		h.stop()
+		delete(j.held, runID)
 	}
 }
 
-// stopHeartbeats stops every heartbeat for good (Close).
-func (j *Journal) stopHeartbeats() {
+// releaseAll stops every heartbeat for good and releases the locks this
+// Journal holds (Close: a runner that exits cleanly leaves its runs free).
+func (j *Journal) releaseAll() {
 	j.hbMu.Lock()
-	for _, cancel := range j.hb {
-		cancel()
+	held := j.held
+	j.held = nil
+	for _, h := range held {
+		h.stop()
 	}
-	j.hb = nil
 	j.hbMu.Unlock()
 	j.hbWG.Wait()
+	for runID, h := range held {
+		if err := j.ReleaseRun(context.Background(), runID, h.owner); err != nil {
+			j.log.Warn("could not release run lock", "path", j.path, "run", runID, "err", err)
+		}
+	}
 }

@@ -106,9 +106,41 @@ func TestAcquireRunTakesOverAStaleHeartbeat(t *testing.T) {
 	if _, ok := lockedBy(other.AcquireRun(ctx, "r", me)); !ok {
 		t.Fatal("took over a lock whose owner heartbeats")
 	}
-	owner.Close() // the owner vanishes without releasing
+	owner.stopHeartbeat("r") // the owner freezes (or its host dies) without releasing
 	time.Sleep(stale + stale/2)
 	check(t, other.AcquireRun(ctx, "r", me))
+}
+
+func TestCloseReleasesLocks(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "j.db")
+	first := openTest(t, path)
+	createRun(t, first, "r")
+	check(t, first.AcquireRun(ctx, "r", NewOwner()))
+	check(t, first.Close())
+	second := openTest(t, path)
+	check(t, second.AcquireRun(ctx, "r", NewOwner())) // same (live) pid: only a release frees it
+}
+
+func TestAbandoned(t *testing.T) {
+	j := openTest(t, "")
+	host, _ := os.Hostname()
+	now := time.Now()
+	for _, c := range []struct {
+		name string
+		run  Run
+		want bool
+	}{
+		{"owned by a live process", Run{Status: RunRunning, Owner: NewOwner(), Heartbeat: now}, false},
+		{"owned by a dead process", Run{Status: RunRunning, Owner: Owner{PID: deadPID(t), Host: host, Token: "x"}, Heartbeat: now}, true},
+		{"stale heartbeat", Run{Status: RunRunning, Owner: Owner{PID: 1, Host: "elsewhere", Token: "x"}, Heartbeat: now.Add(-time.Hour)}, true},
+		{"no owner", Run{Status: RunRunning}, true},
+		{"finished", Run{Status: RunCompleted}, false},
+	} {
+		if got := j.Abandoned(c.run); got != c.want {
+			t.Errorf("%s: Abandoned = %v, want %v", c.name, got, c.want)
+		}
+	}
 }
 
 func TestHeartbeatNoticesTakeover(t *testing.T) {
@@ -129,7 +161,7 @@ func TestHeartbeatNoticesTakeover(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		j.hbMu.Lock()
-		_, beating := j.hb["r"]
+		_, beating := j.held["r"]
 		j.hbMu.Unlock()
 		if !beating {
 			break

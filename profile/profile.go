@@ -32,6 +32,11 @@ type Profile struct {
 	StuckAfter Duration `yaml:"stuck_after"`
 	// MaxRetryAfter caps how long a Retry-After may make a node wait.
 	MaxRetryAfter Duration `yaml:"max_retry_after"`
+	// Breaker opens a provider's circuit after this many consecutive
+	// connection failures across all nodes (0 = no breaker) ...
+	Breaker int `yaml:"breaker"`
+	// ... and keeps it open this long before letting one probe through.
+	BreakerCooldown Duration `yaml:"breaker_cooldown"`
 }
 
 // Backoff is an exponential backoff with full jitter.
@@ -83,6 +88,8 @@ func (p Profile) Validate() error {
 		return fmt.Errorf("profile %q: deadline must be > 0", p.Name)
 	case p.PollInterval.D() <= 0:
 		return fmt.Errorf("profile %q: poll_interval must be > 0", p.Name)
+	case p.Breaker < 0 || (p.Breaker > 0 && p.BreakerCooldown.D() <= 0):
+		return fmt.Errorf("profile %q: breaker must be >= 0, with a breaker_cooldown > 0", p.Name)
 	}
 	return nil
 }
@@ -96,18 +103,21 @@ func Builtins() map[string]Profile {
 			Backoff:  Backoff{Base: D(time.Second), Factor: 2, Cap: D(30 * time.Second)},
 			Deadline: D(10 * time.Minute), IdleTimeout: D(90 * time.Second),
 			PollInterval: D(5 * time.Second), StuckAfter: D(2 * time.Minute), MaxRetryAfter: D(2 * time.Minute),
+			Breaker: 5, BreakerCooldown: D(30 * time.Second),
 		},
 		"ci": {
 			Name: "ci", Retries: 3, Reconnects: 8,
 			Backoff:  Backoff{Base: D(5 * time.Millisecond), Factor: 2, Cap: D(50 * time.Millisecond)},
 			Deadline: D(5 * time.Second), IdleTimeout: D(2 * time.Second),
 			PollInterval: D(50 * time.Millisecond), StuckAfter: D(500 * time.Millisecond), MaxRetryAfter: D(2 * time.Second),
+			Breaker: 3, BreakerCooldown: D(500 * time.Millisecond),
 		},
 		"patient": {
 			Name: "patient", Retries: 5, Reconnects: 50,
 			Backoff:  Backoff{Base: D(2 * time.Second), Factor: 2, Cap: D(60 * time.Second)},
 			Deadline: D(60 * time.Minute), IdleTimeout: D(10 * time.Minute),
 			PollInterval: D(15 * time.Second), StuckAfter: D(10 * time.Minute), MaxRetryAfter: D(10 * time.Minute),
+			Breaker: 5, BreakerCooldown: D(60 * time.Second),
 		},
 	}
 }

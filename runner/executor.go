@@ -38,6 +38,7 @@ type nodeExec struct {
 	recovering time.Time       // start of the current stretch of recovery (zero when healthy)
 	step       int             // backoff step; reset by healthy data
 	resumes    int             // consecutive re-attaches without progress
+	recoveries int             // recovery steps taken, for the final report
 	checked    bool            // status checked since the last stream attempt
 	dispatched bool            // some attempt may have reached the provider
 	wasSent    bool            // dispatched, before the current stream attempt
@@ -54,9 +55,9 @@ func (x *nodeExec) execute(ctx context.Context) (string, error) {
 		err := x.step1(ctx, action)
 		if err == nil && x.done {
 			x.endAttempt(ctx, nil)
-			if x.step > 0 || x.attempt > 1 {
+			if x.recoveries > 0 {
 				x.diag(ctx, diagnostics.New(diagnostics.Recovered, "node completed after recovery",
-					slog.Int("attempts", x.attempt)))
+					slog.Int("recovery_steps", x.recoveries), slog.Int("attempts", x.attempt)))
 			}
 			return x.out.String(), nil
 		}
@@ -80,6 +81,7 @@ func (x *nodeExec) execute(ctx context.Context) (string, error) {
 			x.endAttempt(ctx, ce)
 			return "", x.fail(ctx, d, ce)
 		}
+		x.recoveries++
 		x.announce(ctx, d, ce, delay)
 		if err := sleep(ctx, delay); err != nil {
 			ce := diagnostics.Classify(err)
@@ -97,8 +99,20 @@ func (x *nodeExec) execute(ctx context.Context) (string, error) {
 	}
 }
 
-// step1 performs one recovery action: a fresh stream, a re-attach, or a check.
+// step1 performs one recovery action: a fresh stream, a re-attach, or a
+// check, unless the provider's circuit breaker is open.
 func (x *nodeExec) step1(ctx context.Context, action resume.Action) error {
+	br := x.run.breakers[x.provNm]
+	if ok, wait := br.allow(); !ok {
+		return &diagnostics.Error{Class: diagnostics.ClassConnect,
+			Err: fmt.Errorf("%w (next probe in %s)", ErrBreakerOpen, wait.Round(time.Millisecond))}
+	}
+	err := x.act(ctx, action)
+	br.record(err != nil && diagnostics.Classify(err).Class == diagnostics.ClassConnect)
+	return err
+}
+
+func (x *nodeExec) act(ctx context.Context, action resume.Action) error {
 	switch action {
 	case resume.ActCheck:
 		return x.check(ctx)
@@ -252,11 +266,24 @@ func (x *nodeExec) noteFailure(ctx context.Context, action resume.Action, ce *di
 		return
 	}
 	code := diagnostics.DetectedCode(ce.Class)
-	if errors.Is(ce, diagnostics.ErrIdleTimeout) {
+	switch {
+	case errors.Is(ce, diagnostics.ErrIdleTimeout):
 		code = diagnostics.IdleTimeout
+	case errors.Is(ce, ErrBreakerOpen):
+		code = diagnostics.BreakerOpen
 	}
-	x.diag(ctx, diagnostics.New(code, ce.Error(), slog.String("class", string(ce.Class)),
-		slog.Int("status", ce.Status), slog.Int64("cursor", x.cur.Seq), slog.Int("output_bytes", x.out.Len())))
+	msg := fmt.Sprintf("%s after %d bytes of output", strings.ReplaceAll(code.Name, "_", " "), x.out.Len())
+	attrs := []slog.Attr{slog.String("class", string(ce.Class)), slog.String("error", ce.Err.Error())}
+	if ce.Status != 0 {
+		attrs = append(attrs, slog.Int("status", ce.Status))
+	}
+	if ce.RetryAfter > 0 {
+		attrs = append(attrs, slog.Duration("retry_after", ce.RetryAfter))
+	}
+	if x.cur.Ref != "" {
+		attrs = append(attrs, slog.String("ref", x.cur.Ref), slog.Int64("cursor", x.cur.Seq))
+	}
+	x.diag(ctx, diagnostics.New(code, msg, attrs...))
 	_ = x.run.j.SetAttemptCursor(bg(ctx), x.run.id, x.node.ID, x.attempt, x.cur.Seq)
 }
 
@@ -309,8 +336,12 @@ func (x *nodeExec) announce(ctx context.Context, d resume.Decision, ce *diagnost
 	case resume.ActRetry:
 		line = fmt.Sprintf("retrying %d/%d in %s (%s)", x.total-x.retries+1, x.total, delay.Round(time.Millisecond), ce.Class)
 	}
-	x.diag(ctx, diagnostics.New(d.Code, line, slog.String("cause", ce.Error()), slog.Duration("delay", delay),
-		slog.Int("retries_left", x.retries), slog.Int("reconnects_left", x.prof.Reconnects-x.resumes)))
+	left := x.retries
+	if d.Action == resume.ActRetry {
+		left-- // this retry is taken from the budget
+	}
+	x.diag(ctx, diagnostics.New(d.Code, line, slog.String("class", string(ce.Class)), slog.Duration("delay", delay),
+		slog.Int("retries_left", left), slog.Int("reconnects_left", x.prof.Reconnects-x.resumes)))
 	x.run.progress(x.node.ID, line)
 }
 

@@ -46,12 +46,6 @@ func Check(g *Graph, opts *Options) error {
 			}
 		}
 	}
-	for _, n := range g.Nodes {
-		spec := g.Providers[n.Provider]
-		if n.Model == "" && spec.Model == "" && spec.Kind != ProviderKindSim && spec.Kind != ProviderKindHarness {
-			errs = append(errs, fmt.Errorf("%s:%d: node %q: no model (set model on the node or on provider %q)", g.Path, n.Line, n.ID, n.Provider))
-		}
-	}
 	return errors.Join(errs...)
 }
 

@@ -71,6 +71,7 @@ type runState struct {
 	log      *slog.Logger
 	prof     profile.Profile
 	provs    map[string]builtProvider
+	breakers map[string]*breaker // per provider, shared by its nodes
 	onState  func(node, state string)
 	parallel int
 
@@ -143,7 +144,10 @@ func Run(ctx context.Context, g *Graph, opts Options) (*Result, error) {
 
 	r := &runState{id: opts.RunID, g: g, j: opts.Journal, log: opts.Logger.With("run", opts.RunID), prof: prof,
 		provs: provs, onState: opts.Progress, parallel: opts.Parallel,
-		outputs: map[string]string{}, results: map[string]*NodeResult{}}
+		outputs: map[string]string{}, results: map[string]*NodeResult{}, breakers: map[string]*breaker{}}
+	for name := range provs {
+		r.breakers[name] = newBreaker(prof.Breaker, prof.BreakerCooldown.D())
+	}
 	if err := r.j.CreateRun(bg(ctx), journal.Run{ID: r.id, Graph: g.Name, GraphPath: g.Path, GraphText: g.Source,
 		GraphHash: g.Hash, Profile: prof.Name, Status: journal.RunRunning, Started: time.Now()}); err != nil {
 		return nil, err
@@ -191,7 +195,7 @@ func Run(ctx context.Context, g *Graph, opts Options) (*Result, error) {
 func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 	res := &NodeResult{ID: n.ID}
 	bp := r.provs[n.Provider]
-	prompt, err := r.render(n)
+	system, prompt, err := r.render(n)
 	if err != nil {
 		res.State, res.Err, res.Reason = journal.NodeFailed, err, err.Error()
 		r.diag(ctx, n.ID, 0, diagnostics.New(diagnostics.NodeFailed, err.Error(), slog.String("class", string(diagnostics.ClassDeterministic))))
@@ -203,13 +207,13 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 	if n.Retries != nil {
 		total = *n.Retries
 	}
-	model := n.Model
+	model := n.Model // the graph fills in the provider's model
 	if model == "" {
 		model = bp.model
 	}
 	x := &nodeExec{run: r, node: n, prov: bp.p, provNm: n.Provider, prof: r.prof, side: resume.SideEffects(n.SideEffects),
 		total: total, retries: total, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
-		req: provider.Request{Node: n.ID, Model: model, System: n.System, Prompt: prompt,
+		req: provider.Request{Node: n.ID, Model: model, System: system, Prompt: prompt,
 			ReasoningEffort: n.ReasoningEffort, MaxOutputTokens: n.MaxOutputTokens, WorkDir: bp.workDir, Policy: r.prof}}
 	out, err := x.execute(ctx)
 	var ne *NodeError
@@ -230,15 +234,21 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 	return res
 }
 
-// render fills the node's prompt template with its needs' outputs.
-func (r *runState) render(n *Node) (string, error) {
+// render fills the node's system and prompt templates with its needs' outputs.
+func (r *runState) render(n *Node) (system, prompt string, err error) {
 	r.mu.Lock()
 	outs := make(map[string]string, len(n.Needs))
 	for _, id := range n.Needs {
 		outs[id] = r.outputs[id]
 	}
 	r.mu.Unlock()
-	return n.RenderPrompt(outs)
+	if system, err = n.RenderSystem(outs); err != nil {
+		return "", "", fmt.Errorf("node %q: system: %w", n.ID, err)
+	}
+	if prompt, err = n.RenderPrompt(outs); err != nil {
+		return "", "", fmt.Errorf("node %q: prompt: %w", n.ID, err)
+	}
+	return system, prompt, nil
 }
 
 // diag journals a diagnostic and logs it with its code.

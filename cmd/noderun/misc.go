@@ -59,11 +59,11 @@ func profilesCommand() *cli.Command {
 				}
 			}
 			w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "PROFILE\tRETRIES\tRECONNECTS\tBACKOFF (full jitter)\tDEADLINE\tIDLE\tPOLL\tSTUCK AFTER\tMAX RETRY-AFTER")
+			fmt.Fprintln(w, "PROFILE\tRETRIES\tRECONNECTS\tBACKOFF (full jitter)\tDEADLINE\tIDLE\tPOLL\tSTUCK AFTER\tMAX RETRY-AFTER\tBREAKER")
 			for _, name := range set.Names() {
 				p := set[name]
-				fmt.Fprintf(w, "%s\t%d\t%d\t%s × %g, cap %s\t%s\t%s\t%s\t%s\t%s\n", name, p.Retries, p.Reconnects,
-					p.Backoff.Base, p.Backoff.Factor, p.Backoff.Cap, p.Deadline, p.IdleTimeout, p.PollInterval, p.StuckAfter, p.MaxRetryAfter)
+				fmt.Fprintf(w, "%s\t%d\t%d\t%s × %g, cap %s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, p.Retries, p.Reconnects,
+					p.Backoff.Base, p.Backoff.Factor, p.Backoff.Cap, p.Deadline, p.IdleTimeout, p.PollInterval, p.StuckAfter, p.MaxRetryAfter, breakerText(p))
 			}
 			return w.Flush()
 		},
@@ -123,4 +123,11 @@ func sortedKeys(m map[string]any) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+func breakerText(p profile.Profile) string {
+	if p.Breaker == 0 {
+		return "off"
+	}
+	return fmt.Sprintf("%d failures, %s cool-down", p.Breaker, p.BreakerCooldown)
 }

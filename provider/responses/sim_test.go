@@ -212,6 +212,7 @@ func TestSimDropBeforeCreated(t *testing.T) {
 // every 100 ms: the keepalives do not hold the stream, the adapter polls, and
 // re-attaches when the output moves.
 func TestSimSilencePolls(t *testing.T) {
+	t.Parallel() // mostly waiting out silence
 	const tokens = 30
 	pol := ciPolicy()
 	silence := pol.IdleTimeout.D() + time.Second
@@ -255,6 +256,7 @@ func TestSimSilencePolls(t *testing.T) {
 // A connection that goes silent (the generator goes on): polling sees the
 // output grow at once and re-attaches.
 func TestSimSilenceFaultPolls(t *testing.T) {
+	t.Parallel() // mostly waiting out silence
 	const tokens = 40
 	s := startSim(t, sim.Config{Tokens: tokens, TokensPerSecond: 200, Keepalive: 100 * time.Millisecond, Faults: []sim.Fault{
 		{Endpoint: sim.EndpointResponsesCreate, Kind: sim.FaultSilence, AfterEvents: 8, Duration: 10 * time.Second},
@@ -282,6 +284,7 @@ func TestSimSilenceFaultPolls(t *testing.T) {
 // A response left queued: ErrStuck after StuckAfter (counted from the last
 // event that showed it queued), then Cancel works, twice.
 func TestSimStuckQueued(t *testing.T) {
+	t.Parallel() // mostly waiting out silence
 	s := startSim(t, sim.Config{Tokens: 10, Keepalive: 100 * time.Millisecond, Faults: []sim.Fault{
 		{Endpoint: sim.EndpointResponsesCreate, Kind: sim.FaultQueued},
 	}})

@@ -515,6 +515,7 @@ func TestPollThroughSilence(t *testing.T) {
 }
 
 func TestPollStuckQueued(t *testing.T) {
+	t.Parallel()
 	p := newFake(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			s := newSSE(w)
