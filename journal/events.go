@@ -74,28 +74,8 @@ func (j *Journal) Append(e Event) error {
 // goes, poll it with f.AfterSeq set to the last Seq seen: events become
 // visible in seq order, whole batches at a time, so nothing is skipped.
 func (j *Journal) Events(ctx context.Context, runID string, f EventFilter) ([]Event, error) {
-	var q strings.Builder
-	q.WriteString(`SELECT seq, node, attempt, time, kind, code, provider_seq, payload
-		FROM events WHERE run = (SELECT key FROM runs WHERE id = ?) AND seq > ?`)
-	args := []any{runID, f.AfterSeq}
-	if f.Node != "" {
-		q.WriteString(` AND node = ?`)
-		args = append(args, f.Node)
-	}
-	if len(f.Kinds) > 0 {
-		q.WriteString(` AND kind IN (?` + strings.Repeat(`, ?`, len(f.Kinds)-1) + `)`)
-		for _, k := range f.Kinds {
-			args = append(args, k)
-		}
-	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = -1
-	}
-	q.WriteString(` ORDER BY seq LIMIT ?`)
-	args = append(args, limit)
-
-	rows, err := j.rdb.QueryContext(ctx, q.String(), args...)
+	query, args := eventsQuery(runID, f)
+	rows, err := j.rdb.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, j.errorf("events of run %q: %w", runID, err)
 	}
@@ -116,13 +96,50 @@ func (j *Journal) Events(ctx context.Context, runID string, f EventFilter) ([]Ev
 	return out, nil
 }
 
+// eventsQuery builds the query behind Events.
+func eventsQuery(runID string, f EventFilter) (string, []any) {
+	var q strings.Builder
+	q.WriteString(`SELECT seq, node, attempt, time, kind, code, provider_seq, payload FROM events`)
+	if f.Node != "" {
+		// A node's events are a small part of a long run's log: never let the
+		// planner walk the whole run in seq order instead.
+		q.WriteString(` INDEXED BY events_by_node`)
+	}
+	q.WriteString(` WHERE run = (SELECT key FROM runs WHERE id = ?) AND seq > ?`)
+	args := []any{runID, f.AfterSeq}
+	if f.Node != "" {
+		q.WriteString(` AND node = ?`)
+		args = append(args, f.Node)
+	}
+	if len(f.Kinds) > 0 {
+		q.WriteString(` AND kind IN (?` + strings.Repeat(`, ?`, len(f.Kinds)-1) + `)`)
+		for _, k := range f.Kinds {
+			args = append(args, k)
+		}
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	q.WriteString(` ORDER BY seq LIMIT ?`)
+	return q.String(), append(args, limit)
+}
+
+const (
+	rebuildQuery = `SELECT kind, payload FROM events INDEXED BY events_by_node
+		WHERE run = (SELECT key FROM runs WHERE id = ?) AND node = ? AND attempt = ? AND kind IN ('delta', 'reset')
+		ORDER BY seq`
+	// The literal "attempt > 0 AND provider_seq >= 0" lets SQLite use the
+	// partial index events_provider_seq: an O(log n) answer.
+	maxProviderSeqQuery = `SELECT MAX(provider_seq) FROM events
+		WHERE run = (SELECT key FROM runs WHERE id = ?) AND node = ? AND attempt = ? AND attempt > 0 AND provider_seq >= 0`
+)
+
 // RebuildOutput rebuilds what one attempt of a node produced: its delta
 // payloads concatenated in seq order, starting after its last reset. It
 // reads committed events only.
 func (j *Journal) RebuildOutput(ctx context.Context, runID, nodeID string, attempt int) (string, error) {
-	rows, err := j.rdb.QueryContext(ctx, `SELECT kind, payload FROM events
-		WHERE run = (SELECT key FROM runs WHERE id = ?) AND node = ? AND attempt = ? AND kind IN ('delta', 'reset') ORDER BY seq`,
-		runID, nodeID, attempt)
+	rows, err := j.rdb.QueryContext(ctx, rebuildQuery, runID, nodeID, attempt)
 	if err != nil {
 		return "", j.errorf("rebuild output of %s/%s#%d: %w", runID, nodeID, attempt, err)
 	}
@@ -147,18 +164,18 @@ func (j *Journal) RebuildOutput(ctx context.Context, runID, nodeID string, attem
 }
 
 // MaxProviderSeq returns the highest provider sequence number journaled for
-// an attempt (attempt >= 1), or NoProviderSeq if none. A resumed stream continues after it
-// (Responses starting_after) and may drop anything at or below it. It reads
-// committed events only: after a crash that is everything there is.
+// an attempt (attempt >= 1), or NoProviderSeq if none. A resumed stream
+// continues after it (Responses starting_after) and may drop anything at or
+// below it. It reads committed events only: after a crash that is everything
+// there is.
 func (j *Journal) MaxProviderSeq(ctx context.Context, runID, nodeID string, attempt int) (int64, error) {
-	var max sql.NullInt64
-	err := j.rdb.QueryRowContext(ctx, `SELECT MAX(provider_seq) FROM events
-		WHERE run = (SELECT key FROM runs WHERE id = ?) AND node = ? AND attempt = ? AND attempt > 0 AND provider_seq >= 0`, runID, nodeID, attempt).Scan(&max)
+	var top sql.NullInt64
+	err := j.rdb.QueryRowContext(ctx, maxProviderSeqQuery, runID, nodeID, attempt).Scan(&top)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, j.errorf("max provider seq of %s/%s#%d: %w", runID, nodeID, attempt, err)
 	}
-	if !max.Valid {
+	if !top.Valid {
 		return NoProviderSeq, nil
 	}
-	return max.Int64, nil
+	return top.Int64, nil
 }

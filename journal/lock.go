@@ -103,7 +103,7 @@ func (j *Journal) ownerGone(cur Owner, hb, now time.Time) string {
 // ReleaseRun gives up o's ownership of a run. Releasing a run o does not own
 // is a no-op.
 func (j *Journal) ReleaseRun(ctx context.Context, runID string, o Owner) error {
-	j.stopHeartbeat(runID)
+	j.stopHeartbeat(runID, o)
 	return j.change(ctx, fmt.Sprintf("release run %q", runID), func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE runs SET owner_pid = 0, owner_host = '', owner_token = '', heartbeat = 0
 			WHERE id = ? AND owner_token = ?`, runID, o.Token)
@@ -168,7 +168,7 @@ func (j *Journal) startHeartbeat(runID string, o Owner) {
 			switch {
 			case errors.Is(err, ErrNotFound):
 				j.log.Error("run lock lost to another owner; stop working on this run", "path", j.path, "run", runID)
-				j.stopHeartbeat(runID)
+				j.stopHeartbeat(runID, o)
 				return
 			case err != nil && ctx.Err() == nil:
 				j.log.Warn("run lock heartbeat failed", "path", j.path, "run", runID, "err", err)
@@ -177,10 +177,11 @@ func (j *Journal) startHeartbeat(runID string, o Owner) {
 	}()
 }
 
-func (j *Journal) stopHeartbeat(runID string) {
+// stopHeartbeat stops o's heartbeat on a run, if this Journal runs one.
+func (j *Journal) stopHeartbeat(runID string, o Owner) {
 	j.hbMu.Lock()
 	defer j.hbMu.Unlock()
-	if h, ok := j.held[runID]; ok {
+	if h, ok := j.held[runID]; ok && h.owner == o {
 		h.stop()
 		delete(j.held, runID)
 	}

@@ -82,7 +82,7 @@ func TestAcquireRunTakesOverFromADeadProcess(t *testing.T) {
 	// CreateRun with an owner locks the run at once. Stop the heartbeat this
 	// Journal starts for it: the owner is supposed to be another process.
 	check(t, j.CreateRun(ctx, Run{ID: "r", Graph: "g", Owner: dead}))
-	j.stopHeartbeat("r")
+	j.stopHeartbeat("r", dead)
 
 	me := NewOwner()
 	check(t, j.AcquireRun(ctx, "r", me))
@@ -106,7 +106,7 @@ func TestAcquireRunTakesOverAStaleHeartbeat(t *testing.T) {
 	if _, ok := lockedBy(other.AcquireRun(ctx, "r", me)); !ok {
 		t.Fatal("took over a lock whose owner heartbeats")
 	}
-	owner.stopHeartbeat("r") // the owner freezes (or its host dies) without releasing
+	owner.stopHeartbeat("r", remote) // the owner freezes (or its host dies) without releasing
 	time.Sleep(stale + stale/2)
 	check(t, other.AcquireRun(ctx, "r", me))
 }

@@ -79,9 +79,11 @@ func (j *Journal) enqueue(ctx context.Context, o op) error {
 // writer is the goroutine that owns every write.
 type writer struct {
 	j     *Journal
-	stmts writerStmts
+	stmts writerStmts // prepared once on the writer's connection
+	tx    writerStmts // the same, bound to the current transaction
 	batch []op
 	timer *time.Timer
+	args  []any // reused insert arguments
 
 	// Per-transaction caches; valid only while the writer holds the write
 	// lock, so they are exact even if other processes write between batches.
@@ -107,16 +109,37 @@ type attemptKey struct {
 // gain little.
 const rowsPerInsert = 16
 
+// The writer's reads, by run key; both are answered from an index.
+const (
+	lastSeqQuery              = `SELECT COALESCE(MAX(seq), 0) FROM events WHERE run = ?`
+	writerMaxProviderSeqQuery = `SELECT COALESCE(MAX(provider_seq), -1) FROM events
+		WHERE run = ? AND node = ? AND attempt = ? AND attempt > 0 AND provider_seq >= 0`
+)
+
 type writerStmts struct {
 	insert1, insertN, insertOrIgnore, runKey, maxSeq, maxPSeq *sql.Stmt
 }
 
+func (s *writerStmts) all() []**sql.Stmt {
+	return []**sql.Stmt{&s.insert1, &s.insertN, &s.insertOrIgnore, &s.runKey, &s.maxSeq, &s.maxPSeq}
+}
+
 func (s *writerStmts) close() {
-	for _, st := range []*sql.Stmt{s.insert1, s.insertN, s.insertOrIgnore, s.runKey, s.maxSeq, s.maxPSeq} {
-		if st != nil {
-			st.Close()
+	for _, st := range s.all() {
+		if *st != nil {
+			(*st).Close()
 		}
 	}
+}
+
+// bind returns s bound to tx. Statements prepared on the transaction's own
+// connection are reused, not prepared again.
+func (s *writerStmts) bind(ctx context.Context, tx *sql.Tx) writerStmts {
+	var b writerStmts
+	for i, st := range b.all() {
+		*st = tx.StmtContext(ctx, *s.all()[i])
+	}
+	return b
 }
 
 func newWriter(ctx context.Context, j *Journal) (*writer, error) {
@@ -141,9 +164,8 @@ func newWriter(ctx context.Context, j *Journal) (*writer, error) {
 		insertN:        prep(`INSERT ` + cols + row + strings.Repeat(", "+row, rowsPerInsert-1)),
 		insertOrIgnore: prep(`INSERT OR IGNORE ` + cols + row),
 		runKey:         prep(`SELECT key FROM runs WHERE id = ?`),
-		maxSeq:         prep(`SELECT COALESCE(MAX(seq), 0) FROM events WHERE run = ?`),
-		maxPSeq: prep(`SELECT COALESCE(MAX(provider_seq), -1) FROM events
-			WHERE run = ? AND node = ? AND attempt = ? AND attempt > 0 AND provider_seq >= 0`),
+		maxSeq:         prep(lastSeqQuery),
+		maxPSeq:        prep(writerMaxProviderSeqQuery),
 	}
 	if err != nil {
 		w.stmts.close()
@@ -278,6 +300,7 @@ func (w *writer) apply() error {
 		return err
 	}
 	defer tx.Rollback()
+	w.tx = w.stmts.bind(ctx, tx)
 	clear(w.runs)
 	clear(w.maxPSeq)
 	w.pending = w.pending[:0]
@@ -286,12 +309,12 @@ func (w *writer) apply() error {
 		o.err = nil
 		switch o.kind {
 		case opEvent:
-			if err := w.insert(ctx, tx, &o.ev); err != nil {
+			if err := w.insert(ctx, &o.ev); err != nil {
 				return err
 			}
 			continue
 		case opFunc:
-			if err := w.flushPending(ctx, tx); err != nil {
+			if err := w.flushPending(ctx); err != nil {
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, "SAVEPOINT op"); err != nil {
@@ -311,7 +334,7 @@ func (w *writer) apply() error {
 			}
 		}
 	}
-	if err := w.flushPending(ctx, tx); err != nil {
+	if err := w.flushPending(ctx); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -325,41 +348,22 @@ func (w *writer) apply() error {
 // plain INSERT. Any other provider event may repeat one already journaled
 // (a resumed stream overlapping), so it is inserted alone with OR IGNORE,
 // and if it was a duplicate it consumes no seq: seqs stay gap-free.
-func (w *writer) insert(ctx context.Context, tx *sql.Tx, e *Event) error {
-	rc, err := w.runCursor(ctx, tx, e.RunID)
+func (w *writer) insert(ctx context.Context, e *Event) error {
+	rc, err := w.runCursor(ctx, e.RunID)
 	if err != nil {
 		return err
 	}
 	if e.Attempt > 0 && e.ProviderSeq >= 0 {
 		k := attemptKey{rc.key, e.NodeID, e.Attempt}
-		max, ok := w.maxPSeq[k]
+		top, ok := w.maxPSeq[k]
 		if !ok {
-			if err := tx.StmtContext(ctx, w.stmts.maxPSeq).QueryRowContext(ctx, k.run, k.node, k.attempt).Scan(&max); err != nil {
+			if err := w.tx.maxPSeq.QueryRowContext(ctx, k.run, k.node, k.attempt).Scan(&top); err != nil {
 				return err
 			}
+			w.maxPSeq[k] = top
 		}
-		if e.ProviderSeq <= max {
-			// Slow path. Earlier events go first: one of them may be the
-			// event this one duplicates.
-			if err := w.flushPending(ctx, tx); err != nil {
-				return err
-			}
-			res, err := tx.StmtContext(ctx, w.stmts.insertOrIgnore).ExecContext(ctx, eventArgs(nil, rc.key, rc.lastSeq+1, e)...)
-			if err != nil {
-				return err
-			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n == 0 {
-				w.j.log.Debug("journal dropped a duplicate provider event", "run", e.RunID, "node", e.NodeID,
-					"attempt", e.Attempt, "provider_seq", e.ProviderSeq, "kind", e.Kind)
-				w.maxPSeq[k] = max
-				return nil
-			}
-			rc.lastSeq++
-			e.Seq = rc.lastSeq
-			w.maxPSeq[k] = max
-			return nil
+		if e.ProviderSeq <= top {
+			return w.insertMaybeDuplicate(ctx, rc, e)
 		}
 		w.maxPSeq[k] = e.ProviderSeq
 	}
@@ -367,27 +371,52 @@ func (w *writer) insert(ctx context.Context, tx *sql.Tx, e *Event) error {
 	e.Seq = rc.lastSeq
 	w.pending = append(w.pending, e)
 	if len(w.pending) == rowsPerInsert {
-		return w.flushPending(ctx, tx)
+		return w.flushPending(ctx)
 	}
 	return nil
 }
 
-// runCursor returns the cursor of a run, reading it on first use in a transaction.
-// An event for a run that does not exist is a caller's bug that would leave
+// insertMaybeDuplicate is the slow path of insert.
+func (w *writer) insertMaybeDuplicate(ctx context.Context, rc *runCursor, e *Event) error {
+	// The pending events go first: this one may duplicate one of them.
+	if err := w.flushPending(ctx); err != nil {
+		return err
+	}
+	w.args = eventArgs(w.args[:0], rc.key, rc.lastSeq+1, e)
+	res, err := w.tx.insertOrIgnore.ExecContext(ctx, w.args...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		w.j.log.Debug("journal dropped a duplicate provider event", "run", e.RunID, "node", e.NodeID,
+			"attempt", e.Attempt, "provider_seq", e.ProviderSeq, "kind", e.Kind)
+		return nil
+	}
+	rc.lastSeq++
+	e.Seq = rc.lastSeq
+	return nil
+}
+
+// runCursor returns the cursor of a run, reading it on first use in a
+// transaction. An event for a run that does not exist is a caller's bug that would leave
 // an orphan in the log; it fails the writer, loudly.
-func (w *writer) runCursor(ctx context.Context, tx *sql.Tx, runID string) (*runCursor, error) {
+func (w *writer) runCursor(ctx context.Context, runID string) (*runCursor, error) {
 	if rc, ok := w.runs[runID]; ok {
 		return rc, nil
 	}
 	rc := &runCursor{}
-	err := tx.StmtContext(ctx, w.stmts.runKey).QueryRowContext(ctx, runID).Scan(&rc.key)
+	err := w.tx.runKey.QueryRowContext(ctx, runID).Scan(&rc.key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("event appended to run %q, which does not exist (CreateRun first)", runID)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := tx.StmtContext(ctx, w.stmts.maxSeq).QueryRowContext(ctx, rc.key).Scan(&rc.lastSeq); err != nil {
+	if err := w.tx.maxSeq.QueryRowContext(ctx, rc.key).Scan(&rc.lastSeq); err != nil {
 		return nil, err
 	}
 	w.runs[runID] = rc
@@ -396,26 +425,25 @@ func (w *writer) runCursor(ctx context.Context, tx *sql.Tx, runID string) (*runC
 
 // flushPending inserts the fast-path events, rowsPerInsert per statement and
 // the remainder one by one.
-func (w *writer) flushPending(ctx context.Context, tx *sql.Tx) error {
+func (w *writer) flushPending(ctx context.Context) error {
 	p := w.pending
 	if len(p) == 0 {
 		return nil
 	}
 	w.pending = w.pending[:0]
-	args := make([]any, 0, 9*rowsPerInsert)
 	for len(p) >= rowsPerInsert {
-		args = args[:0]
+		w.args = w.args[:0]
 		for _, e := range p[:rowsPerInsert] {
-			args = eventArgs(args, w.runs[e.RunID].key, e.Seq, e)
+			w.args = eventArgs(w.args, w.runs[e.RunID].key, e.Seq, e)
 		}
-		if _, err := tx.StmtContext(ctx, w.stmts.insertN).ExecContext(ctx, args...); err != nil {
+		if _, err := w.tx.insertN.ExecContext(ctx, w.args...); err != nil {
 			return err
 		}
 		p = p[rowsPerInsert:]
 	}
-	ins := tx.StmtContext(ctx, w.stmts.insert1)
 	for _, e := range p {
-		if _, err := ins.ExecContext(ctx, eventArgs(args[:0], w.runs[e.RunID].key, e.Seq, e)...); err != nil {
+		w.args = eventArgs(w.args[:0], w.runs[e.RunID].key, e.Seq, e)
+		if _, err := w.tx.insert1.ExecContext(ctx, w.args...); err != nil {
 			return err
 		}
 	}

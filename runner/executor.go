@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"time"
 
@@ -46,11 +47,33 @@ type nodeExec struct {
 	idle       *time.Timer // the idle watchdog of the current stream, if any
 }
 
+// entry is where a node picks up when a run is resumed: the attempt it
+// continues, what its journal holds, and the first step to take.
+type entry struct {
+	attempt     int
+	cur         provider.Cursor
+	out         string
+	action      resume.Action
+	retriesUsed int
+}
+
 // execute returns the node's output, or an error whose message explains what
 // was tried. The partial output of a failed attempt stays in the journal.
-func (x *nodeExec) execute(ctx context.Context) (string, error) {
+func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 	action := resume.ActRetry // the first attempt is a fresh request
-	x.beginAttempt(ctx, journal.ModeStart)
+	switch {
+	case e == nil:
+		x.beginAttempt(ctx, journal.ModeStart)
+	case e.action == resume.ActRetry:
+		x.attempt, x.dispatched = e.attempt, true
+		x.retries -= min(e.retriesUsed, x.retries)
+		x.beginAttempt(ctx, journal.ModeRetry)
+	default: // re-attach to, or check on, the attempt that was in flight
+		x.attempt, x.cur, x.dispatched, action = e.attempt, e.cur, true, e.action
+		x.retries -= min(e.retriesUsed, x.retries)
+		x.out.WriteString(e.out)
+		x.recoveries++
+	}
 	for {
 		err := x.step1(ctx, action)
 		if err == nil && x.done {
@@ -222,6 +245,11 @@ func (x *nodeExec) check(ctx context.Context) error {
 	st, err := x.prov.(provider.Checker).Check(ctx, x.cur.Ref)
 	if err != nil {
 		x.diag(ctx, diagnostics.New(diagnostics.StatusChecked, "status check failed", slog.String("error", err.Error())))
+		if diagnostics.Classify(err).Status == http.StatusNotFound {
+			// The provider no longer knows the work (expired, or another
+			// server): nothing to resume, but a retry may still be safe.
+			return &diagnostics.Error{Class: diagnostics.ClassStuck, Err: fmt.Errorf("response %s is gone: %w", x.cur.Ref, err)}
+		}
 		return err
 	}
 	x.diag(ctx, diagnostics.New(diagnostics.StatusChecked, "status: "+string(st.State),
@@ -245,7 +273,9 @@ func (x *nodeExec) check(ctx context.Context) error {
 		x.diag(ctx, diagnostics.New(diagnostics.OutputFromStatus, "output taken from the completed response",
 			slog.Int("bytes_from_status", len(rest))))
 		return emit(provider.Event{Kind: provider.KindDone, Seq: -1, Usage: st.Usage})
-	case provider.StateFailed, provider.StateCancelled, provider.StateIncomplete:
+	case provider.StateCancelled: // by an earlier Ctrl-C, or by someone else: it cannot go on, a retry can
+		return &diagnostics.Error{Class: diagnostics.ClassStuck, Err: fmt.Errorf("response %s was cancelled", x.cur.Ref)}
+	case provider.StateFailed, provider.StateIncomplete:
 		return &diagnostics.Error{Class: diagnostics.ClassDeterministic,
 			Err: fmt.Errorf("response %s is %s: %s", x.cur.Ref, st.State, st.Error)}
 	}

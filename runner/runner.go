@@ -72,6 +72,8 @@ type runState struct {
 	prof     profile.Profile
 	provs    map[string]builtProvider
 	breakers map[string]*breaker // per provider, shared by its nodes
+	owner    journal.Owner       // this process, holding the run's lock
+	entries  map[string]*entry   // where resumed nodes pick up (noderun resume)
 	onState  func(node, state string)
 	parallel int
 
@@ -117,12 +119,39 @@ func Prepare(g *Graph, opts *Options) (profile.Profile, error) {
 // everything. The returned error is for failures of the run itself (bad
 // configuration, journal errors); node failures are in the Result.
 func Run(ctx context.Context, g *Graph, opts Options) (*Result, error) {
-	if opts.Journal == nil {
-		return nil, errors.New("runner: no journal")
+	if opts.RunID == "" {
+		opts.RunID = uuid.NewString()
 	}
-	prof, err := Prepare(g, &opts)
+	r, closeProvs, err := newRunState(ctx, g, &opts)
 	if err != nil {
 		return nil, err
+	}
+	defer closeProvs()
+	if err := r.j.CreateRun(bg(ctx), journal.Run{ID: r.id, Graph: g.Name, GraphPath: g.Path, GraphText: g.Source,
+		GraphHash: g.Hash, Profile: r.prof.Name, Status: journal.RunRunning, Started: time.Now(), Owner: r.owner}); err != nil {
+		return nil, err
+	}
+	defer r.j.ReleaseRun(bg(ctx), r.id, r.owner)
+	for _, n := range g.Nodes {
+		r.results[n.ID] = &NodeResult{ID: n.ID, State: journal.NodePending}
+		if err := r.j.SetNodeState(bg(ctx), r.id, n.ID, journal.NodePending, ""); err != nil {
+			return nil, err
+		}
+	}
+	r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunStarted, "run started", slog.String("graph", g.Name),
+		slog.String("profile", r.prof.Name), slog.Int("nodes", len(g.Nodes))))
+	r.schedule(ctx)
+	return r.finish(ctx)
+}
+
+// newRunState checks the options and builds the providers of a run.
+func newRunState(ctx context.Context, g *Graph, opts *Options) (*runState, func(), error) {
+	if opts.Journal == nil {
+		return nil, nil, errors.New("runner: no journal")
+	}
+	prof, err := Prepare(g, opts)
+	if err != nil {
+		return nil, nil, err
 	}
 	if opts.Getenv == nil {
 		opts.Getenv = os.Getenv
@@ -133,38 +162,24 @@ func Run(ctx context.Context, g *Graph, opts Options) (*Result, error) {
 	if opts.Parallel <= 0 {
 		opts.Parallel = 4
 	}
-	if opts.RunID == "" {
-		opts.RunID = uuid.NewString()
-	}
 	provs, closeProvs, err := buildProviders(ctx, g, opts.Getenv, opts.Logger)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer closeProvs()
-
 	r := &runState{id: opts.RunID, g: g, j: opts.Journal, log: opts.Logger.With("run", opts.RunID), prof: prof,
-		provs: provs, onState: opts.Progress, parallel: opts.Parallel,
-		outputs: map[string]string{}, results: map[string]*NodeResult{}, breakers: map[string]*breaker{}}
+		provs: provs, onState: opts.Progress, parallel: opts.Parallel, owner: journal.NewOwner(),
+		outputs: map[string]string{}, results: map[string]*NodeResult{}, breakers: map[string]*breaker{},
+		entries: map[string]*entry{}}
 	for name := range provs {
 		r.breakers[name] = newBreaker(prof.Breaker, prof.BreakerCooldown.D())
 	}
-	if err := r.j.CreateRun(bg(ctx), journal.Run{ID: r.id, Graph: g.Name, GraphPath: g.Path, GraphText: g.Source,
-		GraphHash: g.Hash, Profile: prof.Name, Status: journal.RunRunning, Started: time.Now()}); err != nil {
-		return nil, err
-	}
-	for _, n := range g.Nodes {
-		r.results[n.ID] = &NodeResult{ID: n.ID, State: journal.NodePending}
-		if err := r.j.SetNodeState(bg(ctx), r.id, n.ID, journal.NodePending, ""); err != nil {
-			return nil, err
-		}
-	}
-	r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunStarted, "run started", slog.String("graph", g.Name),
-		slog.String("profile", prof.Name), slog.Int("nodes", len(g.Nodes))))
+	return r, closeProvs, nil
+}
 
-	r.schedule(ctx)
-
+// finish records how the run ended.
+func (r *runState) finish(ctx context.Context) (*Result, error) {
 	res := &Result{RunID: r.id, Status: journal.RunCompleted}
-	for _, n := range g.Nodes {
+	for _, n := range r.g.Nodes {
 		nr := r.results[n.ID]
 		res.Nodes = append(res.Nodes, *nr)
 		switch nr.State {
@@ -215,7 +230,7 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 		total: total, retries: total, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		req: provider.Request{Node: n.ID, Model: model, System: system, Prompt: prompt,
 			ReasoningEffort: n.ReasoningEffort, MaxOutputTokens: n.MaxOutputTokens, WorkDir: bp.workDir, Policy: r.prof}}
-	out, err := x.execute(ctx)
+	out, err := x.execute(ctx, r.entries[n.ID])
 	var ne *NodeError
 	switch {
 	case err == nil:

@@ -15,10 +15,23 @@ import (
 // running nodes to stop.
 func (r *runState) schedule(ctx context.Context) {
 	waiting := make(map[string]int, len(r.g.Nodes)) // needs not yet completed
+	for _, n := range r.g.Nodes {
+		for _, need := range n.Needs {
+			if r.results[need].State != journal.NodeCompleted {
+				waiting[n.ID]++
+			}
+		}
+	}
+	// A resumed run starts with some nodes settled: completed ones feed their
+	// dependents, ones needing attention hold theirs back.
 	var ready []*Node
 	for _, n := range r.g.Nodes {
-		waiting[n.ID] = len(n.Needs)
-		if len(n.Needs) == 0 {
+		switch st := r.results[n.ID].State; {
+		case st == journal.NodeAttention:
+			for _, d := range r.g.Dependents(n.ID) {
+				r.skip(ctx, d, n.ID)
+			}
+		case st == journal.NodePending && waiting[n.ID] == 0:
 			ready = append(ready, n)
 		}
 	}

@@ -49,7 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		stop() // a second Ctrl-C kills the process the ordinary way
 	}()
 	app := newApp(stdout, stderr)
-	err := app.RunContext(ctx, args)
+	err := app.RunContext(ctx, intersperse(app, args))
 	if err == nil {
 		return exitOK
 	}
@@ -75,7 +75,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // run() maps errors to exit codes
 		Commands: []*cli.Command{
-			runCommand(), statusCommand(), eventsCommand(), showCommand(),
+			runCommand(), resumeCommand(), statusCommand(), eventsCommand(), showCommand(),
 			validateCommand(), profilesCommand(), simCommand(),
 		},
 	}

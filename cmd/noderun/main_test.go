@@ -136,3 +136,21 @@ nodes:
 		j.Close()
 	}
 }
+
+func TestIntersperse(t *testing.T) {
+	app := newApp(nil, nil)
+	cases := []struct{ in, want string }{
+		{"noderun events last --db x.db --kind diagnostic --follow", "noderun events --db x.db --kind diagnostic --follow last"},
+		{"noderun --log-level debug run g.yaml --profile ci", "noderun --log-level debug run --profile ci g.yaml"},
+		{"noderun show RUN node --attempts", "noderun show --attempts RUN node"},
+		{"noderun sim serve --addr=127.0.0.1:0", "noderun sim serve --addr=127.0.0.1:0"},
+		{"noderun resume r1 --retry a --retry b", "noderun resume --retry a --retry b r1"},
+		{"noderun show r -- --odd-node", "noderun show r -- --odd-node"},
+	}
+	for _, c := range cases {
+		got := strings.Join(intersperse(app, strings.Fields(c.in)), " ")
+		if got != c.want {
+			t.Errorf("%s\n got %s\nwant %s", c.in, got, c.want)
+		}
+	}
+}

@@ -57,26 +57,76 @@ func runCommand() *cli.Command {
 			defer j.Close()
 			opts.Journal = j
 			res, err := runner.Run(c.Context, g, opts)
-			if err != nil {
-				return &exitError{exitFailed, err}
-			}
-			if c.Bool("json") {
-				err = printResultJSON(c.App.Writer, res)
-			} else {
-				printResult(c.App.Writer, res)
-			}
-			if err != nil {
-				return &exitError{exitFailed, err}
-			}
-			switch res.Status {
-			case journal.RunCompleted:
-				return nil
-			case journal.RunInterrupted:
-				return &exitError{exitInterrupted, fmt.Errorf("run %s interrupted", res.RunID)}
-			}
-			return &exitError{exitFailed, fmt.Errorf("run %s %s", res.RunID, res.Status)}
+			return report(c, res, err)
 		},
 	}
+}
+
+func resumeCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "resume",
+		Usage:     "continue a run that did not finish: completed nodes keep their outputs, in-flight ones re-attach, resume or retry",
+		ArgsUsage: "RUN|last",
+		Flags: []cli.Flag{
+			dbFlag,
+			&cli.StringSliceFlag{Name: "retry", Usage: "send this node's request again even if it may have had side effects (repeatable)"},
+			&cli.StringFlag{Name: "profile", Usage: "recovery profile (default: the run's)"},
+			&cli.IntFlag{Name: "parallel", Value: 4, Usage: "nodes run at once"},
+			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON on stdout"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return usageErr(errors.New("resume: give exactly one run id (or last)"))
+			}
+			log, err := newLogger(c)
+			if err != nil {
+				return err
+			}
+			j, err := openExisting(c)
+			if err != nil {
+				return err
+			}
+			defer j.Close()
+			r, err := findRun(c.Context, j, c.Args().First())
+			if err != nil {
+				return err
+			}
+			if r.Status == journal.RunCompleted && len(c.StringSlice("retry")) == 0 {
+				fmt.Fprintf(c.App.ErrWriter, "noderun: run %s already completed; nothing to resume\n", r.ID)
+				return nil
+			}
+			opts := runner.Options{Journal: j, Profile: c.String("profile"), Parallel: c.Int("parallel"), Logger: log,
+				Progress: progressPrinter(c.App.ErrWriter)}
+			res, err := runner.Resume(c.Context, r.ID, c.StringSlice("retry"), opts)
+			var locked *journal.LockedError
+			if errors.As(err, &locked) {
+				return usageErr(fmt.Errorf("%w; one runner per run: wait for it, or stop it first", err))
+			}
+			return report(c, res, err)
+		},
+	}
+}
+
+// report prints a run's result and maps it to an exit code.
+func report(c *cli.Context, res *runner.Result, err error) error {
+	if err != nil {
+		return &exitError{exitFailed, err}
+	}
+	if c.Bool("json") {
+		err = printResultJSON(c.App.Writer, res)
+	} else {
+		printResult(c.App.Writer, res)
+	}
+	if err != nil {
+		return &exitError{exitFailed, err}
+	}
+	switch res.Status {
+	case journal.RunCompleted:
+		return nil
+	case journal.RunInterrupted:
+		return &exitError{exitInterrupted, fmt.Errorf("run %s interrupted; continue it with: noderun resume %s", res.RunID, res.RunID)}
+	}
+	return &exitError{exitFailed, fmt.Errorf("run %s %s", res.RunID, res.Status)}
 }
 
 // progressPrinter prints one line per node state change on stderr.

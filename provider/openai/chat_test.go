@@ -133,8 +133,8 @@ func TestOutageIsConnectFailed(t *testing.T) {
 
 func TestDoneWatcher(t *testing.T) {
 	cases := map[string]bool{
-		"data: {}\n\ndata: [DONE]\n\n":   true,
-		"data: {}\r\n\r\ndata:[DONE]\r\n": true,
+		"data: {}\n\ndata: [DONE]\n\n":     true,
+		"data: {}\r\n\r\ndata:[DONE]\r\n":  true,
 		"data: {\"x\":\"data: [DONE]\"}\n": false,
 		"data: [DONE]":                     false, // cut before the line ended
 		"data: [DONE]x\n":                  false,

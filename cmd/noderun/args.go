@@ -1,0 +1,82 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// intersperse moves a command's flags in front of its positional arguments,
+// so `noderun events RUN --node a` works: urfave/cli v2 stops reading flags
+// at the first positional argument.
+func intersperse(app *cli.App, args []string) []string {
+	if len(args) < 2 {
+		return args
+	}
+	out := []string{args[0]}
+	rest := args[1:]
+	flags := app.Flags
+	cmds := app.Commands
+	for len(rest) > 0 {
+		// Global or parent flags stay where they are.
+		n := flagLen(flags, rest)
+		if n > 0 {
+			out, rest = append(out, rest[:n]...), rest[n:]
+			continue
+		}
+		cmd := findCommand(cmds, rest[0])
+		if cmd == nil {
+			break
+		}
+		out, rest = append(out, rest[0]), rest[1:]
+		flags, cmds = cmd.Flags, cmd.Subcommands
+		if len(cmds) == 0 {
+			break
+		}
+	}
+	var fl, pos []string
+	for len(rest) > 0 {
+		if rest[0] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		if n := flagLen(flags, rest); n > 0 {
+			fl, rest = append(fl, rest[:n]...), rest[n:]
+			continue
+		}
+		pos, rest = append(pos, rest[0]), rest[1:]
+	}
+	return append(append(out, fl...), pos...)
+}
+
+// flagLen is how many arguments the flag at the head of args takes up (0 if
+// it is not one of flags): 1 for booleans and --name=value, else 2.
+func flagLen(flags []cli.Flag, args []string) int {
+	a := args[0]
+	if len(a) < 2 || a[0] != '-' || a == "--" {
+		return 0
+	}
+	name := strings.TrimLeft(a, "-")
+	name, _, hasValue := strings.Cut(name, "=")
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n != name {
+				continue
+			}
+			if _, isBool := f.(*cli.BoolFlag); isBool || hasValue || len(args) == 1 {
+				return 1
+			}
+			return 2
+		}
+	}
+	return 0
+}
+
+func findCommand(cmds []*cli.Command, name string) *cli.Command {
+	for _, c := range cmds {
+		if c.HasName(name) {
+			return c
+		}
+	}
+	return nil
+}

@@ -1,0 +1,46 @@
+package journal
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestQueryPlans pins the indexes the hot and the polled queries use, so a
+// schema change cannot silently turn them into scans of a run's whole log.
+func TestQueryPlans(t *testing.T) {
+	j := openTest(t, "")
+	createRun(t, j, "r")
+	byRun, byRunArgs := eventsQuery("r", EventFilter{AfterSeq: 0, Limit: 10})
+	byNode, byNodeArgs := eventsQuery("r", EventFilter{Node: "a", Kinds: []string{KindDelta}, Limit: 10})
+	for _, c := range []struct {
+		name, query, want string
+		args              []any
+	}{
+		{"events after seq", byRun, "SEARCH events USING PRIMARY KEY (run=? AND seq>?)", byRunArgs},
+		{"events of a node", byNode, "SEARCH events USING INDEX events_by_node (run=? AND node=? AND seq>?)", byNodeArgs},
+		{"rebuild output", rebuildQuery, "SEARCH events USING INDEX events_by_node (run=? AND node=?)", []any{"r", "a", 1}},
+		{"max provider seq", maxProviderSeqQuery, "USING COVERING INDEX events_provider_seq (run=? AND node=? AND attempt=? AND provider_seq>?)", []any{"r", "a", 1}},
+		{"writer: max provider seq", writerMaxProviderSeqQuery, "USING COVERING INDEX events_provider_seq (run=? AND node=? AND attempt=? AND provider_seq>?)", []any{1, "a", 1}},
+		{"writer: last seq", lastSeqQuery, "SEARCH events", []any{1}},
+	} {
+		rows, err := j.rdb.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+c.query, c.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		if p := strings.Join(plan, "; "); !strings.Contains(p, c.want) || strings.Contains(p, "SCAN events") ||
+			strings.Contains(p, "TEMP B-TREE") {
+			t.Errorf("%s: plan %q, want it to use %q", c.name, p, c.want)
+		}
+	}
+}

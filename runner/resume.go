@@ -1,0 +1,145 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/provider"
+	"github.com/noderun/noderun/resume"
+)
+
+// Resume continues a run that did not finish (its runner crashed, was killed
+// or interrupted, or some nodes failed). Completed nodes keep their journaled
+// outputs and do not run again. A node that was in flight continues by the
+// best means its last attempt records — re-attach to its response from the
+// cursor, resume its harness thread, or retry when its side effects allow —
+// as decided by resume.Decide. A node whose request may have had effects and
+// that cannot be resumed or checked is marked as needing attention with an
+// explanation; force is the list of nodes the operator says to retry anyway
+// (--retry NODE).
+//
+// The graph is the one journaled with the run, not the file as it is now.
+func Resume(ctx context.Context, runID string, force []string, opts Options) (*Result, error) {
+	if opts.Journal == nil {
+		return nil, errors.New("runner: no journal")
+	}
+	j := opts.Journal
+	run, err := j.Run(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	g, err := ParseGraph(run.GraphPath, run.GraphText)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: its journaled graph no longer parses: %w", runID, err)
+	}
+	for _, id := range force {
+		if g.Node(id) == nil {
+			return nil, fmt.Errorf("--retry %s: run %s has no node %q", id, runID, id)
+		}
+	}
+	if opts.Profile == "" {
+		opts.Profile = run.Profile
+	}
+	opts.RunID = runID
+	r, closeProvs, err := newRunState(ctx, g, &opts)
+	if err != nil {
+		return nil, err
+	}
+	defer closeProvs()
+	if err := j.AcquireRun(ctx, runID, r.owner); err != nil {
+		return nil, err // a *journal.LockedError names the live owner
+	}
+	defer j.ReleaseRun(bg(ctx), runID, r.owner)
+	if err := j.SetRunStatus(bg(ctx), runID, journal.RunRunning); err != nil {
+		return nil, err
+	}
+	nodes, err := j.Nodes(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	state := make(map[string]journal.Node, len(nodes))
+	for _, n := range nodes {
+		state[n.ID] = n
+	}
+	r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunStarted, "run resumed", slog.String("graph", g.Name),
+		slog.String("profile", r.prof.Name)))
+	var attention []string
+	for _, n := range g.Nodes {
+		res := &NodeResult{ID: n.ID, State: journal.NodePending}
+		r.results[n.ID] = res
+		if st, ok := state[n.ID]; ok && st.State == journal.NodeCompleted {
+			res.State, res.Output = journal.NodeCompleted, st.Output
+			r.outputs[n.ID] = st.Output
+			continue
+		}
+		e, d, err := r.entryFor(ctx, n, slices.Contains(force, n.ID))
+		if err != nil {
+			return nil, err
+		}
+		if d.Action == resume.ActFail {
+			res.State, res.Reason = journal.NodeAttention, d.Reason+"; to run it anyway: noderun resume "+runID+" --retry "+n.ID
+			r.diag(ctx, n.ID, e.attempt, diagnostics.New(d.Code, d.Reason))
+			attention = append(attention, n.ID)
+			continue
+		}
+		r.entries[n.ID] = e
+		if err := j.SetNodeState(bg(ctx), runID, n.ID, journal.NodePending, ""); err != nil {
+			return nil, err
+		}
+	}
+	for _, id := range attention {
+		if err := j.SetNodeState(bg(ctx), runID, id, journal.NodeAttention, r.results[id].Reason); err != nil {
+			return nil, err
+		}
+		r.progress(id, "needs attention: "+r.results[id].Reason)
+	}
+	r.schedule(ctx)
+	return r.finish(ctx)
+}
+
+// entryFor works out where node n picks up from what its journal holds.
+// A nil entry (with a non-fail decision) means a fresh start.
+func (r *runState) entryFor(ctx context.Context, n *Node, force bool) (*entry, resume.Decision, error) {
+	atts, err := r.j.Attempts(ctx, r.id, n.ID)
+	if err != nil || len(atts) == 0 {
+		return nil, resume.Decision{Action: resume.ActRetry}, err
+	}
+	last := atts[len(atts)-1]
+	e := &entry{attempt: last.N, retriesUsed: len(atts) - 1, cur: provider.Cursor{Ref: last.Ref, Seq: -1}}
+	if force {
+		e.action, e.retriesUsed = resume.ActRetry, 0
+		return e, resume.Decision{Action: resume.ActRetry}, nil
+	}
+	seq, err := r.j.MaxProviderSeq(ctx, r.id, n.ID, last.N)
+	if err != nil {
+		return nil, resume.Decision{}, err
+	}
+	e.cur.Seq = max(seq, last.Cursor)
+	if e.out, err = r.j.RebuildOutput(ctx, r.id, n.ID, last.N); err != nil {
+		return nil, resume.Decision{}, err
+	}
+	caps := r.provs[n.Provider].p.Capabilities()
+	total := r.prof.Retries
+	if n.Retries != nil {
+		total = *n.Retries
+	}
+	// Whatever ended the attempt (a crash, Ctrl-C, an error the operator may
+	// since have fixed), resuming treats it as a dropped stream: the budget
+	// and the side effects still decide.
+	d := resume.Decide(resume.Input{
+		Class:       diagnostics.ClassDisconnect,
+		CanResume:   caps.Resume && last.Ref != "",
+		CanCheck:    caps.Check && last.Ref != "",
+		Dispatched:  true,
+		SideEffects: resume.SideEffects(n.SideEffects),
+		ResumesLeft: r.prof.Reconnects,
+		RetriesLeft: total - e.retriesUsed,
+	})
+	e.action = d.Action
+	return e, d, nil
+}
