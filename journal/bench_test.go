@@ -23,8 +23,10 @@ func BenchmarkAppend(b *testing.B) {
 	}{
 		{64, DefaultBatchDelay},
 		{256, DefaultBatchDelay},
-		{DefaultBatchOps, DefaultBatchDelay},
+		{512, DefaultBatchDelay},
+		{1024, DefaultBatchDelay},
 		{2048, DefaultBatchDelay},
+		{4096, DefaultBatchDelay},
 		{DefaultBatchOps, 0},
 	} {
 		b.Run(fmt.Sprintf("batch=%d/delay=%v", c.ops, c.delay), func(b *testing.B) {

@@ -92,6 +92,10 @@ type Journal struct {
 
 	wdb *sql.DB // the writer's single connection
 	rdb *sql.DB // readers' pool, query_only
+	cdb *sql.DB // the checkpointer's connection
+
+	ckpt     chan struct{} // a commit happened (capacity 1)
+	ckptDone chan struct{} // closed when the checkpointer has stopped
 
 	// The write queue. Senders hold mu.RLock while sending, so that Close,
 	// which takes mu.Lock before telling the writer to finish, knows that no
@@ -148,6 +152,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Journal, error) {
 		staleAfter: DefaultStaleAfter,
 		quit:       make(chan struct{}),
 		done:       make(chan struct{}),
+		ckpt:       make(chan struct{}, 1),
+		ckptDone:   make(chan struct{}),
 		held:       map[string]*heldRun{},
 	}
 	for _, o := range opts {
@@ -186,13 +192,21 @@ func Open(ctx context.Context, path string, opts ...Option) (*Journal, error) {
 		return nil, j.errorf("open: %w", err)
 	}
 	j.rdb.SetMaxOpenConns(4) // a CLI poller and a few readers; bounds file handles
-	w, err := newWriter(ctx, j)
-	if err != nil {
+	if j.cdb, err = openDB(path, checkpointerParams); err != nil {
 		j.wdb.Close()
 		j.rdb.Close()
 		return nil, j.errorf("open: %w", err)
 	}
+	j.cdb.SetMaxOpenConns(1)
+	w, err := newWriter(ctx, j)
+	if err != nil {
+		j.wdb.Close()
+		j.rdb.Close()
+		j.cdb.Close()
+		return nil, j.errorf("open: %w", err)
+	}
 	go w.run()
+	go j.checkpointer()
 	return j, nil
 }
 
@@ -218,10 +232,15 @@ func (j *Journal) Close() error {
 		j.mu.Unlock()
 		close(j.quit)
 		<-j.done
+		<-j.ckptDone
 		err := j.failure()
-		if cerr := j.rdb.Close(); err == nil && cerr != nil {
-			err = j.errorf("close: %w", cerr)
+		for _, db := range []*sql.DB{j.rdb, j.cdb} {
+			if cerr := db.Close(); err == nil && cerr != nil {
+				err = j.errorf("close: %w", cerr)
+			}
 		}
+		// Closed last, the writer's connection checkpoints what is left and
+		// removes the WAL.
 		if cerr := j.wdb.Close(); err == nil && cerr != nil {
 			err = j.errorf("close: %w", cerr)
 		}
@@ -245,13 +264,17 @@ func (j *Journal) failure() error {
 
 // DSN parameters. The writer waits up to 5 s for another process's write
 // lock, runs in WAL (readers never block it, nor it them), syncs only at
-// checkpoints (a process crash loses nothing committed), takes the write
-// lock at BEGIN (no deadlock-prone lock upgrades) and enforces foreign keys
-// on runs/nodes/attempts. Readers cannot write by accident.
+// checkpoints (a process crash loses nothing committed), leaves checkpoints
+// to the checkpointer (see checkpoint.go) and keeps an idle WAL under 64 MiB,
+// takes the write lock at BEGIN (no deadlock-prone lock upgrades) and
+// enforces foreign keys on runs/nodes/attempts. Readers cannot write by
+// accident.
 const (
 	writerParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" +
+		"&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(67108864)" +
 		"&_pragma=foreign_keys(1)&_txlock=immediate"
-	readerParams = "_pragma=busy_timeout(5000)&_pragma=query_only(1)"
+	readerParams       = "_pragma=busy_timeout(5000)&_pragma=query_only(1)"
+	checkpointerParams = "_pragma=busy_timeout(5000)"
 )
 
 // uriEscaper escapes the characters that would end or corrupt the path part

@@ -276,6 +276,9 @@ func (w *writer) commit() {
 			j.log.Error("journal write failed; the journal accepts no more writes", "path", j.path, "err", err)
 		}
 	}
+	if err == nil {
+		j.committed()
+	}
 	for i := range w.batch {
 		o := &w.batch[i]
 		if o.done == nil {

@@ -103,7 +103,7 @@ func Builtins() map[string]Profile {
 			Backoff:  Backoff{Base: D(time.Second), Factor: 2, Cap: D(30 * time.Second)},
 			Deadline: D(10 * time.Minute), IdleTimeout: D(90 * time.Second),
 			PollInterval: D(5 * time.Second), StuckAfter: D(2 * time.Minute), MaxRetryAfter: D(2 * time.Minute),
-			Breaker: 5, BreakerCooldown: D(30 * time.Second),
+			Breaker: 5, BreakerCooldown: D(5 * time.Second),
 		},
 		"ci": {
 			Name: "ci", Retries: 3, Reconnects: 8,
@@ -117,7 +117,7 @@ func Builtins() map[string]Profile {
 			Backoff:  Backoff{Base: D(2 * time.Second), Factor: 2, Cap: D(60 * time.Second)},
 			Deadline: D(60 * time.Minute), IdleTimeout: D(10 * time.Minute),
 			PollInterval: D(15 * time.Second), StuckAfter: D(10 * time.Minute), MaxRetryAfter: D(10 * time.Minute),
-			Breaker: 5, BreakerCooldown: D(60 * time.Second),
+			Breaker: 5, BreakerCooldown: D(15 * time.Second),
 		},
 	}
 }

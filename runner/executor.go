@@ -47,6 +47,9 @@ type nodeExec struct {
 	idle       *time.Timer // the idle watchdog of the current stream, if any
 }
 
+// errRunnerStopped is the cause of recovery for a node picked up by a resumed run.
+var errRunnerStopped = errors.New("the runner stopped while the node was in flight")
+
 // entry is where a node picks up when a run is resumed: the attempt it
 // continues, what its journal holds, and the first step to take.
 type entry struct {
@@ -73,6 +76,8 @@ func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 		x.retries -= min(e.retriesUsed, x.retries)
 		x.out.WriteString(e.out)
 		x.recoveries++
+		x.last = &diagnostics.Error{Class: diagnostics.ClassDisconnect, Err: errRunnerStopped}
+		x.recovering = time.Now()
 	}
 	for {
 		err := x.step1(ctx, action)
@@ -399,7 +404,7 @@ func (x *nodeExec) abandon(ctx context.Context) {
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
-	if x.last != nil && x.last.Class == diagnostics.ClassStuck {
+	if errors.Is(x.last, diagnostics.ErrStuck) {
 		x.diag(ctx, diagnostics.New(diagnostics.StuckCancelled, "cancelled the stuck response before retrying", attrs...))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -221,22 +222,31 @@ func TestUnauthorizedIsNotRetried(t *testing.T) {
 	}
 }
 
+// A 429 waits its Retry-After, in both forms: delay-seconds and HTTP-date.
 func TestRateLimitWaitsRetryAfter(t *testing.T) {
 	want := undisturbed(t, "essay")
-	srv := startSim(t, sim.Config{Seed: 1, Tokens: 200, Faults: []sim.Fault{
-		{Endpoint: sim.EndpointChat, Requests: []int{1}, Kind: sim.FaultStatus, Status: 429, RetryAfter: "1"}}})
-	j := openJournal(t)
-	start := time.Now()
-	res := runGraph(t, chatGraph(t, srv.BaseURL(), "essay"), j)
-	if n := res.Nodes[0]; n.State != journal.NodeCompleted || n.Output != want {
-		t.Fatalf("node %s (%v)", n.State, n.Err)
-	}
-	// ci's own backoff is at most 50ms: only Retry-After explains a wait of a second.
-	if took := time.Since(start); took < time.Second {
-		t.Errorf("retried after %s, before Retry-After: 1", took)
-	}
-	if got := codes(t, j, res.RunID, "essay"); !has(got, diagnostics.RateLimitWait.ID, diagnostics.RetryStarted.ID) {
-		t.Errorf("codes %v lack rate_limit_wait + retry_started", got)
+	for _, form := range []string{"seconds", "http-date"} {
+		t.Run(form, func(t *testing.T) {
+			ra := "2"
+			if form == "http-date" {
+				ra = time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat) // whole seconds: waits 2-3s
+			}
+			srv := startSim(t, sim.Config{Seed: 1, Tokens: 200, Faults: []sim.Fault{
+				{Endpoint: sim.EndpointChat, Requests: []int{1}, Kind: sim.FaultStatus, Status: 429, RetryAfter: ra}}})
+			j := openJournal(t)
+			start := time.Now()
+			res := runGraph(t, chatGraph(t, srv.BaseURL(), "essay"), j)
+			if n := res.Nodes[0]; n.State != journal.NodeCompleted || n.Output != want {
+				t.Fatalf("node %s (%v)", n.State, n.Err)
+			}
+			// ci's own backoff is at most 50ms: only Retry-After explains a wait of over a second.
+			if took := time.Since(start); took < 1500*time.Millisecond {
+				t.Errorf("retried after %s, before Retry-After %q", took, ra)
+			}
+			if got := codes(t, j, res.RunID, "essay"); !has(got, diagnostics.RateLimitWait.ID, diagnostics.RetryStarted.ID) {
+				t.Errorf("codes %v lack rate_limit_wait + retry_started", got)
+			}
+		})
 	}
 }
 

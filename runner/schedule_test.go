@@ -125,3 +125,53 @@ func TestInterruptRecordsRunAsInterrupted(t *testing.T) {
 		t.Errorf("partial output not journaled: %q %v", part, err)
 	}
 }
+
+// With the provider down, a graph of 20 independent nodes fails within the
+// profile's deadline, and the circuit breaker bounds the connection attempts:
+// at most breaker (3) + parallel (4, already dialing when it opened) + one
+// probe per cooldown (500ms) elapsed, instead of 20 nodes × (1 + 3 retries).
+func TestBreakerBoundsConnectionAttemptsInOutage(t *testing.T) {
+	srv := startSim(t, sim.Config{Seed: 1})
+	if err := srv.SetOutage(true); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, 20)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("n%02d", i)
+	}
+	g := chatGraph(t, srv.BaseURL(), ids...)
+	j := openJournal(t)
+	start := time.Now()
+	res, err := Run(context.Background(), g, Options{Journal: j, Parallel: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	for _, n := range res.Nodes {
+		if n.State != journal.NodeFailed {
+			t.Fatalf("%s: %s", n.ID, n.State)
+		}
+	}
+	if took > 5*time.Second {
+		t.Errorf("the outage took %s to fail the graph; the ci deadline is 5s", took)
+	}
+	dials, refused := 0, 0
+	for _, id := range ids {
+		for _, c := range codes(t, j, res.RunID, id) {
+			switch c {
+			case "NR106": // connect_failed: one real connection attempt
+				dials++
+			case "NR405": // breaker_open: refused without dialing
+				refused++
+			}
+		}
+	}
+	bound := 3 + 4 + int(took/(500*time.Millisecond)) + 1
+	t.Logf("%d connection attempts (bound %d), %d refused by the breaker, in %s", dials, bound, refused, took)
+	if dials > bound {
+		t.Errorf("%d connection attempts, more than the breaker's bound %d", dials, bound)
+	}
+	if refused == 0 {
+		t.Errorf("the breaker never refused an attempt")
+	}
+}

@@ -16,12 +16,12 @@ import (
 )
 
 // openExisting opens a journal for reading; it refuses to create one.
-func openExisting(c *cli.Context) (*journal.Journal, error) {
+func openExisting(c *cli.Context, opts ...journal.Option) (*journal.Journal, error) {
 	path := c.String("db")
 	if !fileExists(path) {
 		return nil, usageErr(fmt.Errorf("no journal at %s (use --db)", path))
 	}
-	return journal.Open(c.Context, path)
+	return journal.Open(c.Context, path, opts...)
 }
 
 // findRun resolves "last", a full run id, or a unique prefix of one.
@@ -87,14 +87,28 @@ func statusCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(w, "run %s (%s) %s, profile %s\n", r.ID, r.Graph, r.Status, r.Profile)
+			status := r.Status
+			if j.Abandoned(r) {
+				status = "interrupted (its runner is gone; noderun resume " + journal.RunStatus(r.ID) + ")"
+			}
+			fmt.Fprintf(w, "run %s (%s) %s, profile %s\n", r.ID, r.Graph, status, r.Profile)
 			fmt.Fprintln(w, "NODE\tSTATE\tATTEMPTS\tBYTES\tNOTE")
+			var notes []string
 			for _, n := range nodes {
 				note := n.Reason
 				if n.Error != "" {
 					note = n.ErrClass + ": " + n.Error
 				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", n.ID, n.State, n.Attempts, len(n.Output), oneLine(note, 100))
+				short := oneLine(note, 80)
+				if short != oneLine(note, len(note)+1) {
+					notes = append(notes, fmt.Sprintf("%s: %s", n.ID, oneLine(note, len(note)+1)))
+					short = oneLine(note, 60) + " (below)"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", n.ID, n.State, n.Attempts, len(n.Output), short)
+			}
+			w.Flush()
+			for _, note := range notes {
+				fmt.Fprintln(c.App.Writer, "\n"+note)
 			}
 			return nil
 		},

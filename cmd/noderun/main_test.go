@@ -79,10 +79,7 @@ func TestDemoGraphRunsAndRecovers(t *testing.T) {
 // kill -9 in the middle of a run leaves a journal that passes
 // PRAGMA integrity_check and shows the run as unfinished.
 func TestKill9LeavesAConsistentJournal(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "noderun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := noderunBinary(t)
 	dir := t.TempDir()
 	graph := filepath.Join(dir, "slow.yaml")
 	src := `name: slow
@@ -109,15 +106,7 @@ nodes:
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
 
-		raw, err := sql.Open("sqlite", "file:"+db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ok string
-		if err := raw.QueryRow("PRAGMA integrity_check").Scan(&ok); err != nil || ok != "ok" {
-			t.Fatalf("trial %d: integrity_check = %q, %v", trial, ok, err)
-		}
-		raw.Close()
+		integrityOK(t, db)
 		j, err := journal.Open(context.Background(), db)
 		if err != nil {
 			t.Fatal(err)
@@ -152,5 +141,19 @@ func TestIntersperse(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%s\n got %s\nwant %s", c.in, got, c.want)
 		}
+	}
+}
+
+// integrityOK runs PRAGMA integrity_check on a journal file.
+func integrityOK(t *testing.T, db string) {
+	t.Helper()
+	raw, err := sql.Open("sqlite", "file:"+db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var ok string
+	if err := raw.QueryRow("PRAGMA integrity_check").Scan(&ok); err != nil || ok != "ok" {
+		t.Fatalf("%s: integrity_check = %q, %v", db, ok, err)
 	}
 }

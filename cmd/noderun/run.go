@@ -50,7 +50,7 @@ func runCommand() *cli.Command {
 			if err := runner.Check(g, &opts); err != nil {
 				return usageErr(err)
 			}
-			j, err := journal.Open(c.Context, c.String("db"))
+			j, err := journal.Open(c.Context, c.String("db"), journal.WithLogger(log))
 			if err != nil {
 				return &exitError{exitFailed, err}
 			}
@@ -82,7 +82,7 @@ func resumeCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			j, err := openExisting(c)
+			j, err := openExisting(c, journal.WithLogger(log))
 			if err != nil {
 				return err
 			}

@@ -54,18 +54,19 @@ func (s *Server) handleAddFault(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleOutage serves POST /sim/outage?for=2s: connections are refused for
-// that long, then the server listens again. The outage starts after this
-// answer went out, on a connection the server then closes.
+// that long, then the server listens again. The listener is closed before
+// the answer goes out, so a client that got the answer is refused; the
+// asking connection itself is spared the reset and closed after the answer.
 func (s *Server) handleOutage(w http.ResponseWriter, r *http.Request) {
 	d, err := time.ParseDuration(r.URL.Query().Get("for"))
 	if err != nil || d <= 0 || d > time.Hour {
 		writeError(w, http.StatusBadRequest, "sim: want ?for=DURATION (e.g. 2s, at most 1h)", "for")
 		return
 	}
+	if err := s.outageFor(d, connOf(r)); err != nil {
+		writeError(w, http.StatusConflict, err.Error(), "")
+		return
+	}
 	w.Header().Set("Connection", "close")
 	writeJSON(w, http.StatusAccepted, map[string]any{"outage": d.String()})
-	_ = http.NewResponseController(w).Flush()
-	if err := s.outageFor(d, connOf(r)); err != nil {
-		s.log.Warn("sim outage", "err", err)
-	}
 }

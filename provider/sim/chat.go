@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -46,6 +47,8 @@ type chatCall struct {
 	tokens  []string
 	p       params
 	usage   chatUsage
+	// prefix and suffix of a content chunk's frame around the JSON string
+	prefix, suffix []byte
 }
 
 func (c *chatCall) finishReason() string {
@@ -120,7 +123,7 @@ func (s *Server) streamChat(sw *sseWriter, c *chatCall, includeUsage bool) error
 			}
 		}
 		s.stats.tokens.Add(1)
-		if err := sw.send(c.frame(chunkDelta{Content: &tok}, nil)); err != nil {
+		if err := sw.send(c.contentFrame(tok)); err != nil {
 			return err
 		}
 	}
@@ -135,6 +138,20 @@ func (s *Server) streamChat(sw *sseWriter, c *chatCall, includeUsage bool) error
 		}
 	}
 	return sw.send([]byte("data: [DONE]\n\n"))
+}
+
+// contentFrame is frame(chunkDelta{Content: &tok}, nil) without the
+// reflection: the hot path of every chat stream.
+func (c *chatCall) contentFrame(tok string) []byte {
+	if c.prefix == nil {
+		head := c.marshal(chatChunk{Choices: []chunkChoice{{Delta: chunkDelta{Content: new(string)}}}})
+		i := bytes.Index(head, []byte(`"content":""`))
+		c.prefix = head[:i+len(`"content":`)]
+		c.suffix = head[i+len(`"content":""`):]
+	}
+	q, _ := json.Marshal(tok)
+	out := make([]byte, 0, len(c.prefix)+len(q)+len(c.suffix))
+	return append(append(append(out, c.prefix...), q...), c.suffix...)
 }
 
 func (c *chatCall) frame(d chunkDelta, finish *string) []byte {

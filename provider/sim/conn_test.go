@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"syscall"
 	"testing"
 	"time"
@@ -20,8 +21,8 @@ func TestRefuse(t *testing.T) {
 		r := readChat(t, c, chatReq("x"))
 		var apiErr *openai.APIError
 		if r.openErr == nil || errors.As(r.openErr, &apiErr) ||
-			!(errors.Is(r.openErr, syscall.ECONNRESET) || errors.Is(r.openErr, io.EOF)) {
-			t.Fatalf("attempt %d: err = %v, want a reset or EOF", i+1, r.openErr)
+			!(errors.Is(r.openErr, syscall.ECONNRESET) || errors.Is(r.openErr, syscall.EPIPE) || errors.Is(r.openErr, io.EOF)) {
+			t.Fatalf("attempt %d: err = %v, want a reset, EPIPE or EOF", i+1, r.openErr)
 		}
 		t.Logf("refused: %v", r.openErr)
 	}
@@ -164,3 +165,37 @@ func TestCloseIsIdempotentAndStopsEverything(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestHandlerElsewhere: mounted on another server, the handler still
+// serves, and a cut degrades to an aborted response (unexpected EOF).
+func TestHandlerElsewhere(t *testing.T) {
+	s := New(Config{Tokens: 4, Faults: []Fault{{Requests: []int{1}, Kind: FaultCut, AfterEvents: 2}}})
+	defer s.Close()
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	cfg := openai.DefaultConfig("")
+	cfg.BaseURL = hs.URL + "/v1"
+	c := openai.NewClientWithConfig(cfg)
+	if r := readChat(t, c, chatReq("h")); !errors.Is(r.err, io.ErrUnexpectedEOF) {
+		t.Fatalf("cut: %v", r.err)
+	}
+	if r := readChat(t, c, chatReq("h")); r.err != io.EOF || r.text != want("sim", "h", 0, 4) {
+		t.Fatalf("%v %q", r.err, r.text)
+	}
+}
+
+func TestModelsAndUnknownRoutes(t *testing.T) {
+	s := start(t, Config{})
+	models, err := client(t, s).ListModels(ctxT(t))
+	if err != nil || len(models.Models) != 1 || models.Models[0].ID != "sim" {
+		t.Fatalf("%v %+v", err, models)
+	}
+	resp, err := http.Get(s.BaseURL() + "/embeddings")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("unknown route: %d", resp.StatusCode)
+	}
+}

@@ -82,7 +82,7 @@ func (g *respGen) run() error {
 	if err := g.emit("response.created", obj); err != nil {
 		return err
 	}
-	if rec.status == statusQueued {
+	if rec.background || g.queued { // created queued
 		if err := g.emit("response.queued", obj); err != nil {
 			return err
 		}

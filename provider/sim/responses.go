@@ -50,15 +50,17 @@ func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request) {
 	if req.Background || g.queued {
 		rec.status = statusQueued
 	}
+	var cancel context.CancelFunc
+	if req.Background {
+		g.ctx, cancel = context.WithCancel(s.ctx)
+		rec.cancel = cancel
+	}
 	s.stats.responses.Add(1)
 	if rec.store {
-		s.store.add(rec)
+		s.store.add(rec) // from here on other requests see the record
 	}
 
 	if req.Background {
-		ctx, cancel := context.WithCancel(s.ctx)
-		rec.cancel = cancel
-		g.ctx = ctx
 		created := rec.object()
 		s.wg.Go(func() {
 			defer cancel()

@@ -219,3 +219,22 @@ func TestBackgroundOutlivesClient(t *testing.T) {
 		t.Fatalf("%v %s %q", err, lastType, text.String())
 	}
 }
+
+// TestFaultByResponseID: a fault added at runtime for one response id hits
+// only requests about that response.
+func TestFaultByResponseID(t *testing.T) {
+	s := start(t, Config{Tokens: 3})
+	c := client(t, s)
+	a, _ := readResp(t, c, bgReq("a"), nil)
+	b, _ := readResp(t, c, bgReq("b"), nil)
+	s.AddFault(Fault{ResponseID: a.id, Kind: FaultStatus, Status: 500, Times: 1})
+	if _, err := c.GetResponse(ctxT(t), b.id); err != nil {
+		t.Fatalf("other response faulted: %v", err)
+	}
+	if _, err := c.GetResponse(ctxT(t), a.id); !isStatus(err, 500) {
+		t.Fatalf("fault for %s not applied: %v", a.id, err)
+	}
+	if _, err := c.GetResponse(ctxT(t), a.id); err != nil {
+		t.Fatalf("times: 1 not honoured: %v", err)
+	}
+}

@@ -18,6 +18,11 @@ var keepaliveFrame = []byte(": keepalive\n\n")
 // fault (close, reset, cut, silence) when AfterEvents events were written.
 // It also writes a keepalive comment whenever the keepalive interval passes
 // without a write. It is used by one goroutine.
+//
+// Events are flushed to the socket before every wait (a pace, a silence, a
+// tail waiting for the generator), before a fault acts and at the end, not
+// one by one: a paced stream still sends each token as it comes, and an
+// unpaced one fills TCP segments instead of paying a write per token.
 type sseWriter struct {
 	s         *Server
 	ctx       context.Context
@@ -29,6 +34,7 @@ type sseWriter struct {
 	keepalive time.Duration
 	events    int
 	last      time.Time // last write
+	dirty     bool      // written, not flushed
 	cutNext   bool
 }
 
@@ -79,6 +85,16 @@ func (sw *sseWriter) write(b []byte) error {
 		return err
 	}
 	sw.last = time.Now()
+	sw.dirty = true
+	return nil
+}
+
+// flush sends what was written.
+func (sw *sseWriter) flush() error {
+	if !sw.dirty {
+		return nil
+	}
+	sw.dirty = false
 	return sw.rc.Flush()
 }
 
@@ -98,6 +114,7 @@ func (sw *sseWriter) check() error {
 		return sw.idle(nil, f.Duration)
 	case FaultReset:
 		sw.s.faultActed(f, sw.endpoint)
+		_ = sw.flush()
 		sw.abort(true)
 		return errFaulted
 	}
@@ -119,6 +136,7 @@ func (sw *sseWriter) cut(frame []byte) error {
 	}
 	half := i + max(1, end/2)
 	_ = sw.write(frame[:half])
+	_ = sw.flush()
 	sw.abort(false)
 	return errFaulted
 }
@@ -139,6 +157,9 @@ func (sw *sseWriter) abort(reset bool) {
 // idle waits until wake is closed, d passes (d < 0: no limit) or the request
 // ends, writing keepalives as due.
 func (sw *sseWriter) idle(wake <-chan struct{}, d time.Duration) error {
+	if err := sw.flush(); err != nil {
+		return err
+	}
 	var until <-chan time.Time
 	if d >= 0 {
 		t := time.NewTimer(d)
@@ -161,7 +182,9 @@ func (sw *sseWriter) idle(wake <-chan struct{}, d time.Duration) error {
 		case <-until:
 		case <-ka:
 			again = true
-			err = sw.write(keepaliveFrame)
+			if err = sw.write(keepaliveFrame); err == nil {
+				err = sw.flush()
+			}
 		}
 		if kt != nil {
 			kt.Stop()
