@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -350,5 +351,32 @@ func TestFlushHonoursContext(t *testing.T) {
 	// Either it got through before noticing, or it reports the cancellation.
 	if err := j.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("Flush with a canceled context = %v", err)
+	}
+}
+
+// The writer never checkpoints (see checkpoint.go): the checkpointer must,
+// or the WAL would grow for as long as the journal is open.
+func TestCheckpointerMovesTheWALIntoTheDatabase(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "j.db")
+	j := openTest(t, path)
+	createRun(t, j, "r")
+	for range 5000 {
+		j.Append(Event{RunID: "r", Kind: KindDelta, Payload: benchPayload, ProviderSeq: -1})
+	}
+	check(t, j.Flush(ctx))
+	deadline := time.Now().Add(10 * checkpointEvery)
+	for {
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() > 256<<10 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("database file still %d bytes: nothing was checkpointed", st.Size())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -153,6 +153,9 @@ func TestCloseFlushesAndRefusesLaterCalls(t *testing.T) {
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := os.Stat(path + "-wal"); !os.IsNotExist(err) {
+		t.Errorf("the WAL outlives Close (%v): the last connection should checkpoint and remove it", err)
+	}
 	if err := j.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}

@@ -16,8 +16,8 @@ type Owner struct {
 	PID  int
 	Host string
 	// Token tells apart two owners that share a pid and host (a restarted
-	// container reuses pids; two Journals may live in one process). An owner
-	// that presents the token it acquired with re-acquires and releases.
+	// container reuses pids; two Journals may live in one process).
+	// Re-acquiring and releasing take the same token.
 	Token string
 }
 
@@ -59,6 +59,8 @@ func (j *Journal) AcquireRun(ctx context.Context, runID string, o Owner) error {
 	if o.PID <= 0 || o.Token == "" {
 		return j.errorf("%s: %w: owner needs a pid and a token (see NewOwner)", what, ErrInvalid)
 	}
+	var prev Owner // the owner taken over from, if any
+	var why string // and why it was
 	err := j.change(ctx, what, func(ctx context.Context, tx *sql.Tx) error {
 		var cur Owner
 		var hb int64
@@ -71,12 +73,12 @@ func (j *Journal) AcquireRun(ctx context.Context, runID string, o Owner) error {
 			return err
 		}
 		now := time.Now()
+		prev, why = Owner{}, ""
 		if cur.Token != "" && cur.Token != o.Token {
-			why := j.ownerGone(cur, fromNanos(hb), now)
-			if why == "" {
+			if why = j.ownerGone(cur, fromNanos(hb), now); why == "" {
 				return &LockedError{RunID: runID, Owner: cur, Heartbeat: fromNanos(hb)}
 			}
-			j.log.Warn("taking over run lock", "path", j.path, "run", runID, "from", cur.String(), "because", why)
+			prev = cur
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE runs SET owner_pid = ?, owner_host = ?, owner_token = ?, heartbeat = ?
 			WHERE id = ?`, o.PID, o.Host, o.Token, now.UnixNano(), runID)
@@ -84,6 +86,9 @@ func (j *Journal) AcquireRun(ctx context.Context, runID string, o Owner) error {
 	})
 	if err != nil {
 		return err
+	}
+	if why != "" {
+		j.log.Warn("took over run lock", "path", j.path, "run", runID, "from", prev.String(), "because", why)
 	}
 	j.startHeartbeat(runID, o)
 	return nil

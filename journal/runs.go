@@ -168,7 +168,9 @@ func fromNanos(n int64) time.Time {
 
 // CreateRun records a new run with status running. r.ID must be new; Started
 // defaults to now and GraphHash to the SHA-256 of GraphText. If r.Owner is
-// set, the run is created locked by it (see AcquireRun), heartbeat included.
+// set (a runner should set it: r.Owner = NewOwner()), the run is created
+// locked by it, heartbeat included, as if by AcquireRun; a running run with no
+// owner looks Abandoned.
 func (j *Journal) CreateRun(ctx context.Context, r Run) error {
 	what := fmt.Sprintf("create run %q", r.ID)
 	if r.ID == "" {

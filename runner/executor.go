@@ -110,6 +110,9 @@ func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 			return "", x.fail(ctx, d, ce)
 		}
 		x.recoveries++
+		if d.Action == resume.ActRetry {
+			x.abandon(ctx) // stop the provider billing for work that will be redone
+		}
 		x.announce(ctx, d, ce, delay)
 		if err := sleep(ctx, delay); err != nil {
 			ce := diagnostics.Classify(err)
@@ -118,7 +121,6 @@ func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 			return "", x.fail(ctx, resume.Decide(resume.Input{Class: ce.Class}), ce)
 		}
 		if d.Action == resume.ActRetry {
-			x.abandon(ctx)
 			x.endAttempt(ctx, ce)
 			x.retries--
 			x.beginAttempt(ctx, journal.ModeRetry)
@@ -297,8 +299,8 @@ func (x *nodeExec) noteFailure(ctx context.Context, action resume.Action, ce *di
 		x.dispatched = x.wasSent // this request never left
 	}
 	x.last = ce
-	if action == resume.ActCheck {
-		return
+	if action == resume.ActCheck || ce.Class == diagnostics.ClassStuck {
+		return // the status check, or the adapter, has reported it
 	}
 	code := diagnostics.DetectedCode(ce.Class)
 	switch {
@@ -383,6 +385,9 @@ func (x *nodeExec) announce(ctx context.Context, d resume.Decision, ce *diagnost
 // fail reports why the node failed and what was tried.
 func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.Error) error {
 	tried := fmt.Sprintf("%d attempt(s), %d of %d retries used", x.attempt, x.total-x.retries, x.total)
+	if ce.Status == http.StatusUnauthorized || ce.Status == http.StatusForbidden {
+		d.Reason = fmt.Sprintf("authentication failed (HTTP %d): check the API key named by the provider's api_key_env; %s", ce.Status, d.Reason)
+	}
 	if d.Code != diagnostics.NodeFailed {
 		x.diag(ctx, diagnostics.New(d.Code, d.Reason, slog.String("class", string(ce.Class))))
 	}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/mattn/go-isatty"
@@ -48,7 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		<-ctx.Done()
 		stop() // a second Ctrl-C kills the process the ordinary way
 	}()
-	app := newApp(stdout, stderr)
+	app := newApp(stdout, &lockedWriter{w: stderr})
 	err := app.RunContext(ctx, intersperse(app, args))
 	if err == nil {
 		return exitOK
@@ -102,6 +103,22 @@ func newLogger(c *cli.Context) (*slog.Logger, error) {
 }
 
 func isTerminal(w io.Writer) bool {
+	if lw, ok := w.(*lockedWriter); ok {
+		w = lw.w
+	}
 	f, ok := w.(*os.File)
 	return ok && isatty.IsTerminal(f.Fd())
+}
+
+// lockedWriter serialises writes: diagnostics (slog) and progress lines share
+// stderr from many goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

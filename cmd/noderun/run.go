@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -131,12 +130,9 @@ func report(c *cli.Context, res *runner.Result, err error) error {
 
 // progressPrinter prints one line per node state change on stderr.
 func progressPrinter(w io.Writer) func(node, state string) {
-	var mu sync.Mutex
 	start := time.Now()
 	tty := isTerminal(w)
 	return func(node, state string) {
-		mu.Lock()
-		defer mu.Unlock()
 		if tty {
 			fmt.Fprintf(w, "%-14s %s\n", node, state)
 			return

@@ -147,15 +147,18 @@ const (
 	ClassStatus        ClassName = "status"
 )
 
+// classNames maps descriptor class names (and the diagnostics names
+// transport_disconnect and server_error) to classes. connect_failed is not
+// offered: a harness that could not connect may have run tools before, so
+// its request is never provably unsent.
 var classNames = map[ClassName]diagnostics.Class{
-	ClassTransport:                          diagnostics.ClassDisconnect,
-	ClassName(diagnostics.ClassDisconnect):  diagnostics.ClassDisconnect,
-	ClassRateLimited:                        diagnostics.ClassRateLimited,
-	ClassServer:                             diagnostics.ClassServer,
-	ClassName(diagnostics.ClassServer):      diagnostics.ClassServer,
-	ClassDeterministic:                      diagnostics.ClassDeterministic,
-	ClassStatus:                             diagnostics.ClassNone,
-	ClassName(diagnostics.ClassRateLimited): diagnostics.ClassRateLimited,
+	ClassTransport:                         diagnostics.ClassDisconnect,
+	ClassName(diagnostics.ClassDisconnect): diagnostics.ClassDisconnect,
+	ClassRateLimited:                       diagnostics.ClassRateLimited,
+	ClassServer:                            diagnostics.ClassServer,
+	ClassName(diagnostics.ClassServer):     diagnostics.ClassServer,
+	ClassDeterministic:                     diagnostics.ClassDeterministic,
+	ClassStatus:                            diagnostics.ClassNone,
 }
 
 // UnmarshalYAML checks the name.

@@ -2,14 +2,10 @@ package openai
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"sync/atomic"
 	"time"
-
-	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/noderun/noderun/diagnostics"
 )
@@ -34,10 +30,6 @@ func (o *observation) classify(err error) error {
 	out := &diagnostics.Error{Class: ce.Class, Status: ce.Status, RetryAfter: ce.RetryAfter, Err: err}
 	if ra := time.Duration(o.retryAfter.Load()); ra > 0 {
 		out.RetryAfter = ra
-	}
-	var apiErr *goopenai.APIError
-	if errors.As(err, &apiErr) && apiErr.HTTPStatusCode == http.StatusUnauthorized {
-		out.Err = fmt.Errorf("authentication failed (check the provider's api_key_env): %w", err)
 	}
 	return out
 }

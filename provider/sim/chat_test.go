@@ -314,3 +314,17 @@ func TestRetryRegenerates(t *testing.T) {
 		t.Fatalf("tokens after retry = %d, want 14", got)
 	}
 }
+
+func TestChatBursts(t *testing.T) {
+	s := start(t, Config{Tokens: 5})
+	req := chatReq("b")
+	req.Metadata = map[string]string{MetaBurstTokens: "2", MetaSilence: "60ms"}
+	t0 := time.Now()
+	// silences before tokens 0, 2 and 4
+	if r := readChat(t, client(t, s), req); r.err != io.EOF || r.text != want("sim", "b", 0, 5) {
+		t.Fatalf("%v %q", r.err, r.text)
+	}
+	if el := time.Since(t0); el < 180*time.Millisecond {
+		t.Fatalf("bursts not separated by silences: %v", el)
+	}
+}

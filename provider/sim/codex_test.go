@@ -100,11 +100,11 @@ func (r codexRun) agentMessage() (string, bool) {
 	return "", false
 }
 
-// runCodex runs `codex exec` against s with its own CODEX_HOME and HOME, no
+// runCodex runs `codex exec [extra flags] prompt` against s with its own CODEX_HOME and HOME, no
 // shell, stdin on /dev/null, and a dead proxy for everything but 127.0.0.1
 // so that it can talk to nothing else. The whole process group (the node
 // wrapper and the native binary it spawns) is killed at the end.
-func runCodex(t *testing.T, s *Server, prompt string) codexRun {
+func runCodex(t *testing.T, s *Server, prompt string, extra ...string) codexRun {
 	t.Helper()
 	bin := codexBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -114,7 +114,8 @@ func runCodex(t *testing.T, s *Server, prompt string) codexRun {
 	cmd := exec.CommandContext(ctx, bin, "exec", "--json", "--skip-git-repo-check",
 		"-c", "model_provider=sim", "-c", provider,
 		"-c", "analytics.enabled=false", "-c", "check_for_update_on_startup=false",
-		"-m", "sim", prompt)
+		"-m", "sim")
+	cmd.Args = append(append(cmd.Args, extra...), prompt)
 	cmd.Dir = t.TempDir()
 	cmd.Stdin = nil // /dev/null: Codex otherwise waits for more input
 	const deadProxy = "http://127.0.0.1:9"
@@ -181,6 +182,28 @@ func TestCodexCompletes(t *testing.T) {
 	st := s.Stats()
 	if st.Requests[EndpointResponsesCreate] != 1 || st.TokensGenerated != int64(cfg.Tokens) {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestCodexReasoning: with a reasoning effort Codex sends reasoning.effort,
+// the simulator emits a reasoning item, and Codex reports its summary.
+func TestCodexReasoning(t *testing.T) {
+	const prompt = "Think, then answer"
+	cfg := Config{Seed: 2, Tokens: 16, Logger: testLogger(t)}
+	s := start(t, cfg)
+	r := runCodex(t, s, prompt, "-c", `model_reasoning_effort="high"`, "-c", `model_reasoning_summary="detailed"`)
+	got, _ := r.agentMessage()
+	if r.exit != 0 || got != want("sim", prompt, cfg.Seed, cfg.Tokens) {
+		t.Fatalf("exit %d agent_message %q\nstdout:\n%s", r.exit, got, r.stdout)
+	}
+	var summary string
+	for _, ev := range r.events {
+		if item, _ := ev["item"].(map[string]any); ev["type"] == "item.completed" && item["type"] == "reasoning" {
+			summary, _ = item["text"].(string)
+		}
+	}
+	if w := strings.Join(ReasoningText("sim", prompt, cfg.Seed, "high"), ""); summary != w {
+		t.Fatalf("reasoning\n got %q\nwant %q", summary, w)
 	}
 }
 

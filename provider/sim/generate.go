@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -34,18 +35,24 @@ func (g *respGen) emit(typ string, build func() map[string]any) error {
 		rec.mu.Unlock()
 		return errEnded
 	}
-	ev := build()
-	ev["type"] = typ
-	ev["sequence_number"] = rec.seq
-	rec.seq++
-	data, err := json.Marshal(ev)
+	rest, err := json.Marshal(build())
 	if err != nil {
 		rec.mu.Unlock()
 		return err
 	}
-	frame := make([]byte, 0, len(typ)+len(data)+16)
-	frame = append(append(append(frame, "event: "...), typ...), "\ndata: "...)
-	frame = append(append(frame, data...), "\n\n"...)
+	// type and sequence_number first, as OpenAI writes them
+	frame := make([]byte, 0, 2*len(typ)+len(rest)+64)
+	frame = append(append(append(frame, "event: "...), typ...), "\ndata: {\"type\":"...)
+	frame = strconv.AppendQuote(frame, typ)
+	frame = append(frame, `,"sequence_number":`...)
+	frame = strconv.AppendInt(frame, int64(rec.seq), 10)
+	rec.seq++
+	if len(rest) > 2 {
+		frame = append(append(frame, ','), rest[1:]...)
+	} else {
+		frame = append(frame, '}')
+	}
+	frame = append(frame, "\n\n"...)
 	if rec.background && rec.stream {
 		rec.log = append(rec.log, frame)
 		rec.notifyLocked()

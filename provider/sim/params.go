@@ -16,7 +16,7 @@ const (
 )
 
 // maxTokensLimit bounds one response so a typo cannot eat the machine.
-const maxTokensLimit = 1 << 20
+const maxTokensLimit = 1 << 18
 
 // params is how one request is generated: its length, pace and silences.
 type params struct {

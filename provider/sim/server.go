@@ -25,6 +25,7 @@ type Server struct {
 
 	ctx    context.Context // canceled by Close; the base of every request and generator
 	cancel context.CancelFunc
+	cfgErr error // the first invalid configured fault; Start reports it
 
 	mu      sync.Mutex
 	closed  bool
@@ -53,7 +54,15 @@ func New(cfg Config) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, log: lg, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
 	s.store.retention = Retention
-	for _, f := range cfg.Faults {
+	for i, f := range cfg.Faults {
+		if err := f.Validate(); err != nil {
+			// not armed: Start fails, and a mounted Handler runs without it
+			if s.cfgErr == nil {
+				s.cfgErr = fmt.Errorf("sim: fault %d: %w", i+1, err)
+			}
+			lg.Error("sim: invalid fault ignored", "fault", i+1, "err", err)
+			continue
+		}
 		s.faults.add(f)
 	}
 	s.mux = s.routes()
@@ -62,16 +71,15 @@ func New(cfg Config) *Server {
 
 // Handler returns the simulator's HTTP handler, for mounting elsewhere.
 // Served by another server, reset and cut faults degrade to aborting the
-// response (http.ErrAbortHandler), refuse faults and SetOutage do nothing.
+// response (http.ErrAbortHandler), refuse faults and SetOutage do nothing,
+// and invalid configured faults (which make Start fail) are left out.
 func (s *Server) Handler() http.Handler { return s.mux }
 
 // Start listens on addr ("" = 127.0.0.1 on a random port) and serves in the
-// background. The configured faults are validated first.
+// background. It fails if a configured fault is invalid.
 func (s *Server) Start(addr string) error {
-	for i, f := range s.cfg.Faults {
-		if err := f.Validate(); err != nil {
-			return fmt.Errorf("sim: fault %d: %w", i+1, err)
-		}
+	if s.cfgErr != nil {
+		return s.cfgErr
 	}
 	if addr == "" {
 		addr = "127.0.0.1:0"

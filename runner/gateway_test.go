@@ -1,0 +1,248 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"text/template"
+	"time"
+
+	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/provider/sim"
+)
+
+// Issue 4's gateway acceptance: a real nginx (Debian's nginx-light, installed
+// by `make tools`) in front of the simulator, with proxy_buffering off and
+// proxy_read_timeout 2s (testdata/nginx/nginx.conf.tmpl), cuts any stream
+// that is silent for 2 s. A responses node survives 10 s of reasoning
+// silence through it without regenerating a token; a naive stream does not.
+
+const nginxTimeout = 2 * time.Second // proxy_read_timeout in testdata/nginx/nginx.conf.tmpl
+
+// gateway is one nginx process in front of one upstream.
+type gateway struct {
+	BaseURL  string // http://127.0.0.1:PORT/v1
+	errorLog string
+	mu       sync.Mutex
+	out      bytes.Buffer // nginx's stdout and stderr
+}
+
+// nginxBinary finds nginx; a missing nginx fails the test (never skips it):
+// the gateway acceptance must run in CI.
+func nginxBinary(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("nginx"); err == nil {
+		return p
+	}
+	const debian = "/usr/sbin/nginx"
+	if _, err := os.Stat(debian); err != nil {
+		t.Fatalf("nginx not found in PATH nor at %s (%v): run make tools (it installs Debian's nginx-light)", debian, err)
+	}
+	return debian
+}
+
+// startNginx runs nginx in the foreground as a child process, listening on a
+// free 127.0.0.1 port and proxying to upstream (host:port). Its files live in
+// a temp dir; the process is stopped and the dir removed at cleanup.
+func startNginx(t *testing.T, upstream string) *gateway {
+	t.Helper()
+	bin := nginxBinary(t)
+	tmpl, err := template.ParseFiles(filepath.Join("..", "testdata", "nginx", "nginx.conf.tmpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lastErr error
+	for try := 0; try < 3; try++ { // a free port can be taken between probe and bind
+		dir := t.TempDir()
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		listen := l.Addr().String()
+		_ = l.Close()
+		conf := filepath.Join(dir, "nginx.conf")
+		var b bytes.Buffer
+		if err := tmpl.Execute(&b, map[string]string{"Dir": dir, "Listen": listen, "Upstream": upstream}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(conf, b.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		g := &gateway{BaseURL: "http://" + listen + "/v1", errorLog: filepath.Join(dir, "error.log")}
+		cmd := exec.Command(bin, "-p", dir+"/", "-e", g.errorLog, "-c", conf)
+		cmd.Stdout, cmd.Stderr = lockedWriter{g}, lockedWriter{g}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test binary
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("starting %s: %v (run make tools)", bin, err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		t.Cleanup(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(5 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+		})
+		if lastErr = waitListening(listen, exited); lastErr == nil {
+			return g
+		}
+		lastErr = fmt.Errorf("%w\n%s\n%s", lastErr, g.output(), g.log(t))
+	}
+	t.Fatalf("nginx did not start: %v", lastErr)
+	return nil
+}
+
+// waitListening waits until addr accepts connections, or the process exits.
+func waitListening(addr string, exited <-chan error) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("nginx exited: %v", err)
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+			_ = c.Close()
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("nginx not listening on %s after 10s", addr)
+}
+
+type lockedWriter struct{ g *gateway }
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.g.mu.Lock()
+	defer w.g.mu.Unlock()
+	return w.g.out.Write(p)
+}
+
+func (g *gateway) output() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.out.String()
+}
+
+// log is nginx's error log.
+func (g *gateway) log(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(g.errorLog)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// timeouts counts the streams nginx cut for upstream silence.
+func (g *gateway) timeouts(t *testing.T) int {
+	return strings.Count(g.log(t), "upstream timed out")
+}
+
+func upstreamOf(t *testing.T, srv *sim.Server) string {
+	t.Helper()
+	u, err := url.Parse(srv.BaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+func TestGatewayNginxSilence(t *testing.T) {
+	const T = 100
+	const silence = 10 * time.Second // reasoning silence, five times nginx's timeout
+	const effort = "    reasoning_effort: low\n"
+	want := undisturbedResponses(t, T, effort)
+
+	// The two halves wait out the same silence: run them side by side.
+	t.Run("responses_node_completes", func(t *testing.T) {
+		t.Parallel()
+		srv := startSim(t, sim.Config{Seed: respSeed, Tokens: T, Silence: silence}) // no keepalives
+		gw := startNginx(t, upstreamOf(t, srv))
+		j := openJournal(t)
+		start := time.Now()
+		res := runGraph(t, responsesGraph(t, gw.BaseURL, effort), j)
+		took := time.Since(start)
+		ds := diagRecs(t, j, res.RunID, respNode)
+		t.Logf("took %s; nginx cut %d idle stream(s); journal:\n%s", took.Round(time.Millisecond), gw.timeouts(t), strings.Join(diagCodes(ds), "\n"))
+		checkOutput(t, j, res, want)
+		checkOneResponse(t, srv, T)
+		if took < silence {
+			t.Errorf("completed in %s, before the %s silence ended: did the silence happen?", took, silence)
+		}
+		if st := srv.Stats(); st.ReasoningTokens == 0 {
+			t.Errorf("no reasoning generated: %+v", st)
+		}
+		// The silent stream was not held open until nginx cut it: the
+		// adapter polled through the silence and re-attached from its cursor.
+		if count(ds, diagnostics.PollingStarted) < 1 || count(ds, diagnostics.Reattached) < 1 {
+			t.Errorf("want NR202 polling and NR201 re-attach:\n%s", strings.Join(diagCodes(ds), "\n"))
+		}
+		if count(ds, diagnostics.RetryStarted)+count(ds, diagnostics.FellBackToRetry) != 0 {
+			t.Errorf("retried from scratch:\n%s", strings.Join(diagCodes(ds), "\n"))
+		}
+		atts, err := j.Attempts(context.Background(), res.RunID, respNode)
+		if err != nil || len(atts) != 1 {
+			t.Fatalf("attempts = %+v, %v", atts, err)
+		}
+		checkAttempt(t, j, res.RunID, atts[0], ds)
+	})
+
+	t.Run("naive_stream_is_cut", func(t *testing.T) {
+		t.Parallel()
+		srv := startSim(t, sim.Config{Seed: respSeed, Tokens: T, Silence: silence})
+		gw := startNginx(t, upstreamOf(t, srv))
+		profiles, err := filepath.Abs(filepath.Join("..", "testdata", "nginx", "profiles.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A chat node whose idle window (30 s) is longer than nginx's timeout.
+		g := parseTestGraph(t, fmt.Sprintf(`name: t
+profile: naive
+profiles: %s
+providers:
+  p:
+    kind: openai
+    base_url: %s
+    model: sim
+nodes:
+  - id: %s
+    prompt: %s
+`, profiles, gw.BaseURL, respNode, respPrompt))
+		j := openJournal(t)
+		start := time.Now()
+		res := runGraph(t, g, j)
+		took := time.Since(start)
+		ds := diagRecs(t, j, res.RunID, respNode)
+		t.Logf("took %s; journal:\n%s", took.Round(time.Millisecond), strings.Join(diagCodes(ds), "\n"))
+		if n := res.Nodes[0]; n.State != journal.NodeFailed {
+			t.Fatalf("node %s: the silent stream was not cut", n.State)
+		}
+		// Cut by nginx after its 2 s, not by our 30 s idle window nor by the end of the silence.
+		if took < nginxTimeout-200*time.Millisecond || took > silence-time.Second {
+			t.Errorf("failed after %s; nginx cuts after %s", took, nginxTimeout)
+		}
+		if count(ds, diagnostics.DisconnectDetected) != 1 || count(ds, diagnostics.IdleTimeout) != 0 {
+			t.Errorf("want one NR101 disconnect_detected and no NR107 idle_timeout:\n%s", strings.Join(diagCodes(ds), "\n"))
+		}
+		if gw.timeouts(t) < 1 {
+			t.Errorf("nginx's error log does not show the timeout:\n%s", gw.log(t))
+		}
+		if st := srv.Stats(); st.Requests[sim.EndpointChat] != 1 || st.TokensGenerated != 0 {
+			t.Errorf("sim: %v requests, %d tokens generated", st.Requests, st.TokensGenerated)
+		}
+	})
+}
