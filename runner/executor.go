@@ -37,7 +37,7 @@ type nodeExec struct {
 	done       bool            // terminal evidence seen
 	progressed bool            // healthy data since the last recovery step
 	recovering time.Time       // start of the current stretch of recovery (zero when healthy)
-	step       int             // backoff step; reset by healthy data
+	backoffN   int             // backoff step; reset by healthy data
 	resumes    int             // consecutive re-attaches without progress
 	recoveries int             // recovery steps taken, for the final report
 	checked    bool            // status checked since the last stream attempt
@@ -80,33 +80,14 @@ func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 		x.recovering = time.Now()
 	}
 	for {
-		err := x.step1(ctx, action)
+		err := x.take(ctx, action)
 		if err == nil && x.done {
-			x.endAttempt(ctx, nil)
-			if x.recoveries > 0 {
-				x.diag(ctx, diagnostics.New(diagnostics.Recovered, "node completed after recovery",
-					slog.Int("recovery_steps", x.recoveries), slog.Int("attempts", x.attempt)))
-			}
-			return x.out.String(), nil
+			return x.succeed(ctx), nil
 		}
-		ce := diagnostics.Classify(err)
-		if ce.Class == diagnostics.ClassCanceled && ctx.Err() == nil {
-			ce = &diagnostics.Error{Class: diagnostics.ClassDisconnect, Err: err} // our own idle watchdog
-		}
+		ce := x.classify(ctx, err)
 		x.noteFailure(ctx, action, ce)
-		d := resume.Decide(x.input(ce))
+		d, delay := x.decide(ce)
 		if d.Action == resume.ActFail {
-			if ce.Class == diagnostics.ClassCanceled {
-				x.abandon(ctx) // the user gave up: stop the provider billing
-			}
-			x.endAttempt(ctx, ce)
-			return "", x.fail(ctx, d, ce)
-		}
-		delay := x.delay(d.Action, ce)
-		if x.recoveryLeft() < delay {
-			d = resume.Decision{Action: resume.ActFail, Code: diagnostics.DeadlineExceeded,
-				Reason: fmt.Sprintf("the next step would wait %s, past the profile's recovery deadline", delay.Round(time.Millisecond))}
-			x.endAttempt(ctx, ce)
 			return "", x.fail(ctx, d, ce)
 		}
 		x.recoveries++
@@ -116,8 +97,6 @@ func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 		x.announce(ctx, d, ce, delay)
 		if err := sleep(ctx, delay); err != nil {
 			ce := diagnostics.Classify(err)
-			x.abandon(ctx)
-			x.endAttempt(ctx, ce)
 			return "", x.fail(ctx, resume.Decide(resume.Input{Class: ce.Class}), ce)
 		}
 		if d.Action == resume.ActRetry {
@@ -129,9 +108,46 @@ func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 	}
 }
 
-// step1 performs one recovery action: a fresh stream, a re-attach, or a
+// succeed closes the attempt that reached terminal evidence.
+func (x *nodeExec) succeed(ctx context.Context) string {
+	x.endAttempt(ctx, nil)
+	if x.recoveries > 0 {
+		x.diag(ctx, diagnostics.New(diagnostics.Recovered, "node completed after recovery",
+			slog.Int("recovery_steps", x.recoveries), slog.Int("attempts", x.attempt)))
+	}
+	return x.out.String()
+}
+
+// classify turns what a step returned into a classified failure.
+func (x *nodeExec) classify(ctx context.Context, err error) *diagnostics.Error {
+	if err == nil { // an adapter that returned without terminal evidence
+		err = fmt.Errorf("%w: the adapter returned without a terminal event", diagnostics.ErrDisconnected)
+	}
+	ce := diagnostics.Classify(err)
+	if ce.Class == diagnostics.ClassCanceled && ctx.Err() == nil {
+		ce = &diagnostics.Error{Class: diagnostics.ClassDisconnect, Err: err} // our own idle watchdog
+	}
+	return ce
+}
+
+// decide asks resume.Decide for the next step and how long to wait before
+// it; a wait that would end past the recovery deadline fails now instead.
+func (x *nodeExec) decide(ce *diagnostics.Error) (resume.Decision, time.Duration) {
+	d := resume.Decide(x.input(ce))
+	if d.Action == resume.ActFail {
+		return d, 0
+	}
+	delay := x.delay(d.Action, ce)
+	if x.recoveryLeft() < delay {
+		return resume.Decision{Action: resume.ActFail, Code: diagnostics.DeadlineExceeded,
+			Reason: fmt.Sprintf("the next step would wait %s, past the profile's recovery deadline", delay.Round(time.Millisecond))}, 0
+	}
+	return d, delay
+}
+
+// take performs one recovery action: a fresh stream, a re-attach, or a
 // check, unless the provider's circuit breaker is open.
-func (x *nodeExec) step1(ctx context.Context, action resume.Action) error {
+func (x *nodeExec) take(ctx context.Context, action resume.Action) error {
 	br := x.run.breakers[x.provNm]
 	if ok, wait := br.allow(); !ok {
 		return &diagnostics.Error{Class: diagnostics.ClassConnect,
@@ -220,7 +236,7 @@ func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 func (x *nodeExec) healthy() {
 	if !x.progressed {
 		x.progressed = true
-		x.step, x.resumes, x.recovering = 0, 0, time.Time{}
+		x.backoffN, x.resumes, x.recovering = 0, 0, time.Time{}
 	}
 	if x.idle != nil {
 		x.idle.Reset(x.prof.IdleTimeout.D())
@@ -354,8 +370,8 @@ func (x *nodeExec) delay(to resume.Action, ce *diagnostics.Error) time.Duration 
 	if to == resume.ActCheck {
 		return 0
 	}
-	d := x.prof.Backoff.Delay(x.step, x.rnd)
-	x.step++
+	d := x.prof.Backoff.Delay(x.backoffN, x.rnd)
+	x.backoffN++
 	if ra := min(ce.RetryAfter, x.prof.MaxRetryAfter.D()); ra > d {
 		d = ra
 	}
@@ -382,8 +398,12 @@ func (x *nodeExec) announce(ctx context.Context, d resume.Decision, ce *diagnost
 	x.run.progress(x.node.ID, line)
 }
 
-// fail reports why the node failed and what was tried.
+// fail ends the attempt and reports why the node failed and what was tried.
 func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.Error) error {
+	if ce.Class == diagnostics.ClassCanceled {
+		x.abandon(ctx) // the user gave up: stop the provider billing
+	}
+	x.endAttempt(ctx, ce)
 	tried := fmt.Sprintf("%d attempt(s), %d of %d retries used", x.attempt, x.total-x.retries, x.total)
 	if ce.Status == http.StatusUnauthorized || ce.Status == http.StatusForbidden {
 		d.Reason = fmt.Sprintf("authentication failed (HTTP %d): check the API key named by the provider's api_key_env; %s", ce.Status, d.Reason)

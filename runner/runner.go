@@ -276,7 +276,12 @@ func (r *runState) diag(ctx context.Context, node string, attempt int, d diagnos
 	if len(d.Attrs) > 0 {
 		extra := make(map[string]any, len(d.Attrs))
 		for _, a := range d.Attrs {
-			extra[a.Key] = a.Value.Resolve().Any()
+			v := a.Value.Resolve()
+			if v.Kind() == slog.KindDuration {
+				extra[a.Key] = v.Duration().String() // "1.3s", not nanoseconds
+			} else {
+				extra[a.Key] = v.Any()
+			}
 			attrs = append(attrs, a)
 		}
 		payload["attrs"] = extra
