@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"errors"
 	"strings"
 	"time"
 )
@@ -13,8 +12,9 @@ import (
 const (
 	// KindDelta: the payload is a piece of the node's output.
 	KindDelta = "delta"
-	// KindReset: every earlier delta of the same attempt is void (the work
-	// restarted, or its whole output came from elsewhere).
+	// KindReset: every earlier delta of the attempt (and of the attempts it
+	// continues) is void: the work restarted, or its whole output came from
+	// elsewhere.
 	KindReset = "reset"
 )
 
@@ -35,9 +35,10 @@ type Event struct {
 	Code string // a diagnostic code, or ""
 	// ProviderSeq is the provider's sequence number (Responses
 	// sequence_number), or NoProviderSeq. Caution: 0 is a real sequence
-	// number, so an event that has none must say -1. Within an attempt
-	// (Attempt > 0) an event whose ProviderSeq was already journaled is
-	// dropped: a resumed stream cannot duplicate its events.
+	// number, so an event that has none must say -1. In an attempt
+	// (Attempt > 0), an event whose ProviderSeq is already journaled for the
+	// attempt or for the attempts it continues (ModeReattach) is dropped: a
+	// resumed stream cannot duplicate events.
 	ProviderSeq int64
 	Payload     []byte
 }
@@ -51,10 +52,12 @@ type EventFilter struct {
 }
 
 // Append queues an event for the writer and returns at once, unless the
-// queue is full, in which case it waits: that is the journal's backpressure.
-// It copies the payload. It returns an error only for an unusable event, a
-// closed journal, or a writer that has failed; a nil error does not mean
-// committed (see Flush).
+// queue is full, in which case it waits: that is the journal's backpressure
+// (and why it takes no context: it never waits for anything else). It copies
+// the payload. It returns an error only for an unusable event, a closed
+// journal, or a writer that has failed; a nil error does not mean committed
+// (see Flush). The run must exist: an event for an unknown run is a bug that
+// fails the writer (every later call returns the error).
 func (j *Journal) Append(e Event) error {
 	if e.RunID == "" || e.Kind == "" || e.Attempt < 0 {
 		return j.errorf("append: %w: event needs a run id, a kind and attempt >= 0", ErrInvalid)
@@ -125,9 +128,20 @@ func eventsQuery(runID string, f EventFilter) (string, []any) {
 	return q.String(), append(args, limit)
 }
 
+// chainStartQuery finds where an attempt's chain starts. A reattach attempt
+// continues the response of the attempt before it: same output, same
+// provider sequence numbers. So the chain of attempt n is n itself, or, if n
+// is a reattach, every attempt back to the last one that was not. Arguments:
+// run id, node id, attempt.
+const chainStartQuery = `SELECT CASE
+	WHEN (SELECT mode FROM attempts WHERE run = ?1 AND node = ?2 AND n = ?3) = 'reattach'
+	THEN COALESCE((SELECT MAX(n) FROM attempts WHERE run = ?1 AND node = ?2 AND n < ?3 AND mode <> 'reattach'), 1)
+	ELSE ?3 END`
+
 const (
 	rebuildQuery = `SELECT kind, payload FROM events INDEXED BY events_by_node
-		WHERE run = (SELECT key FROM runs WHERE id = ?) AND node = ? AND attempt = ? AND kind IN ('delta', 'reset')
+		WHERE run = (SELECT key FROM runs WHERE id = ?) AND node = ? AND attempt BETWEEN ? AND ?
+			AND kind IN ('delta', 'reset')
 		ORDER BY seq`
 	// The literal "attempt > 0 AND provider_seq >= 0" lets SQLite use the
 	// partial index events_provider_seq: an O(log n) answer.
@@ -135,11 +149,23 @@ const (
 		WHERE run = (SELECT key FROM runs WHERE id = ?) AND node = ? AND attempt = ? AND attempt > 0 AND provider_seq >= 0`
 )
 
-// RebuildOutput rebuilds what one attempt of a node produced: its delta
-// payloads concatenated in seq order, starting after its last reset. It
-// reads committed events only.
+// chainStart returns where the chain of an attempt starts (chainStartQuery).
+func (j *Journal) chainStart(ctx context.Context, runID, nodeID string, attempt int) (int, error) {
+	var start int
+	err := j.rdb.QueryRowContext(ctx, chainStartQuery, runID, nodeID, attempt).Scan(&start)
+	return start, err
+}
+
+// RebuildOutput rebuilds what an attempt of a node has produced: the delta
+// payloads of its chain (the attempt, and if it is a reattach, the attempts
+// it continues) concatenated in seq order, starting after the last reset.
+// It reads committed events only.
 func (j *Journal) RebuildOutput(ctx context.Context, runID, nodeID string, attempt int) (string, error) {
-	rows, err := j.rdb.QueryContext(ctx, rebuildQuery, runID, nodeID, attempt)
+	start, err := j.chainStart(ctx, runID, nodeID, attempt)
+	if err != nil {
+		return "", j.errorf("rebuild output of %s/%s#%d: %w", runID, nodeID, attempt, err)
+	}
+	rows, err := j.rdb.QueryContext(ctx, rebuildQuery, runID, nodeID, start, attempt)
 	if err != nil {
 		return "", j.errorf("rebuild output of %s/%s#%d: %w", runID, nodeID, attempt, err)
 	}
@@ -164,18 +190,24 @@ func (j *Journal) RebuildOutput(ctx context.Context, runID, nodeID string, attem
 }
 
 // MaxProviderSeq returns the highest provider sequence number journaled for
-// an attempt (attempt >= 1), or NoProviderSeq if none. A resumed stream
-// continues after it (Responses starting_after) and may drop anything at or
-// below it. It reads committed events only: after a crash that is everything
-// there is.
+// an attempt (attempt >= 1) and the attempts it continues (see
+// RebuildOutput), or NoProviderSeq if none: the cursor a re-attachment
+// resumes after (Responses starting_after). It reads committed events only:
+// after a crash that is everything there is.
 func (j *Journal) MaxProviderSeq(ctx context.Context, runID, nodeID string, attempt int) (int64, error) {
-	var top sql.NullInt64
-	err := j.rdb.QueryRowContext(ctx, maxProviderSeqQuery, runID, nodeID, attempt).Scan(&top)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	start, err := j.chainStart(ctx, runID, nodeID, attempt)
+	if err != nil {
 		return 0, j.errorf("max provider seq of %s/%s#%d: %w", runID, nodeID, attempt, err)
 	}
-	if !top.Valid {
-		return NoProviderSeq, nil
+	top := NoProviderSeq
+	for a := start; a <= attempt; a++ {
+		var m sql.NullInt64
+		if err := j.rdb.QueryRowContext(ctx, maxProviderSeqQuery, runID, nodeID, a).Scan(&m); err != nil {
+			return 0, j.errorf("max provider seq of %s/%s#%d: %w", runID, nodeID, attempt, err)
+		}
+		if m.Valid {
+			top = max(top, m.Int64)
+		}
 	}
-	return top.Int64, nil
+	return top, nil
 }

@@ -380,3 +380,78 @@ func TestCheckpointerMovesTheWALIntoTheDatabase(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A reattach attempt continues the response of the attempt before it: its
+// output and its provider sequence numbers follow on, so rebuilding, the
+// cursor and duplicate detection all span the chain. A retry starts afresh.
+func TestReattachChains(t *testing.T) {
+	ctx := context.Background()
+	j := openTest(t, "")
+	createRun(t, j, "r")
+	begin := func(mode AttemptMode, want int) {
+		t.Helper()
+		if n, err := j.BeginAttempt(ctx, "r", "a", mode, "responses"); err != nil || n != want {
+			t.Fatalf("BeginAttempt(%s) = %d, %v; want %d", mode, n, err, want)
+		}
+	}
+	delta := func(attempt int, ps int64, text string) {
+		j.Append(Event{RunID: "r", NodeID: "a", Attempt: attempt, Kind: KindDelta, ProviderSeq: ps, Payload: []byte(text)})
+	}
+	begin(ModeStart, 1)
+	for ps, text := range []string{"The ", "quick ", "brown ", "fox "} {
+		delta(1, int64(ps), text)
+	}
+	check(t, j.Flush(ctx))
+	begin(ModeReattach, 2) // resumed from a stale cursor: 2 and 3 come again
+	delta(2, 2, "brown ")
+	delta(2, 3, "fox ")
+	delta(2, 4, "jumps")
+	begin(ModeReattach, 3) // dropped again before anything arrived
+	begin(ModeRetry, 4)    // a new response: its own numbering
+	delta(4, 0, "A ")
+	delta(4, 1, "new ")
+	begin(ModeReattach, 5)
+	delta(5, 1, "new ") // a repeat across the chain 4-5
+	delta(5, 2, "try")
+	j.Append(Event{RunID: "r", NodeID: "a", Attempt: 9, Kind: KindDelta, ProviderSeq: 0, Payload: []byte("no attempt row")})
+	check(t, j.Flush(ctx))
+
+	for _, c := range []struct {
+		attempt int
+		out     string
+		top     int64
+	}{
+		{1, "The quick brown fox ", 3},
+		{2, "The quick brown fox jumps", 4},
+		{3, "The quick brown fox jumps", 4},
+		{4, "A new ", 1},
+		{5, "A new try", 2},
+		{9, "no attempt row", 0},
+	} {
+		if out, err := j.RebuildOutput(ctx, "r", "a", c.attempt); err != nil || out != c.out {
+			t.Errorf("RebuildOutput(attempt %d) = %q, %v; want %q", c.attempt, out, err, c.out)
+		}
+		if top, err := j.MaxProviderSeq(ctx, "r", "a", c.attempt); err != nil || top != c.top {
+			t.Errorf("MaxProviderSeq(attempt %d) = %d, %v; want %d", c.attempt, top, err, c.top)
+		}
+	}
+	evs, _ := j.Events(ctx, "r", EventFilter{})
+	if len(evs) != 9 {
+		t.Errorf("%d events journaled, want 9 (12 sent, 3 repeats)", len(evs))
+	}
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("seq %d at %d: not gap-free", e.Seq, i)
+		}
+	}
+
+	// A reset voids the chain's output so far (the whole output came from a
+	// status check, say).
+	begin(ModeReattach, 6)
+	j.Append(Event{RunID: "r", NodeID: "a", Attempt: 6, Kind: KindReset, ProviderSeq: NoProviderSeq})
+	delta(6, NoProviderSeq, "A new try, whole")
+	check(t, j.Flush(ctx))
+	if out, _ := j.RebuildOutput(ctx, "r", "a", 6); out != "A new try, whole" {
+		t.Errorf("after reset: %q", out)
+	}
+}

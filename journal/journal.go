@@ -58,17 +58,21 @@ var (
 	ErrInvalid = errors.New("invalid argument")
 )
 
-// Defaults. Measured with BenchmarkAppend and BenchmarkTrickle on a shared
-// 2-core machine (see the package's bench_test.go):
-//   - DefaultBatchOps: batches of 512 events cost per event about what one
-//     huge transaction does (~110-130k events/s through this package); 64
-//     costs twice as much.
+// Defaults, measured with the benchmarks in bench_test.go on a shared 2-core
+// machine (load 3-8 from other builds; CPU per event is the stable figure):
+//   - DefaultBatchOps: the journal spends ~5-6 µs of CPU per event in
+//     batches of 512 to 4096, ~8 µs at 256 and ~13 µs at 64, because each
+//     commit rewrites the B-tree pages it touched. A stream saturating the
+//     writer gets 120-200k events/s; a 100k events/s stream runs at full rate
+//     (BenchmarkStream100k). Bigger batches gain nothing and make a waiting
+//     state change wait longer.
 //   - DefaultBatchDelay: while a stream trickles (2k events/s), lingering
 //     25 ms halves the journal's CPU against committing whenever the queue
-//     drains; it is also the most events a crash can lose, 25 ms worth, which
-//     a resumable provider replays.
+//     drains (~7% of a core against ~12-14%). It is also the most a crash
+//     can lose while the writer keeps up: 25 ms of events, which a
+//     resumable provider replays.
 //   - DefaultQueueSize: 8192 events absorb ~80 ms of a 100k events/s stream
-//     while a commit or a WAL checkpoint runs, for ~1.4 MB.
+//     when the writer is starved of CPU, for ~1.4 MB.
 //   - DefaultStaleAfter: a run lock's heartbeat goes every 15 s; a lock whose
 //     owner is silent for a minute is free (its pid, when on this host, is
 //     checked at once).

@@ -42,10 +42,14 @@ type AttemptMode string
 
 // Attempt modes.
 const (
-	ModeStart    AttemptMode = "start"    // the node's first request
-	ModeRetry    AttemptMode = "retry"    // a new request after a failed attempt
-	ModeResume   AttemptMode = "resume"   // continues a harness thread by id
-	ModeReattach AttemptMode = "reattach" // re-attaches to a response by id and cursor
+	ModeStart  AttemptMode = "start"  // the node's first request
+	ModeRetry  AttemptMode = "retry"  // a new request after a failed attempt
+	ModeResume AttemptMode = "resume" // continues a harness thread by id
+	// ModeReattach re-attaches to the previous attempt's response by id and
+	// cursor: its output and provider sequence numbers continue that
+	// attempt's, and RebuildOutput, MaxProviderSeq and duplicate detection
+	// span both.
+	ModeReattach AttemptMode = "reattach"
 )
 
 // Outcome is how an attempt ended.

@@ -85,7 +85,8 @@ CREATE TABLE events (
 ) WITHOUT ROWID;
 CREATE INDEX events_by_node ON events (run, node, seq);
 -- A provider event (one with a sequence number, inside an attempt) is
--- journaled at most once, however often a resumed stream repeats it.
+-- journaled at most once, however often a resumed stream repeats it. (Across
+-- a chain of reattach attempts, the writer checks before inserting.)
 CREATE UNIQUE INDEX events_provider_seq ON events (run, node, attempt, provider_seq)
 	WHERE provider_seq >= 0 AND attempt > 0;
 `,

@@ -45,7 +45,11 @@ type nodeExec struct {
 	wasSent    bool            // dispatched, before the current stream attempt
 	last       *diagnostics.Error
 	idle       *time.Timer // the idle watchdog of the current stream, if any
+	deadline   *time.Timer // cuts a recovery step that outlasts the deadline
 }
+
+// errRecoveryDeadline cuts a recovery step that made no progress in time.
+var errRecoveryDeadline = errors.New("recovery deadline reached during the step")
 
 // errRunnerStopped is the cause of recovery for a node picked up by a resumed run.
 var errRunnerStopped = errors.New("the runner stopped while the node was in flight")
@@ -153,6 +157,15 @@ func (x *nodeExec) take(ctx context.Context, action resume.Action) error {
 		return &diagnostics.Error{Class: diagnostics.ClassConnect,
 			Err: fmt.Errorf("%w (next probe in %s)", ErrBreakerOpen, wait.Round(time.Millisecond))}
 	}
+	if !x.recovering.IsZero() {
+		// A recovery step that makes no progress must not outlast the
+		// deadline: an agent harness can take minutes to give up by itself.
+		sctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		x.deadline = time.AfterFunc(x.recoveryLeft(), func() { cancel(errRecoveryDeadline) })
+		defer func() { x.deadline.Stop(); x.deadline = nil }()
+		ctx = sctx
+	}
 	err := x.act(ctx, action)
 	br.record(err != nil && diagnostics.Classify(err).Class == diagnostics.ClassConnect)
 	return err
@@ -237,6 +250,9 @@ func (x *nodeExec) healthy() {
 	if !x.progressed {
 		x.progressed = true
 		x.backoffN, x.resumes, x.recovering = 0, 0, time.Time{}
+		if x.deadline != nil {
+			x.deadline.Stop() // healthy again: no deadline
+		}
 	}
 	if x.idle != nil {
 		x.idle.Reset(x.prof.IdleTimeout.D())

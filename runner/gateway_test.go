@@ -1,3 +1,5 @@
+//go:build linux
+
 package runner
 
 import (
@@ -186,10 +188,20 @@ func TestGatewayNginxSilence(t *testing.T) {
 		if st := srv.Stats(); st.ReasoningTokens == 0 {
 			t.Errorf("no reasoning generated: %+v", st)
 		}
-		// The silent stream was not held open until nginx cut it: the
-		// adapter polled through the silence and re-attached from its cursor.
+		// The adapter polled through the silence and re-attached from its
+		// cursor once the response moved ...
 		if count(ds, diagnostics.PollingStarted) < 1 || count(ds, diagnostics.Reattached) < 1 {
 			t.Errorf("want NR202 polling and NR201 re-attach:\n%s", strings.Join(diagCodes(ds), "\n"))
+		}
+		// ... and the gateway's cut never reached the recovery loop. A cut
+		// silent stream that the loop re-attaches is met by the same
+		// silence and cut again: every cut spends a reconnect and the
+		// recovery deadline runs on, so a long enough silence fails the node
+		// (with ci: after three cuts, 6 s > 5 s).
+		if n := count(ds, diagnostics.DisconnectDetected); n != 0 {
+			t.Errorf("nginx cut the silent stream and the executor saw %d disconnect(s): the adapter held a silent "+
+				"stream open until the gateway's timeout (%s), which is not above the profile's idle window (%s)",
+				n, nginxTimeout, ciProfile().IdleTimeout)
 		}
 		if count(ds, diagnostics.RetryStarted)+count(ds, diagnostics.FellBackToRetry) != 0 {
 			t.Errorf("retried from scratch:\n%s", strings.Join(diagCodes(ds), "\n"))

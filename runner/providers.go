@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 
 	"github.com/noderun/noderun/provider"
+	"github.com/noderun/noderun/provider/harness"
 	"github.com/noderun/noderun/provider/openai"
 	"github.com/noderun/noderun/provider/responses"
 	"github.com/noderun/noderun/provider/sim"
@@ -40,9 +42,18 @@ func Check(g *Graph, opts *Options) error {
 		if _, _, err := endpoint(spec, getenv); err != nil {
 			errs = append(errs, fmt.Errorf("%s:%d: provider %q: %w", g.Path, spec.Line, name, err))
 		}
-		if spec.Kind == ProviderKindSim {
+		switch spec.Kind {
+		case ProviderKindSim:
 			if _, err := simConfig(spec); err != nil {
 				errs = append(errs, fmt.Errorf("%s:%d: provider %q: sim: %w", g.Path, spec.Line, name, err))
+			}
+		case ProviderKindHarness:
+			p, err := newHarness(g, spec, getenv, nil)
+			if err == nil {
+				_, err = p.LookPath()
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s:%d: provider %q: %w", g.Path, spec.Line, name, err))
 			}
 		}
 	}
@@ -56,7 +67,7 @@ func endpoint(spec *ProviderSpec, getenv func(string) string) (baseURL, key stri
 	case ProviderKindSim:
 		return "", "", nil
 	case ProviderKindHarness:
-		return "", "", errors.New("harness providers are not supported by this build yet")
+		return "", "", nil
 	}
 	baseURL = spec.BaseURL
 	if baseURL == "" {
@@ -125,6 +136,13 @@ func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, l
 			}
 		}
 		switch api {
+		case ProviderKindHarness:
+			p, err := newHarness(g, spec, getenv, log)
+			if err != nil {
+				closeAll()
+				return nil, nil, fmt.Errorf("%s:%d: provider %q: %w", g.Path, spec.Line, name, err)
+			}
+			bp.p = p
 		case ProviderKindOpenAI:
 			bp.p = openai.New(openai.Config{BaseURL: baseURL, APIKey: key})
 		case ProviderKindResponses:
@@ -149,4 +167,25 @@ func sortedProviderNames(g *Graph) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// newHarness builds an agent harness adapter. The Codex binary comes from the
+// provider's command, else $NODERUN_CODEX (what `make tools` installs), else PATH.
+func newHarness(g *Graph, spec *ProviderSpec, getenv func(string) string, log *slog.Logger) (*harness.Provider, error) {
+	name := spec.Harness
+	if name == "" {
+		name = "codex"
+	}
+	cmd := spec.Command
+	if cmd == "" && name == "codex" {
+		cmd = getenv("NODERUN_CODEX")
+	}
+	dir := spec.WorkDir
+	if dir == "" {
+		dir = filepath.Dir(g.Path)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return harness.New(harness.Config{Harness: name, Command: cmd, Args: spec.Args, Env: spec.Env, WorkDir: dir, Logger: log})
 }

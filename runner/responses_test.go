@@ -253,19 +253,31 @@ func TestResponsesNodeSurvivesDisconnects(t *testing.T) {
 		reattach bool
 	}
 	var drops []drop
+	// Every kind of drop at the points the issue names; one kind, in turn,
+	// at the points in between.
+	all := []sim.FaultKind{sim.FaultClose, sim.FaultReset, sim.FaultCut}
 	points := []struct {
 		name  string
 		after int
+		kinds []sim.FaultKind
 	}{
-		{"after_created", 1}, {"after_queued", 2}, {"after_in_progress", 3}, {"before_first_delta", 5},
-		{"after_first_delta", 6}, {"mid_text", 5 + T/2},
-		{"before_last_delta", 4 + T}, {"before_text_done", 5 + T},
-		{"after_text_done", 6 + T}, {"after_part_done", 7 + T}, {"before_completed", 8 + T},
+		{"after_created", 1, all},
+		{"after_queued", 2, all[2:]},
+		{"after_in_progress", 3, all[1:2]},
+		{"before_first_delta", 5, all[:1]},
+		{"after_first_delta", 6, all[2:]},
+		{"mid_text", 5 + T/2, all},
+		{"before_last_delta", 4 + T, all[1:2]},
+		{"before_text_done", 5 + T, all[:1]},
+		{"after_text_done", 6 + T, all},
+		{"after_part_done", 7 + T, all[2:]},
+		{"before_completed", 8 + T, all},
 	}
 	for _, p := range points {
-		for _, kind := range []sim.FaultKind{sim.FaultClose, sim.FaultReset, sim.FaultCut} {
+		for _, kind := range p.kinds {
 			drops = append(drops, drop{name: fmt.Sprintf("%s_%s_%d", kind, p.name, p.after),
-				faults:   []sim.Fault{{Endpoint: sim.EndpointResponsesCreate, Requests: []int{1}, Kind: kind, AfterEvents: p.after}},
+				faults: []sim.Fault{{Endpoint: sim.EndpointResponsesCreate, Requests: []int{1}, Kind: kind, AfterEvents: p.after}},
+				// at least T/2 tokens (100 ms) still to generate at the drop
 				reattach: p.after <= 5+T/2})
 		}
 	}

@@ -64,7 +64,7 @@ type Descriptor struct {
 	ThreadNotFound []Pattern `yaml:"thread_not_found"`
 	// StderrMessage finds the failure message on stderr when no event gave
 	// one: its first capture group (or the whole match) of the last match.
-	// Default: the last non-empty stderr line.
+	// When it matches nothing (or is not set): the last non-empty stderr line.
 	StderrMessage *Pattern `yaml:"stderr_message"`
 	// ExitGrace is how long the process may take to exit after terminal
 	// evidence before it is killed. Default 10s.

@@ -27,7 +27,8 @@ func fake(t *testing.T, harness, script, resumeScript string) (*Provider, Config
 		Harness: harness,
 		Command: os.Args[0],
 		Env: map[string]string{"NR_HARNESS_FAKE": "agent", "FAKE_SCRIPT": script,
-			"FAKE_RESUME_SCRIPT": resumeScript, "FAKE_ECHO": "echoed"},
+			"FAKE_RESUME_SCRIPT": resumeScript, "FAKE_ECHO": "echoed",
+			"GORACE": "atexit_sleep_ms=0"}, // a -race binary sleeps 1 s on exit(0) otherwise
 		WorkDir: t.TempDir(),
 	}
 	p, err := New(cfg)
@@ -177,7 +178,9 @@ exit 1`, diagnostics.ClassDisconnect, 503, "unexpected status 503"},
 out {"type":"error","message":"exceeded retry limit, last status: 429 Too Many Requests"}
 exit 1`, diagnostics.ClassRateLimited, 429, "Codex ran out of retries"},
 		{"stderr only", "err WARNING: whatever\nerr Error: boom happened\nerr Stack backtrace:\nerr    0: <unknown>\nexit 1",
-			diagnostics.ClassDisconnect, 0, "codex: boom happened (exit code 1)"},
+			diagnostics.ClassDisconnect, 0, "codex: Error: boom happened (exit code 1)"},
+		{"usage error", "err error: unexpected argument '--sandbox' found\nerr \nerr Usage: codex exec resume [OPTIONS]\nexit 2",
+			diagnostics.ClassDeterministic, 0, "codex: Codex rejected its command line"},
 		{"exit 0 without terminal event", `out {"type":"thread.started","thread_id":"T1"}`,
 			diagnostics.ClassDisconnect, 0, "the process ended without turn.completed"},
 	} {
@@ -265,21 +268,35 @@ func TestFakeEmitErrorStopsProcess(t *testing.T) {
 
 func TestFakeChildOutsideGroupHoldsStdout(t *testing.T) {
 	t.Parallel()
-	pidfile := filepath.Join(t.TempDir(), "child.pid")
-	p, _ := fake(t, "codex", "spawn-setsid "+pidfile+`
+	for _, tc := range []struct {
+		spawn string
+		swept bool // killed by the marker sweep
+	}{{"spawn-setsid", true}, {"spawn-setsid-clean-env", false}} {
+		t.Run(tc.spawn, func(t *testing.T) {
+			t.Parallel()
+			pidfile := filepath.Join(t.TempDir(), "child.pid")
+			p, _ := fake(t, "codex", tc.spawn+" "+pidfile+`
 out {"type":"thread.started","thread_id":"T1"}
 out {"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"ok"}}
 out {"type":"turn.completed"}`, "")
-	r := &recorder{t: t}
-	start := time.Now()
-	err := p.Stream(testCtx(t, 20*time.Second), provider.Request{Prompt: "x"}, r.emit)
-	pid := readPid(t, pidfile)
-	_ = syscall.Kill(pid, syscall.SIGKILL) // it left our process group: not ours to stop
-	if err != nil || r.out.String() != "ok" {
-		t.Fatalf("err %v output %q", err, r.out.String())
-	}
-	if el := time.Since(start); el > drainWait+5*time.Second {
-		t.Errorf("took %s: a child holding stdout must not block the call", el)
+			r := &recorder{t: t}
+			start := time.Now()
+			err := p.Stream(testCtx(t, 20*time.Second), provider.Request{Prompt: "x"}, r.emit)
+			el := time.Since(start)
+			pid := readPid(t, pidfile)
+			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+			if err != nil || r.out.String() != "ok" {
+				t.Fatalf("err %v output %q", err, r.out.String())
+			}
+			if el > drainWait+5*time.Second {
+				t.Errorf("took %s: a child holding stdout must not block the call", el)
+			}
+			if tc.swept {
+				gone(t, pid) // it left the process group, but carries the run's marker
+			} else if syscall.Kill(pid, 0) != nil {
+				t.Error("a child without the marker, outside the group, cannot be found: it should still run")
+			}
+		})
 	}
 }
 
@@ -445,6 +462,13 @@ func TestBinaryNotFound(t *testing.T) {
 	err = p.Stream(t.Context(), provider.Request{Prompt: "x"}, (&recorder{t: t}).emit)
 	if classOf(err) != diagnostics.ClassDeterministic || !strings.Contains(err.Error(), "make tools") {
 		t.Fatalf("err %v", err)
+	}
+	if _, err := p.LookPath(); err == nil || !strings.Contains(err.Error(), "make tools") {
+		t.Errorf("LookPath: %v", err)
+	}
+	p, _ = New(Config{Harness: "codex", Command: os.Args[0]})
+	if path, err := p.LookPath(); err != nil || path != os.Args[0] {
+		t.Errorf("LookPath: %q %v", path, err)
 	}
 }
 

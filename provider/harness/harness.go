@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,6 +71,12 @@ func New(cfg Config) (*Provider, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if strings.ContainsRune(cfg.Command, filepath.Separator) && !filepath.IsAbs(cfg.Command) {
+		// exec would resolve a relative path against the process's working directory.
+		if cfg.Command, err = filepath.Abs(cfg.Command); err != nil {
+			return nil, fmt.Errorf("harness %s: command: %w", d.Name, err)
+		}
 	}
 	cfg.Args = slices.Clone(cfg.Args)
 	cfg.Env = maps.Clone(cfg.Env)
@@ -184,6 +191,17 @@ func (p *Provider) values(req provider.Request, dir, thread string) map[string]s
 	return v
 }
 
+// LookPath resolves the binary a call would run, without running it, for
+// up-front checks (`noderun check`): the error says how to install it.
+func (p *Provider) LookPath() (string, error) {
+	path, err := exec.LookPath(p.command())
+	if err != nil {
+		return "", fmt.Errorf("%s: cannot run %q: %w (install it, e.g. with `make tools`, or set the provider's command)",
+			p.desc.Name, p.command(), err)
+	}
+	return path, nil
+}
+
 func (p *Provider) command() string {
 	if p.cfg.Command != "" {
 		return p.cfg.Command
@@ -206,10 +224,9 @@ func (p *Provider) run(ctx context.Context, dir string, argv []string, want stri
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", name, context.Cause(ctx))
 	}
-	bin := p.command()
-	if _, err := exec.LookPath(bin); err != nil {
-		return diagnostics.Wrap(diagnostics.ClassDeterministic,
-			fmt.Errorf("%s: cannot run %q: %w (install it, e.g. with `make tools`, or set the provider's command)", name, bin, err))
+	bin, err := p.LookPath()
+	if err != nil {
+		return diagnostics.Wrap(diagnostics.ClassDeterministic, err)
 	}
 	runCtx, kill := context.WithCancelCause(ctx)
 	defer kill(nil)
@@ -405,18 +422,16 @@ func (s *session) finish() error {
 }
 
 // stderrMessage finds the failure message on stderr: the last match of re
-// (its first group, if any), or the last non-empty line.
+// (its first group, if any), else the last non-empty line.
 func stderrMessage(re *Pattern, stderr string) string {
 	if re != nil && re.Regexp != nil {
-		ms := re.FindAllStringSubmatch(stderr, -1)
-		if len(ms) == 0 {
-			return ""
+		if ms := re.FindAllStringSubmatch(stderr, -1); len(ms) > 0 {
+			m := ms[len(ms)-1]
+			if len(m) > 1 {
+				return strings.TrimSpace(m[1])
+			}
+			return strings.TrimSpace(m[0])
 		}
-		m := ms[len(ms)-1]
-		if len(m) > 1 {
-			return strings.TrimSpace(m[1])
-		}
-		return strings.TrimSpace(m[0])
 	}
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])

@@ -40,6 +40,7 @@ func TestMain(m *testing.M) {
 //	argv            print {"type":"argv","argv":[...],"dir":...,"env":$FAKE_ECHO}
 //	spawn FILE      start a sleeper child (same process group, same stdout) that writes its pid to FILE
 //	spawn-setsid F  the same in a new session (outside the process group)
+//	spawn-setsid-clean-env F  the same without the parent's environment
 //	ignore-term     ignore SIGTERM
 //	close-stdout    close stdout
 //	hang            wait forever
@@ -70,12 +71,15 @@ func fakeAgent() int {
 			dir, _ := os.Getwd()
 			b, _ := json.Marshal(map[string]any{"type": "argv", "argv": os.Args[1:], "dir": dir, "env": os.Getenv("FAKE_ECHO")})
 			fmt.Println(string(b))
-		case "spawn", "spawn-setsid":
+		case "spawn", "spawn-setsid", "spawn-setsid-clean-env":
 			c := exec.Command(os.Args[0])
 			c.Env = append(os.Environ(), "NR_HARNESS_FAKE=sleeper", "FAKE_PIDFILE="+arg)
 			c.Stdout, c.Stderr = os.Stdout, os.Stderr
-			if cmd == "spawn-setsid" {
+			if cmd != "spawn" {
 				c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			}
+			if cmd == "spawn-setsid-clean-env" {
+				c.Env = []string{"NR_HARNESS_FAKE=sleeper", "FAKE_PIDFILE=" + arg}
 			}
 			if err := c.Start(); err != nil {
 				fmt.Fprintln(os.Stderr, "spawn:", err)

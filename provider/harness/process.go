@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -34,6 +36,7 @@ const (
 type process struct {
 	cmd        *exec.Cmd
 	pid        int
+	marker     string // MarkerEnv=value, in the environment of the process and its descendants
 	outR, errR *os.File
 	stderr     tailBuffer
 	stderrDone chan struct{}
@@ -57,12 +60,13 @@ func startProcess(ctx context.Context, bin string, argv []string, dir string, en
 	}
 	cmd := exec.CommandContext(ctx, bin, argv...)
 	cmd.Dir = dir
-	cmd.Env = env
+	marker := MarkerEnv + "=" + rand.Text()
+	cmd.Env = append(env[:len(env):len(env)], marker)
 	cmd.Stdin = nil // /dev/null: a harness must not wait for input
 	cmd.Stdout = outW
 	cmd.Stderr = errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	pr := &process{cmd: cmd, outR: outR, errR: errR, stderrDone: make(chan struct{}), log: log}
+	pr := &process{cmd: cmd, marker: marker, outR: outR, errR: errR, stderrDone: make(chan struct{}), log: log}
 	cmd.Cancel = pr.terminate
 	err = cmd.Start()
 	outW.Close()
@@ -75,6 +79,54 @@ func startProcess(ctx context.Context, bin string, argv []string, dir string, en
 	pr.pid = cmd.Process.Pid
 	go pr.readStderr()
 	return pr, nil
+}
+
+// MarkerEnv is set, to a value unique to each run, in the environment of
+// every harness process. Descendants that leave the process group (Codex
+// starts its shell-snapshot `bash -lc` with setsid) still carry it, which is
+// how they are found and killed when the run ends.
+const MarkerEnv = "NODERUN_HARNESS_RUN"
+
+// sweep kills every process that carries this run's marker (Linux, through
+// /proc; elsewhere only the process group is killed). It repeats while it
+// finds some, in case one was forking.
+func (pr *process) sweep() {
+	want := []byte(pr.marker + "\x00")
+	self := os.Getpid()
+	for range 10 {
+		found := 0
+		ents, err := os.ReadDir("/proc")
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == self {
+				continue
+			}
+			env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+			if err != nil || !bytes.Contains(env, want) {
+				continue
+			}
+			if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && zombie(st) {
+				continue
+			}
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				found++
+				pr.log.Debug("harness: killed a process left behind", "pid", pid)
+			}
+		}
+		if found == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// zombie reports whether a /proc/PID/stat line is a zombie's.
+func zombie(stat []byte) bool {
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
 // signal sends sig to the process group.
@@ -112,6 +164,7 @@ func (pr *process) loop(handle func([]byte), terminal func() bool, grace time.Du
 		close(waitc)
 	}()
 	var graceT, drainT <-chan time.Time
+	var exitedAt time.Time
 	exited := false
 	for lines != nil || !exited {
 		select {
@@ -128,10 +181,11 @@ func (pr *process) loop(handle func([]byte), terminal func() bool, grace time.Du
 				graceT = time.After(grace)
 			}
 		case <-waitc:
-			waitc, exited, graceT = nil, true, nil
+			waitc, exited, graceT, exitedAt = nil, true, nil, time.Now()
 			pr.exited.Store(true)
 			pr.state = pr.cmd.ProcessState
 			pr.signal(syscall.SIGKILL) // what is left of the group
+			pr.sweep()                 // and of the descendants that left it
 			if lines != nil {
 				drainT = time.After(drainWait)
 			}
@@ -146,7 +200,7 @@ func (pr *process) loop(handle func([]byte), terminal func() bool, grace time.Du
 	pr.outR.Close()
 	select {
 	case <-pr.stderrDone:
-	case <-time.After(drainWait):
+	case <-time.After(drainWait - time.Since(exitedAt)):
 	}
 	pr.errR.Close()
 	<-pr.stderrDone
@@ -212,8 +266,22 @@ func signalOf(st *os.ProcessState) string {
 	if st == nil {
 		return ""
 	}
-	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return ws.Signal().String()
+	ws, ok := st.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return ""
 	}
-	return ""
+	switch sig := ws.Signal(); sig {
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGSEGV:
+		return "SIGSEGV"
+	case syscall.SIGABRT:
+		return "SIGABRT"
+	default:
+		return fmt.Sprintf("signal %d (%s)", int(sig), sig)
+	}
 }

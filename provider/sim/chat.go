@@ -88,7 +88,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		s.answer(w, r, EndpointChat, f, c.completion())
 		return
 	}
-	sw, err := s.startSSE(w, r, EndpointChat, f, p.keepalive)
+	sw, err := s.startSSE(w, r, EndpointChat, f, p.keepalive, nil)
 	if err != nil {
 		return
 	}

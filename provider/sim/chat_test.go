@@ -328,3 +328,30 @@ func TestChatBursts(t *testing.T) {
 		t.Fatalf("bursts not separated by silences: %v", el)
 	}
 }
+
+// TestClientGoneStopsGeneration: a non-background stream stops producing
+// tokens when its client disconnects.
+func TestClientGoneStopsGeneration(t *testing.T) {
+	s := start(t, Config{Tokens: 400, TokensPerSecond: 200})
+	st, err := client(t, s).CreateChatCompletionStream(ctxT(t), chatReq("g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := st.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	var n int64
+	waitFor(t, func() bool {
+		m := s.Stats().TokensGenerated
+		stable := m == n
+		n = m
+		time.Sleep(50 * time.Millisecond)
+		return stable
+	})
+	if n >= 100 {
+		t.Fatalf("generation went on after the client left: %d tokens", n)
+	}
+}

@@ -82,7 +82,7 @@ func TestOutage(t *testing.T) {
 // TestOutageOverHTTP: POST /sim/outage?for=D refuses connections for D.
 func TestOutageOverHTTP(t *testing.T) {
 	s := start(t, Config{Tokens: 2})
-	resp, err := http.Post("http://"+s.Addr()+"/sim/outage?for=300ms", "", nil)
+	resp, err := http.Post("http://"+s.Addr()+"/sim/outage?for=1s", "", nil)
 	if err != nil || resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("%v %v", resp, err)
 	}

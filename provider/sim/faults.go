@@ -69,8 +69,9 @@ var endpoints = []string{EndpointChat, EndpointResponsesCreate, EndpointResponse
 type Fault struct {
 	// Endpoint is one of the Endpoint* names; "" matches any.
 	Endpoint string `yaml:"endpoint" json:"endpoint,omitempty"`
-	// Requests are 1-based request numbers counted per endpoint (for
-	// refuse: connection numbers); empty matches every request.
+	// Requests are 1-based request numbers, counted per endpoint (a fault
+	// without Endpoint matches request n of whichever endpoint; for refuse
+	// they are connection numbers); empty matches every request.
 	Requests []int `yaml:"requests" json:"requests,omitempty"`
 	// ResponseID restricts the fault to requests about this response.
 	ResponseID string `yaml:"response_id" json:"response_id,omitempty"`

@@ -70,7 +70,7 @@ func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request) {
 			s.answer(w, r, ep, f, created)
 			return
 		}
-		if sw, err := s.startSSE(w, r, ep, f, p.keepalive); err == nil {
+		if sw, err := s.startSSE(w, r, ep, f, p.keepalive, nil); err == nil {
 			_ = s.tail(sw, rec, 0)
 		}
 		return
@@ -78,7 +78,7 @@ func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request) {
 
 	g.ctx = r.Context()
 	if req.Stream {
-		sw, err := s.startSSE(w, r, ep, f, p.keepalive)
+		sw, err := s.startSSE(w, r, ep, f, p.keepalive, rec.interrupt)
 		if err == nil {
 			g.out = sw
 			err = g.run()
@@ -154,7 +154,7 @@ func (s *Server) handleGetResponse(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if sw, err := s.startSSE(w, r, ep, f, rec.p.keepalive); err == nil {
+	if sw, err := s.startSSE(w, r, ep, f, rec.p.keepalive, nil); err == nil {
 		_ = s.tail(sw, rec, after+1)
 	}
 }

@@ -36,17 +36,21 @@ type sseWriter struct {
 	last      time.Time // last write
 	dirty     bool      // written, not flushed
 	cutNext   bool
+	// ending, if set, runs before a fault ends the connection, so that the
+	// server's state (a response marked interrupted) is settled before the
+	// client can observe the end and ask about it.
+	ending func()
 }
 
 // startSSE sends the stream's headers at once, as a real server does, so
-// the client's create call returns before the first token.
-func (s *Server) startSSE(w http.ResponseWriter, r *http.Request, endpoint string, f *Fault, keepalive time.Duration) (*sseWriter, error) {
+// the client's create call returns before the first token. ending may be nil.
+func (s *Server) startSSE(w http.ResponseWriter, r *http.Request, endpoint string, f *Fault, keepalive time.Duration, ending func()) (*sseWriter, error) {
 	if f != nil && !connFault(f.Kind) {
 		f = nil
 	}
 	sw := &sseWriter{
 		s: s, ctx: r.Context(), w: w, rc: http.NewResponseController(w), conn: connOf(r),
-		endpoint: endpoint, fault: f, keepalive: keepalive, last: time.Now(),
+		endpoint: endpoint, fault: f, keepalive: keepalive, last: time.Now(), ending: ending,
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
@@ -115,11 +119,19 @@ func (sw *sseWriter) check() error {
 	case FaultReset:
 		sw.s.faultActed(f, sw.endpoint)
 		_ = sw.flush()
+		sw.end()
 		sw.abort(true)
 		return errFaulted
 	}
 	sw.s.faultActed(f, sw.endpoint) // close: the handler returns, ending the body cleanly
+	sw.end()
 	return errFaulted
+}
+
+func (sw *sseWriter) end() {
+	if sw.ending != nil {
+		sw.ending()
+	}
 }
 
 // cut writes the first half of frame's data line, then drops the
@@ -137,6 +149,7 @@ func (sw *sseWriter) cut(frame []byte) error {
 	half := i + max(1, end/2)
 	_ = sw.write(frame[:half])
 	_ = sw.flush()
+	sw.end()
 	sw.abort(false)
 	return errFaulted
 }

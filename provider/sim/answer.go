@@ -1,3 +1,6 @@
+// Non-streaming answers: JSON bodies, OpenAI-style errors and the faults
+// that act on them.
+
 package sim
 
 import (
@@ -26,7 +29,7 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
-// errorTypes are the error type and code OpenAI sends with a status.
+// errorType is the error type and code OpenAI sends with a status.
 func errorType(status int) (typ, code string) {
 	switch status {
 	case http.StatusUnauthorized:
