@@ -26,6 +26,10 @@ type Profile struct {
 	// IdleTimeout: a stream with no event for this long is treated as dropped
 	// (providers that cannot be checked) or switched to polling (those that can).
 	IdleTimeout Duration `yaml:"idle_timeout"`
+	// PollAfter: a Responses stream silent this long is let go and its
+	// status polled instead. Keep it below the idle timeouts of the gateways
+	// in the path (nginx and ALB: 60s), so that no gateway ever cuts it.
+	PollAfter Duration `yaml:"poll_after"`
 	// PollInterval is how often a silent response's status is polled.
 	PollInterval Duration `yaml:"poll_interval"`
 	// StuckAfter: a response queued with no progress for this long is cancelled.
@@ -86,6 +90,8 @@ func (p Profile) Validate() error {
 		return fmt.Errorf("profile %q: backoff.factor must be >= 1, got %g", p.Name, p.Backoff.Factor)
 	case p.Deadline.D() <= 0:
 		return fmt.Errorf("profile %q: deadline must be > 0", p.Name)
+	case p.PollAfter.D() <= 0:
+		return fmt.Errorf("profile %q: poll_after must be > 0", p.Name)
 	case p.PollInterval.D() <= 0:
 		return fmt.Errorf("profile %q: poll_interval must be > 0", p.Name)
 	case p.Breaker < 0 || (p.Breaker > 0 && p.BreakerCooldown.D() <= 0):
@@ -101,21 +107,21 @@ func Builtins() map[string]Profile {
 		"default": {
 			Name: "default", Retries: 3, Reconnects: 8,
 			Backoff:  Backoff{Base: D(time.Second), Factor: 2, Cap: D(30 * time.Second)},
-			Deadline: D(10 * time.Minute), IdleTimeout: D(90 * time.Second),
+			Deadline: D(10 * time.Minute), IdleTimeout: D(90 * time.Second), PollAfter: D(30 * time.Second),
 			PollInterval: D(5 * time.Second), StuckAfter: D(2 * time.Minute), MaxRetryAfter: D(2 * time.Minute),
 			Breaker: 5, BreakerCooldown: D(5 * time.Second),
 		},
 		"ci": {
 			Name: "ci", Retries: 3, Reconnects: 8,
 			Backoff:  Backoff{Base: D(5 * time.Millisecond), Factor: 2, Cap: D(50 * time.Millisecond)},
-			Deadline: D(5 * time.Second), IdleTimeout: D(2 * time.Second),
+			Deadline: D(5 * time.Second), IdleTimeout: D(2 * time.Second), PollAfter: D(time.Second),
 			PollInterval: D(50 * time.Millisecond), StuckAfter: D(500 * time.Millisecond), MaxRetryAfter: D(2 * time.Second),
 			Breaker: 3, BreakerCooldown: D(500 * time.Millisecond),
 		},
 		"patient": {
 			Name: "patient", Retries: 5, Reconnects: 50,
 			Backoff:  Backoff{Base: D(2 * time.Second), Factor: 2, Cap: D(60 * time.Second)},
-			Deadline: D(60 * time.Minute), IdleTimeout: D(10 * time.Minute),
+			Deadline: D(60 * time.Minute), IdleTimeout: D(10 * time.Minute), PollAfter: D(45 * time.Second),
 			PollInterval: D(15 * time.Second), StuckAfter: D(10 * time.Minute), MaxRetryAfter: D(10 * time.Minute),
 			Breaker: 5, BreakerCooldown: D(15 * time.Second),
 		},

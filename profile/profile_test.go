@@ -90,3 +90,23 @@ func TestParseErrors(t *testing.T) {
 		}
 	}
 }
+
+// Profiles files are user input: Parse never panics, and whatever it accepts
+// validates.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("ci:\n  retries: 1\n"))
+	f.Add([]byte("long:\n  deadline: 2h\n  backoff: {base: 3s, factor: 3, cap: 1m}\n  breaker: 2\n  breaker_cooldown: 1s\n"))
+	f.Add([]byte("x: [1, 2]\n"))
+	f.Add([]byte("a: &a {retries: 2}\nb: *a\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		set, err := Parse("fuzz.yaml", data)
+		if err != nil {
+			return
+		}
+		for name, p := range set {
+			if err := p.Validate(); err != nil {
+				t.Fatalf("accepted profile %q does not validate: %v", name, err)
+			}
+		}
+	})
+}

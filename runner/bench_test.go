@@ -15,13 +15,13 @@ import (
 	"github.com/noderun/noderun/provider/sim"
 )
 
-// BenchmarkRunnerVsBareClient reads the same 20,000-token stream from the
+// BenchmarkRunnerVsBareClient reads the same 100,000-token stream from the
 // simulator twice per iteration: once through the runner, with every chunk
 // journaled in SQLite, and once through a bare go-openai loop that discards
 // it. It reports both medians and their ratio (target <= 1.10), measured in
 // the same run so machine noise hits both alike.
 func BenchmarkRunnerVsBareClient(b *testing.B) {
-	const tokens = 20000
+	const tokens = 100000
 	srv := sim.New(sim.Config{Seed: 1, Tokens: tokens})
 	if err := srv.Start(""); err != nil {
 		b.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
@@ -44,8 +46,9 @@ type nodeExec struct {
 	dispatched bool            // some attempt may have reached the provider
 	wasSent    bool            // dispatched, before the current stream attempt
 	last       *diagnostics.Error
-	idle       *time.Timer // the idle watchdog of the current stream, if any
-	deadline   *time.Timer // cuts a recovery step that outlasts the deadline
+	touched    atomic.Int64 // unix nanos of the last healthy data, for the idle watchdog
+	deadline   *time.Timer  // cuts a recovery step that outlasts the deadline
+	chunks     coalescer    // deltas on their way to the journal
 }
 
 // errRecoveryDeadline cuts a recovery step that made no progress in time.
@@ -167,6 +170,9 @@ func (x *nodeExec) take(ctx context.Context, action resume.Action) error {
 		ctx = sctx
 	}
 	err := x.act(ctx, action)
+	if ferr := x.chunks.flush(); ferr != nil && err == nil {
+		err = ferr
+	}
 	br.record(err != nil && diagnostics.Classify(err).Class == diagnostics.ClassConnect)
 	return err
 }
@@ -203,6 +209,14 @@ func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 		rec := journal.Event{RunID: x.run.id, NodeID: x.node.ID, Attempt: x.attempt, Kind: string(ev.Kind),
 			ProviderSeq: ev.Seq, Time: ev.Time}
 		switch ev.Kind {
+		case provider.KindDelta, provider.KindReasoning:
+		default:
+			// Anything else is journaled after the chunks that came before it.
+			if err := x.chunks.flush(); err != nil {
+				return err
+			}
+		}
+		switch ev.Kind {
 		case provider.KindRef:
 			if ev.Ref == x.cur.Ref {
 				return nil
@@ -213,13 +227,17 @@ func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 				return err
 			}
 			rec.Payload = []byte(ev.Ref)
+			if x.prov.Capabilities().Check { // a harness reports its thread itself (NR301)
+				x.diag(ctx, diagnostics.New(diagnostics.ResponseCreated, "response "+ev.Ref+" created; journaled for resume",
+					slog.String("ref", ev.Ref)))
+			}
 		case provider.KindDelta:
 			x.out.WriteString(ev.Text)
-			rec.Payload = []byte(ev.Text)
 			x.healthy()
+			return x.chunks.add(rec, ev.Text)
 		case provider.KindReasoning:
-			rec.Payload = []byte(ev.Text)
 			x.healthy()
+			return x.chunks.add(rec, ev.Text)
 		case provider.KindProgress:
 			x.healthy()
 			return nil // the cursor is in memory and on the next journaled event
@@ -254,9 +272,7 @@ func (x *nodeExec) healthy() {
 			x.deadline.Stop() // healthy again: no deadline
 		}
 	}
-	if x.idle != nil {
-		x.idle.Reset(x.prof.IdleTimeout.D())
-	}
+	x.touched.Store(time.Now().UnixNano())
 }
 
 // withWatchdog runs f under an idle watchdog unless the adapter handles
@@ -271,8 +287,23 @@ func (x *nodeExec) withWatchdog(ctx context.Context, f func(context.Context, pro
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	x.idle = time.AfterFunc(idle, func() { cancel(diagnostics.ErrIdleTimeout) })
-	defer func() { x.idle.Stop(); x.idle = nil }()
+	// The timer re-arms itself from the last healthy data, so a chunk costs an
+	// atomic store, not a timer reset.
+	x.touched.Store(time.Now().UnixNano())
+	var mu sync.Mutex // orders the assignment of t before its callback's use
+	mu.Lock()
+	var t *time.Timer
+	t = time.AfterFunc(idle, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if left := idle - time.Since(time.Unix(0, x.touched.Load())); left > 0 {
+			t.Reset(left)
+			return
+		}
+		cancel(diagnostics.ErrIdleTimeout)
+	})
+	mu.Unlock()
+	defer t.Stop()
 	return f(wctx, x.emit(ctx))
 }
 
@@ -421,7 +452,8 @@ func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.
 	}
 	x.endAttempt(ctx, ce)
 	tried := fmt.Sprintf("%d attempt(s), %d of %d retries used", x.attempt, x.total-x.retries, x.total)
-	if ce.Status == http.StatusUnauthorized || ce.Status == http.StatusForbidden {
+	if (ce.Status == http.StatusUnauthorized || ce.Status == http.StatusForbidden) &&
+		x.run.g.Providers[x.provNm].Kind != ProviderKindHarness { // a harness explains its own credentials
 		d.Reason = fmt.Sprintf("authentication failed (HTTP %d): check the API key named by the provider's api_key_env; %s", ce.Status, d.Reason)
 	}
 	if d.Code != diagnostics.NodeFailed {

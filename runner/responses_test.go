@@ -622,6 +622,40 @@ func TestResponsesNodeSilenceWithKeepalivesPolls(t *testing.T) {
 	}
 }
 
+// A drop just before a silence longer than the recovery deadline: the
+// re-attach finds nothing to stream, polls through the silence while the
+// status says in_progress, and re-attaches when output moves. The deadline
+// must not cut that polling: a stall is declared only when the status says
+// the response is not progressing, never from silence alone (issue 4).
+func TestResponsesNodeDropBeforeLongSilence(t *testing.T) {
+	const T = 50
+	want := undisturbedResponses(t, T, "")
+	prof := ciProfile()
+	silence := prof.Deadline.D() + time.Second
+	// Events 0-4 come at once, then the silence before the first delta.
+	srv := startSim(t, sim.Config{Seed: respSeed, Tokens: T, Silence: silence, Faults: []sim.Fault{
+		{Endpoint: sim.EndpointResponsesCreate, Requests: []int{1}, Kind: sim.FaultClose, AfterEvents: 5}}})
+	j := openJournal(t)
+	start := time.Now()
+	res := runGraph(t, responsesGraph(t, srv.BaseURL(), ""), j)
+	took := time.Since(start)
+	ds := diagRecs(t, j, res.RunID, respNode)
+	if n := res.Nodes[0]; n.State != journal.NodeCompleted {
+		t.Fatalf("node %s after %s: %v\n%s", n.State, took.Round(time.Millisecond), n.Err, strings.Join(diagCodes(ds), "\n"))
+	}
+	checkOutput(t, j, res, want)
+	checkOneResponse(t, srv, T)
+	if took < silence {
+		t.Errorf("completed in %s, before the %s silence ended", took, silence)
+	}
+	if !inOrder(ds, diagnostics.DisconnectDetected, diagnostics.StatusChecked, diagnostics.ReconnectScheduled,
+		diagnostics.Reattached, diagnostics.PollingStarted, diagnostics.Reattached, diagnostics.Recovered) ||
+		count(ds, diagnostics.DisconnectDetected) != 1 || count(ds, diagnostics.DeadlineExceeded) != 0 {
+		t.Errorf("want NR101, NR203, NR102, NR201, NR202, NR201, NR108:\n%s", strings.Join(diagCodes(ds), "\n"))
+	}
+	checkReattachCursors(t, ds[:2])
+}
+
 // assertKeepalives checks on a simulator of its own that cfg really sends
 // keepalive comments during the silence, so that the test above shows they
 // are ignored rather than absent.

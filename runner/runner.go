@@ -227,7 +227,7 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 		model = bp.model
 	}
 	x := &nodeExec{run: r, node: n, prov: bp.p, provNm: n.Provider, prof: r.prof, side: resume.SideEffects(n.SideEffects),
-		total: total, retries: total, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		chunks: coalescer{j: r.j}, total: total, retries: total, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		req: provider.Request{Node: n.ID, Model: model, System: system, Prompt: prompt,
 			ReasoningEffort: n.ReasoningEffort, MaxOutputTokens: n.MaxOutputTokens, WorkDir: bp.workDir, Policy: r.prof}}
 	out, err := x.execute(ctx, r.entries[n.ID])

@@ -130,9 +130,12 @@ func zombie(stat []byte) bool {
 }
 
 // signal sends sig to the process group.
+// It reads the pid from cmd.Process, which Start sets before the goroutine
+// that may call terminate exists (pr.pid is set after Start returns).
 func (pr *process) signal(sig syscall.Signal) {
-	if err := syscall.Kill(-pr.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		pr.log.Debug("harness: signal", "pid", pr.pid, "signal", sig, "error", err)
+	pid := pr.cmd.Process.Pid
+	if err := syscall.Kill(-pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		pr.log.Debug("harness: signal", "pid", pid, "signal", sig, "error", err)
 	}
 }
 

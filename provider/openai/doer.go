@@ -51,29 +51,38 @@ func (d *watchingDoer) Do(req *http.Request) (*http.Response, error) {
 var doneLine = []byte("data: [DONE]")
 
 // doneWatcher passes the body through and notes a line that is exactly
-// `data: [DONE]` (with or without the space). It keeps only the current
-// line's prefix, so it costs nothing on long streams.
+// `data: [DONE]` (with or without the space). It keeps only the first bytes
+// of the current line and skips from newline to newline, so it costs next
+// to nothing on long streams.
 type doneWatcher struct {
 	r    io.ReadCloser
 	obs  *observation
-	line []byte // start of the current line, at most len(doneLine)+1 bytes
+	line []byte // start of the current line, at most len(doneLine)+2 bytes
 }
 
 func (w *doneWatcher) Read(p []byte) (int, error) {
 	n, err := w.r.Read(p)
-	for _, b := range p[:n] {
-		if b == '\n' || b == '\r' {
-			if isDone(w.line) {
-				w.obs.done.Store(true)
-			}
-			w.line = w.line[:0]
-			continue
+	b := p[:n]
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			w.keep(b)
+			break
 		}
-		if len(w.line) <= len(doneLine) {
-			w.line = append(w.line, b)
+		w.keep(b[:i])
+		if isDone(bytes.TrimSuffix(w.line, []byte("\r"))) {
+			w.obs.done.Store(true)
 		}
+		w.line = w.line[:0]
+		b = b[i+1:]
 	}
 	return n, err
+}
+
+func (w *doneWatcher) keep(seg []byte) {
+	if room := len(doneLine) + 2 - len(w.line); room > 0 {
+		w.line = append(w.line, seg[:min(room, len(seg))]...)
+	}
 }
 
 func isDone(line []byte) bool {

@@ -184,7 +184,7 @@ func (s *session) attach(ctx context.Context) (*conn, error) {
 		cancel()
 		return nil, &diagnostics.Error{Class: diagnostics.ClassDeterministic, Err: fmt.Errorf("responses re-attach: %w", err)}
 	}
-	dog := newWatchdog(s.req.Policy.IdleTimeout.D(), cancel)
+	dog := newWatchdog(s.req.Policy.PollAfter.D(), cancel)
 	if p.key != "" {
 		hreq.Header.Set("Authorization", "Bearer "+p.key)
 	}

@@ -198,7 +198,7 @@ func (p *Provider) create(ctx context.Context, req provider.Request) (*conn, err
 		oreq.Reasoning = &openai.ResponseReasoning{Effort: req.ReasoningEffort}
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	dog := newWatchdog(req.Policy.IdleTimeout.D(), cancel)
+	dog := newWatchdog(req.Policy.PollAfter.D(), cancel)
 	cp := new(capture)
 	stream, err := p.client.CreateResponseStream(withCapture(cctx, cp), oreq)
 	if err != nil {

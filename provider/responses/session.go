@@ -66,7 +66,7 @@ func (s *session) run(ctx context.Context, c *conn) error {
 			// The response is done but its stream does not answer: let the
 			// executor take the output from a status check.
 			return fmt.Errorf("responses %s: completed, but the re-attach got no answer in %s: %w: %w",
-				s.ref, s.req.Policy.IdleTimeout.D(), diagnostics.ErrDisconnected, diagnostics.ErrIdleTimeout)
+				s.ref, s.req.Policy.PollAfter.D(), diagnostics.ErrDisconnected, diagnostics.ErrIdleTimeout)
 		case err != nil && !errors.Is(err, errSilent):
 			return err
 		}
@@ -77,7 +77,7 @@ func (s *session) run(ctx context.Context, c *conn) error {
 // there is nothing to poll, so it is an idle disconnect.
 func (s *session) idleBeforeRef() error {
 	return fmt.Errorf("responses: no response id after %s of silence: %w: %w",
-		s.req.Policy.IdleTimeout.D(), diagnostics.ErrDisconnected, diagnostics.ErrIdleTimeout)
+		s.req.Policy.PollAfter.D(), diagnostics.ErrDisconnected, diagnostics.ErrIdleTimeout)
 }
 
 // read consumes one event stream. It returns idle=true when no event arrived
@@ -312,8 +312,8 @@ func (s *session) poll(ctx context.Context) (completed bool, err error) {
 	}
 	stuckAfter := pol.StuckAfter.D()
 	if err := s.diag(diagnostics.PollingStarted,
-		fmt.Sprintf("no event for %s; polling response %s every %s", pol.IdleTimeout.D(), s.ref, interval),
-		slog.String("state", string(s.state)), slog.Duration("idle", pol.IdleTimeout.D()), slog.Duration("interval", interval)); err != nil {
+		fmt.Sprintf("no event for %s; polling response %s every %s", pol.PollAfter.D(), s.ref, interval),
+		slog.String("state", string(s.state)), slog.Duration("idle", pol.PollAfter.D()), slog.Duration("interval", interval)); err != nil {
 		return false, err
 	}
 	// The queued clock runs from the last evidence that the response was
@@ -376,6 +376,12 @@ func (s *session) poll(ctx context.Context) (completed bool, err error) {
 			}
 		} else {
 			queuedSince = time.Time{}
+			// In progress: the provider is up and working on it, which is
+			// healthy progress for the executor (its recovery deadline and
+			// backoff start over), though no event has arrived.
+			if err := s.emit(provider.Event{Kind: provider.KindProgress, Ref: s.ref, Seq: -1, Time: time.Now()}); err != nil {
+				return false, err
+			}
 		}
 		prev = &m
 		timer.Reset(interval)
@@ -386,7 +392,7 @@ func (s *session) poll(ctx context.Context) (completed bool, err error) {
 // gets no answer is as silent as the stream it replaces (the error is then a
 // deadline, classified as a disconnect).
 func (s *session) pollOnce(ctx context.Context) (openai.CreateResponseResponse, error) {
-	if w := s.req.Policy.IdleTimeout.D(); w > 0 {
+	if w := s.req.Policy.PollAfter.D(); w > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, w)
 		defer cancel()

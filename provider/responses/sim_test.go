@@ -215,7 +215,7 @@ func TestSimSilencePolls(t *testing.T) {
 	t.Parallel() // mostly waiting out silence
 	const tokens = 30
 	pol := ciPolicy()
-	silence := pol.IdleTimeout.D() + time.Second
+	silence := pol.PollAfter.D() + time.Second
 	s := startSim(t, sim.Config{Tokens: tokens, TokensPerSecond: 500, Silence: silence, Keepalive: 100 * time.Millisecond})
 	p := simProvider(t, s)
 	var rec recorder
@@ -247,7 +247,7 @@ func TestSimSilencePolls(t *testing.T) {
 		}
 		lastBefore = ev.Time
 	}
-	if gap := pollAt.Sub(lastBefore); gap < pol.IdleTimeout.D() || gap > pol.IdleTimeout.D()+2*time.Second {
+	if gap := pollAt.Sub(lastBefore); gap < pol.PollAfter.D() || gap > pol.PollAfter.D()+2*time.Second {
 		t.Fatalf("polling started %v after the last event", gap)
 	}
 	t.Logf("completed in %v", el)
@@ -298,7 +298,7 @@ func TestSimStuckQueued(t *testing.T) {
 		t.Fatalf("err %v\n%s", err, rec.kinds())
 	}
 	pol := req.Policy
-	if el < pol.IdleTimeout.D() || el > pol.IdleTimeout.D()+pol.StuckAfter.D()+2*time.Second {
+	if el < pol.PollAfter.D() || el > pol.PollAfter.D()+pol.StuckAfter.D()+2*time.Second {
 		t.Fatalf("stuck declared after %v", el)
 	}
 	if d := strings.Join(rec.diags(), " "); d != "polling_started status_checked" {

@@ -440,7 +440,7 @@ func TestNewRejectsBadURL(t *testing.T) {
 
 func fastPolicy() profile.Profile {
 	p := ciPolicy()
-	p.IdleTimeout = profile.D(300 * time.Millisecond)
+	p.PollAfter = profile.D(300 * time.Millisecond)
 	p.PollInterval = profile.D(20 * time.Millisecond)
 	p.StuckAfter = profile.D(200 * time.Millisecond)
 	return p
@@ -498,7 +498,10 @@ func TestPollThroughSilence(t *testing.T) {
 	if err := p.Stream(context.Background(), rq, rec.emit); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := rec.kinds(), "ref@0 progress@1 delta@2 diagnostic:polling_started@-1 diagnostic:status_checked@-1 diagnostic:reattached@-1 delta@3 done@4"; got != want {
+	if got, want := rec.kinds(), "ref@0 progress@1 delta@2 diagnostic:polling_started@-1 " +
+		// five polls find it in progress with nothing new: alive, though silent
+		strings.Repeat("progress@-1 ", 5) +
+		"diagnostic:status_checked@-1 diagnostic:reattached@-1 delta@3 done@4"; got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 	if d := <-createClosed; d < 300*time.Millisecond || d > 2*time.Second {

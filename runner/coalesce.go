@@ -1,0 +1,89 @@
+package runner
+
+import (
+	"sync"
+	"time"
+
+	"github.com/noderun/noderun/journal"
+)
+
+// Deltas that arrive within coalesceWindow of each other are journaled as one
+// event (up to coalesceBytes): every chunk's bytes are journaled, in order,
+// but a fast stream costs one SQLite row per window instead of one per token,
+// so journaling never throttles it. A slow stream (a token every few ms or
+// more, as real models send) still gets a row per chunk.
+const (
+	coalesceWindow = 5 * time.Millisecond
+	coalesceBytes  = 16 << 10
+)
+
+// coalescer holds the pending run of same-kind chunk events of one node.
+type coalescer struct {
+	j *journal.Journal
+
+	mu    sync.Mutex
+	ev    journal.Event // pending; Kind == "" when there is none
+	buf   []byte
+	timer *time.Timer
+	err   error // from a flush the timer did
+}
+
+// add journals ev with payload text, merged with the pending event when they
+// are of one kind and attempt: the merged event carries the last chunk's
+// provider sequence.
+func (c *coalescer) add(ev journal.Event, text string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ev.Kind != "" && (c.ev.Kind != ev.Kind || c.ev.Attempt != ev.Attempt) {
+		if err := c.flushLocked(); err != nil {
+			return err
+		}
+	}
+	if c.ev.Kind == "" {
+		c.ev, c.buf = ev, append(c.buf[:0], text...)
+		if c.timer == nil {
+			c.timer = time.AfterFunc(coalesceWindow, c.timerFlush)
+		} else {
+			c.timer.Reset(coalesceWindow)
+		}
+	} else {
+		c.buf = append(c.buf, text...)
+		c.ev.ProviderSeq = ev.ProviderSeq
+	}
+	if len(c.buf) >= coalesceBytes {
+		return c.flushLocked()
+	}
+	return nil
+}
+
+// flush journals the pending event now, and reports an error a timed flush met.
+func (c *coalescer) flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	err := c.flushLocked()
+	if c.err != nil {
+		err, c.err = c.err, nil
+	}
+	return err
+}
+
+func (c *coalescer) timerFlush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.flushLocked(); err != nil && c.err == nil {
+		c.err = err
+	}
+}
+
+func (c *coalescer) flushLocked() error {
+	if c.ev.Kind == "" {
+		return nil
+	}
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.ev.Payload = c.buf // Append copies it
+	err := c.j.Append(c.ev)
+	c.ev = journal.Event{}
+	return err
+}
