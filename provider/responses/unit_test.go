@@ -498,9 +498,9 @@ func TestPollThroughSilence(t *testing.T) {
 	if err := p.Stream(context.Background(), rq, rec.emit); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := rec.kinds(), "ref@0 progress@1 delta@2 diagnostic:polling_started@-1 " +
+	if got, want := rec.kinds(), "ref@0 progress@1 delta@2 diagnostic:polling_started@-1 "+
 		// five polls find it in progress with nothing new: alive, though silent
-		strings.Repeat("progress@-1 ", 5) +
+		strings.Repeat("progress@-1 ", 5)+
 		"diagnostic:status_checked@-1 diagnostic:reattached@-1 delta@3 done@4"; got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
