@@ -310,9 +310,11 @@ func TestHarnessCodexNodeResumesDroppedThread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if i := slices.IndexFunc(evs, func(e journal.Event) bool { return e.Attempt == 1 }); i < 0 ||
-		evs[i].Kind != "ref" || string(evs[i].Payload) != thread {
-		t.Errorf("the attempt's first event is not its thread id: %+v", evs[max(i, 0)])
+	switch i := slices.IndexFunc(evs, func(e journal.Event) bool { return e.Attempt == 1 }); {
+	case i < 0:
+		t.Error("no event journaled for the attempt")
+	case evs[i].Kind != "ref" || string(evs[i].Payload) != thread:
+		t.Errorf("the attempt's first event is %s %q, not its thread id", evs[i].Kind, evs[i].Payload)
 	}
 
 	// Every Codex event is journaled, from both runs.

@@ -134,6 +134,9 @@ func zombie(stat []byte) bool {
 // that may call terminate exists (pr.pid is set after Start returns).
 func (pr *process) signal(sig syscall.Signal) {
 	pid := pr.cmd.Process.Pid
+	if pid <= 0 {
+		return // never kill(0) or kill(-1): that would signal our own group, or everything
+	}
 	if err := syscall.Kill(-pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		pr.log.Debug("harness: signal", "pid", pid, "signal", sig, "error", err)
 	}
