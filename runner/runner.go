@@ -278,7 +278,7 @@ func (r *runState) diag(ctx context.Context, node string, attempt int, d diagnos
 		for _, a := range d.Attrs {
 			v := a.Value.Resolve()
 			if v.Kind() == slog.KindDuration {
-				extra[a.Key] = v.Duration().String() // "1.3s", not nanoseconds
+				extra[a.Key] = v.Duration().Round(time.Millisecond).String() // "1.3s", not nanoseconds
 			} else {
 				extra[a.Key] = v.Any()
 			}

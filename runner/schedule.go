@@ -42,7 +42,6 @@ func (r *runState) schedule(ctx context.Context) {
 			n := ready[0]
 			ready = ready[1:]
 			running++
-			r.progress(n.ID, "started")
 			go func() { done <- r.runNode(ctx, n) }()
 		}
 		if running == 0 {

@@ -82,24 +82,18 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	}
 }
 
-// newLogger writes diagnostics to stderr; on a terminal it drops the
-// timestamp to keep lines short.
+// newLogger writes diagnostics to stderr: key=value lines, or short lines
+// for a person when stderr is a terminal.
 func newLogger(c *cli.Context) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, usageErr(fmt.Errorf("--log-level: %w", err))
 	}
 	w := c.App.ErrWriter
-	opts := &slog.HandlerOptions{Level: lvl}
 	if isTerminal(w) {
-		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
-			if len(groups) == 0 && a.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return a
-		}
+		return slog.New(&compactHandler{w: w, level: lvl}), nil
 	}
-	return slog.New(slog.NewTextHandler(w, opts)), nil
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl})), nil
 }
 
 func isTerminal(w io.Writer) bool {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,5 +156,17 @@ func integrityOK(t *testing.T, db string) {
 	var ok string
 	if err := raw.QueryRow("PRAGMA integrity_check").Scan(&ok); err != nil || ok != "ok" {
 		t.Fatalf("%s: integrity_check = %q, %v", db, ok, err)
+	}
+}
+
+func TestCompactHandler(t *testing.T) {
+	var b bytes.Buffer
+	log := slog.New(&compactHandler{w: &b, level: slog.LevelInfo}).With("run", "r1")
+	log.Warn("retrying 1/3 in 12ms (transport_disconnect)", "code", "NR103", "node", "plan", "attempt", 1, "delay", time.Millisecond)
+	log.Debug("hidden")
+	log.Info("sim fault", "kind", "close")
+	want := "  NR103  plan#1         retrying 1/3 in 12ms (transport_disconnect)\n  info                  sim fault  (kind=close)\n"
+	if b.String() != want {
+		t.Errorf("got\n%q\nwant\n%q", b.String(), want)
 	}
 }

@@ -134,7 +134,7 @@ func progressPrinter(w io.Writer) func(node, state string) {
 	tty := isTerminal(w)
 	return func(node, state string) {
 		if tty {
-			fmt.Fprintf(w, "%-14s %s\n", node, state)
+			fmt.Fprintf(w, "%6.1fs %-14s %s\n", time.Since(start).Seconds(), node, state)
 			return
 		}
 		fmt.Fprintf(w, "noderun: %7.2fs %-14s %s\n", time.Since(start).Seconds(), node, state)
