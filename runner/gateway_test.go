@@ -21,6 +21,7 @@ import (
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/provider/sim/simtest"
 )
 
 // Issue 4's gateway acceptance: a real nginx (Debian's nginx-light, installed
@@ -172,7 +173,7 @@ func TestGatewayNginxSilence(t *testing.T) {
 	// The two halves wait out the same silence: run them side by side.
 	t.Run("responses_node_completes", func(t *testing.T) {
 		t.Parallel()
-		srv := startSim(t, sim.Config{Seed: respSeed, Tokens: T, Silence: silence}) // no keepalives
+		srv := simtest.Start(t, sim.Config{Seed: respSeed, Tokens: T, Silence: silence}) // no keepalives
 		gw := startNginx(t, upstreamOf(t, srv))
 		j := openJournal(t)
 		start := time.Now()
@@ -215,7 +216,7 @@ func TestGatewayNginxSilence(t *testing.T) {
 
 	t.Run("naive_stream_is_cut", func(t *testing.T) {
 		t.Parallel()
-		srv := startSim(t, sim.Config{Seed: respSeed, Tokens: T, Silence: silence})
+		srv := simtest.Start(t, sim.Config{Seed: respSeed, Tokens: T, Silence: silence})
 		gw := startNginx(t, upstreamOf(t, srv))
 		profiles, err := filepath.Abs(filepath.Join("..", "testdata", "nginx", "profiles.yaml"))
 		if err != nil {

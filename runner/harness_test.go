@@ -18,9 +18,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/codexbin"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/harness"
 	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/provider/sim/simtest"
 )
 
 // Issue 5's acceptance at the node level: graphs with a `kind: harness`
@@ -32,30 +34,6 @@ import (
 // requests in a row make it give up with `stream disconnected before
 // completion`. The graphs use the profile ci-harness from a profiles file:
 // ci's 5 s recovery deadline is shorter than a Codex run or two.
-
-// harnessCodexBinary is $NODERUN_CODEX, else the copy `make tools` installs.
-// A missing binary fails the test: these tests are the issue's acceptance.
-func harnessCodexBinary(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("NODERUN_CODEX"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("NODERUN_CODEX=%s: %v (run make tools)", p, err)
-		}
-		return p
-	}
-	root, err := filepath.Abs("..") // go test runs in the package directory
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("repository root not found at %s: %v", root, err)
-	}
-	p := filepath.Join(root, ".tools", "node_modules", ".bin", "codex")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("Codex CLI not found at %s: run make tools (or set NODERUN_CODEX)", p)
-	}
-	return p
-}
 
 // harnessPrompt is every test node's prompt.
 const harnessPrompt = "Write the release notes."
@@ -80,7 +58,7 @@ type codexRig struct {
 // descriptor file; nodeExtra is YAML added to the node (indented by 4).
 func codexGraph(t *testing.T, baseURL string, prof harnessProfile, descriptor, nodeExtra string) *codexRig {
 	t.Helper()
-	bin := harnessCodexBinary(t)
+	bin := codexbin.Path(t)
 	dir := t.TempDir()
 	rig := &codexRig{home: filepath.Join(dir, "codex-home"), work: filepath.Join(dir, "work")}
 	for _, d := range []string{rig.home, rig.work} {
@@ -250,7 +228,7 @@ func codexContinuePrompt(t *testing.T) string {
 // with the answer to the continue prompt, in one attempt.
 func TestHarnessCodexNodeResumesDroppedThread(t *testing.T) {
 	t.Parallel()
-	srv := startSim(t, sim.Config{Faults: []sim.Fault{
+	srv := simtest.Start(t, sim.Config{Faults: []sim.Fault{
 		{Endpoint: sim.EndpointResponsesCreate, Requests: []int{1, 2}, Kind: sim.FaultClose, AfterEvents: 2}}})
 	rig := codexGraph(t, srv.BaseURL(), harnessProfile{reconnects: 3, deadline: 60 * time.Second}, "", "")
 	j := openJournal(t)
@@ -336,7 +314,7 @@ func TestHarnessCodexNodeResumesDroppedThread(t *testing.T) {
 // that the credentials were rejected.
 func TestHarnessCodexNode401(t *testing.T) {
 	t.Parallel()
-	srv := startSim(t, sim.Config{Faults: []sim.Fault{
+	srv := simtest.Start(t, sim.Config{Faults: []sim.Fault{
 		{Endpoint: sim.EndpointResponsesCreate, Kind: sim.FaultStatus, Status: 401}}})
 	rig := codexGraph(t, srv.BaseURL(), harnessProfile{reconnects: 3, deadline: 60 * time.Second}, "", "")
 	j := openJournal(t)
@@ -392,7 +370,7 @@ func TestHarnessCodexNodeThreadMismatch(t *testing.T) {
 	// real Codex do exactly that: the resume comes back with another thread.
 	t.Run("new thread", func(t *testing.T) {
 		t.Parallel()
-		srv := startSim(t, sim.Config{Faults: drops})
+		srv := simtest.Start(t, sim.Config{Faults: drops})
 		rig := codexGraph(t, srv.BaseURL(), prof, newThreadDescriptor(t), "")
 		j := openJournal(t)
 		res := runGraph(t, rig.g, j)
@@ -539,7 +517,7 @@ func TestHarnessCodexNodeResumesAreBounded(t *testing.T) {
 	} {
 		t.Run("reconnects/"+tc.name, func(t *testing.T) {
 			t.Parallel()
-			srv := startSim(t, sim.Config{Faults: []sim.Fault{
+			srv := simtest.Start(t, sim.Config{Faults: []sim.Fault{
 				{Endpoint: sim.EndpointResponsesCreate, Kind: sim.FaultClose, AfterEvents: 2}}})
 			prof := harnessProfile{reconnects: 2, deadline: 60 * time.Second}
 			rig := codexGraph(t, srv.BaseURL(), prof, "", tc.nodeExtra)
@@ -564,7 +542,7 @@ func TestHarnessCodexNodeResumesAreBounded(t *testing.T) {
 	// large reconnect budget left.
 	t.Run("deadline", func(t *testing.T) {
 		t.Parallel()
-		srv := startSim(t, sim.Config{})
+		srv := simtest.Start(t, sim.Config{})
 		if err := srv.SetOutage(true); err != nil {
 			t.Fatal(err)
 		}

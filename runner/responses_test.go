@@ -17,6 +17,7 @@ import (
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/provider/sim/simtest"
 )
 
 // Issue 4's acceptance at the node level: a `kind: responses` node runs
@@ -66,7 +67,7 @@ func wantText(tokens int) string {
 // its output, after checking it is the simulator's text.
 func undisturbedResponses(t *testing.T, tokens int, extra string) string {
 	t.Helper()
-	srv := startSim(t, sim.Config{Seed: respSeed, Tokens: tokens})
+	srv := simtest.Start(t, sim.Config{Seed: respSeed, Tokens: tokens})
 	j := openJournal(t)
 	res := runGraph(t, responsesGraph(t, srv.BaseURL(), extra), j)
 	if res.Status != journal.RunCompleted {
@@ -301,7 +302,7 @@ func TestResponsesNodeSurvivesDisconnects(t *testing.T) {
 	)
 	for _, d := range drops {
 		t.Run(d.name, func(t *testing.T) {
-			srv := startSim(t, sim.Config{Seed: respSeed, Tokens: T, TokensPerSecond: 1000, Faults: d.faults})
+			srv := simtest.Start(t, sim.Config{Seed: respSeed, Tokens: T, TokensPerSecond: 1000, Faults: d.faults})
 			j := openJournal(t)
 			res := runGraph(t, responsesGraph(t, srv.BaseURL(), ""), j)
 			checkOutput(t, j, res, want)
@@ -417,7 +418,7 @@ func TestResponsesNodeOutputFromStatus(t *testing.T) {
 		{sim.FaultClose, 6 + T}, {sim.FaultReset, 7 + T}, {sim.FaultCut, 8 + T},
 	} {
 		t.Run(fmt.Sprintf("%s_after_%d", c.kind, c.after), func(t *testing.T) {
-			srv := startSim(t, sim.Config{Seed: respSeed, Tokens: T, Faults: []sim.Fault{
+			srv := simtest.Start(t, sim.Config{Seed: respSeed, Tokens: T, Faults: []sim.Fault{
 				{Endpoint: sim.EndpointResponsesCreate, Requests: []int{1}, Kind: c.kind, AfterEvents: c.after}}})
 			gate := gateLogger{once: new(sync.Once), onDisconnect: func(ref string) { waitCompleted(t, srv.BaseURL(), ref) }}
 			j := openJournal(t)
@@ -470,7 +471,7 @@ func TestResponsesNodeStuckQueuedIsCancelledAndRetried(t *testing.T) {
 	const T = 100
 	want := undisturbedResponses(t, T, "")
 	prof := ciProfile()
-	srv := startSim(t, sim.Config{Seed: respSeed, Tokens: T, Faults: []sim.Fault{
+	srv := simtest.Start(t, sim.Config{Seed: respSeed, Tokens: T, Faults: []sim.Fault{
 		{Endpoint: sim.EndpointResponsesCreate, Requests: []int{1}, Kind: sim.FaultQueued}}})
 	j := openJournal(t)
 	start := time.Now()
@@ -520,7 +521,7 @@ func TestResponsesNodeStuckQueuedIsCancelledAndRetried(t *testing.T) {
 
 // An outage fails the node within the profile's deadline as connect_failed.
 func TestResponsesNodeOutageFailsWithinDeadline(t *testing.T) {
-	srv := startSim(t, sim.Config{Seed: respSeed})
+	srv := simtest.Start(t, sim.Config{Seed: respSeed})
 	if err := srv.SetOutage(true); err != nil {
 		t.Fatal(err)
 	}
@@ -550,7 +551,7 @@ func TestResponsesNodeOutageFailsWithinDeadline(t *testing.T) {
 
 // A 401 on create fails at once: one request, a message that says why.
 func TestResponsesNodeUnauthorizedFailsAtOnce(t *testing.T) {
-	srv := startSim(t, sim.Config{Seed: respSeed, Faults: []sim.Fault{{Endpoint: sim.EndpointResponsesCreate, Kind: sim.FaultStatus, Status: 401}}})
+	srv := simtest.Start(t, sim.Config{Seed: respSeed, Faults: []sim.Fault{{Endpoint: sim.EndpointResponsesCreate, Kind: sim.FaultStatus, Status: 401}}})
 	j := openJournal(t)
 	start := time.Now()
 	res := runGraph(t, responsesGraph(t, srv.BaseURL(), ""), j)
@@ -593,7 +594,7 @@ func TestResponsesNodeSilenceWithKeepalivesPolls(t *testing.T) {
 	cfg := sim.Config{Seed: respSeed, Tokens: T, TokensPerSecond: 2000, Silence: silence, Keepalive: keepalive}
 	assertKeepalives(t, cfg, keepalive)
 
-	srv := startSim(t, cfg)
+	srv := simtest.Start(t, cfg)
 	j := openJournal(t)
 	start := time.Now()
 	res := runGraph(t, responsesGraph(t, srv.BaseURL(), ""), j)
@@ -636,7 +637,7 @@ func TestResponsesNodeDropBeforeLongSilence(t *testing.T) {
 	prof := ciProfile()
 	silence := prof.Deadline.D() + time.Second
 	// Events 0-4 come at once, then the silence before the first delta.
-	srv := startSim(t, sim.Config{Seed: respSeed, Tokens: T, Silence: silence, Faults: []sim.Fault{
+	srv := simtest.Start(t, sim.Config{Seed: respSeed, Tokens: T, Silence: silence, Faults: []sim.Fault{
 		{Endpoint: sim.EndpointResponsesCreate, Requests: []int{1}, Kind: sim.FaultClose, AfterEvents: 5}}})
 	j := openJournal(t)
 	start := time.Now()
@@ -664,7 +665,7 @@ func TestResponsesNodeDropBeforeLongSilence(t *testing.T) {
 // are ignored rather than absent.
 func assertKeepalives(t *testing.T, cfg sim.Config, every time.Duration) {
 	t.Helper()
-	srv := startSim(t, cfg)
+	srv := simtest.Start(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*every)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.BaseURL()+"/responses",

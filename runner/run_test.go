@@ -14,18 +14,8 @@ import (
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/provider/sim/simtest"
 )
-
-// startSim starts a simulator on 127.0.0.1 for one test.
-func startSim(t *testing.T, cfg sim.Config) *sim.Server {
-	t.Helper()
-	srv := sim.New(cfg)
-	if err := srv.Start(""); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	return srv
-}
 
 // chatGraph is a graph of independent chat nodes against baseURL.
 func chatGraph(t *testing.T, baseURL string, nodes ...string) *Graph {
@@ -102,7 +92,7 @@ func has(list []string, want ...string) bool {
 // undisturbed is the output of the node on a simulator without faults.
 func undisturbed(t *testing.T, node string) string {
 	t.Helper()
-	srv := startSim(t, sim.Config{Seed: 1, Tokens: 200})
+	srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: 200})
 	res := runGraph(t, chatGraph(t, srv.BaseURL(), node), openJournal(t))
 	if res.Status != journal.RunCompleted {
 		t.Fatalf("undisturbed run %s: %+v", res.Status, res.Nodes)
@@ -121,7 +111,7 @@ func TestChatNodeSurvivesDisconnects(t *testing.T) {
 	for _, kind := range []sim.FaultKind{sim.FaultClose, sim.FaultReset, sim.FaultCut} {
 		for _, after := range []int{0, 1, 57, 199} {
 			t.Run(fmt.Sprintf("%s_after_%d", kind, after), func(t *testing.T) {
-				srv := startSim(t, sim.Config{Seed: 1, Tokens: 200, Faults: []sim.Fault{
+				srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: 200, Faults: []sim.Fault{
 					{Endpoint: sim.EndpointChat, Requests: []int{1}, Kind: kind, AfterEvents: after}}})
 				j := openJournal(t)
 				res := runGraph(t, chatGraph(t, srv.BaseURL(), "essay"), j)
@@ -160,7 +150,7 @@ func TestChatNodeSurvivesDisconnects(t *testing.T) {
 func TestChatNodeIdleSilenceIsADisconnect(t *testing.T) {
 	want := undisturbed(t, "essay")
 	// ci's idle window is 2s: a 30s silence on the first request must be cut, not waited out.
-	srv := startSim(t, sim.Config{Seed: 1, Tokens: 200, Faults: []sim.Fault{
+	srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: 200, Faults: []sim.Fault{
 		{Endpoint: sim.EndpointChat, Requests: []int{1}, Kind: sim.FaultSilence, AfterEvents: 10, Duration: 30 * time.Second}}})
 	j := openJournal(t)
 	start := time.Now()
@@ -177,7 +167,7 @@ func TestChatNodeIdleSilenceIsADisconnect(t *testing.T) {
 }
 
 func TestOutageFailsWithinDeadline(t *testing.T) {
-	srv := startSim(t, sim.Config{Seed: 1})
+	srv := simtest.Start(t, sim.Config{Seed: 1})
 	if err := srv.SetOutage(true); err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +194,7 @@ func TestOutageFailsWithinDeadline(t *testing.T) {
 }
 
 func TestUnauthorizedIsNotRetried(t *testing.T) {
-	srv := startSim(t, sim.Config{Seed: 1, Faults: []sim.Fault{{Endpoint: sim.EndpointChat, Kind: sim.FaultStatus, Status: 401}}})
+	srv := simtest.Start(t, sim.Config{Seed: 1, Faults: []sim.Fault{{Endpoint: sim.EndpointChat, Kind: sim.FaultStatus, Status: 401}}})
 	j := openJournal(t)
 	res := runGraph(t, chatGraph(t, srv.BaseURL(), "a"), j)
 	n := res.Nodes[0]
@@ -231,7 +221,7 @@ func TestRateLimitWaitsRetryAfter(t *testing.T) {
 			if form == "http-date" {
 				ra = time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat) // whole seconds: waits 2-3s
 			}
-			srv := startSim(t, sim.Config{Seed: 1, Tokens: 200, Faults: []sim.Fault{
+			srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: 200, Faults: []sim.Fault{
 				{Endpoint: sim.EndpointChat, Requests: []int{1}, Kind: sim.FaultStatus, Status: 429, RetryAfter: ra}}})
 			j := openJournal(t)
 			start := time.Now()
@@ -251,7 +241,7 @@ func TestRateLimitWaitsRetryAfter(t *testing.T) {
 }
 
 func TestRetryBudgetIsBounded(t *testing.T) {
-	srv := startSim(t, sim.Config{Seed: 1, Faults: []sim.Fault{{Endpoint: sim.EndpointChat, Kind: sim.FaultClose, AfterEvents: 3}}})
+	srv := simtest.Start(t, sim.Config{Seed: 1, Faults: []sim.Fault{{Endpoint: sim.EndpointChat, Kind: sim.FaultClose, AfterEvents: 3}}})
 	j := openJournal(t)
 	res := runGraph(t, chatGraph(t, srv.BaseURL(), "a"), j)
 	if n := res.Nodes[0]; n.State != journal.NodeFailed {

@@ -9,13 +9,14 @@ import (
 
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/provider/sim/simtest"
 )
 
 // A failed node skips what depends on it, with a reason; the independent
 // branch and a dependent of the surviving branch still run.
 func TestFailureSkipsDependentsOnly(t *testing.T) {
 	// With --parallel 1 and graph order, chat request 1 is "bad"'s: a 400 fails it at once.
-	srv := startSim(t, sim.Config{Seed: 1, Faults: []sim.Fault{{Endpoint: sim.EndpointChat, Requests: []int{1}, Kind: sim.FaultStatus, Status: 400}}})
+	srv := simtest.Start(t, sim.Config{Seed: 1, Faults: []sim.Fault{{Endpoint: sim.EndpointChat, Requests: []int{1}, Kind: sim.FaultStatus, Status: 400}}})
 	g := parseTestGraph(t, fmt.Sprintf(`name: t
 profile: ci
 providers:
@@ -75,7 +76,7 @@ nodes:
 // --parallel bounds concurrency: with 6 slow independent nodes and parallel 2,
 // the simulator never sees more than 2 streams at once.
 func TestParallelBound(t *testing.T) {
-	srv := startSim(t, sim.Config{Seed: 1, Tokens: 20, TokensPerSecond: 200})
+	srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: 20, TokensPerSecond: 200})
 	g := chatGraph(t, srv.BaseURL(), "a", "b", "c", "d", "e", "f")
 	j := openJournal(t)
 	res, err := Run(context.Background(), g, Options{Journal: j, Parallel: 2})
@@ -104,7 +105,7 @@ func TestParallelBound(t *testing.T) {
 
 // Ctrl-C: the run stops, the journal says interrupted, nothing is lost.
 func TestInterruptRecordsRunAsInterrupted(t *testing.T) {
-	srv := startSim(t, sim.Config{Seed: 1, Tokens: 2000, TokensPerSecond: 100})
+	srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: 2000, TokensPerSecond: 100})
 	g := chatGraph(t, srv.BaseURL(), "slow")
 	j := openJournal(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -131,7 +132,7 @@ func TestInterruptRecordsRunAsInterrupted(t *testing.T) {
 // at most breaker (3) + parallel (4, already dialing when it opened) + one
 // probe per cooldown (500ms) elapsed, instead of 20 nodes × (1 + 3 retries).
 func TestBreakerBoundsConnectionAttemptsInOutage(t *testing.T) {
-	srv := startSim(t, sim.Config{Seed: 1})
+	srv := simtest.Start(t, sim.Config{Seed: 1})
 	if err := srv.SetOutage(true); err != nil {
 		t.Fatal(err)
 	}

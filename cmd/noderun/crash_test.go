@@ -15,6 +15,7 @@ import (
 
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/provider/sim/simtest"
 )
 
 var (
@@ -53,16 +54,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func startSim(t *testing.T, cfg sim.Config) *sim.Server {
-	t.Helper()
-	srv := sim.New(cfg)
-	if err := srv.Start(""); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	return srv
-}
-
 const crashTokens = 300
 
 // crashGraph has chat and Responses nodes on two external simulators, so the
@@ -89,7 +80,7 @@ nodes:
 
 func simPair(t *testing.T) (chat, resp *sim.Server) {
 	cfg := sim.Config{Seed: 5, Tokens: crashTokens, TokensPerSecond: 1500}
-	return startSim(t, cfg), startSim(t, cfg)
+	return simtest.Start(t, cfg), simtest.Start(t, cfg)
 }
 
 func nodeOutputs(t *testing.T, db string) (journal.Run, map[string]string) {
@@ -240,7 +231,7 @@ func checkJournal(t *testing.T, db, runID string) {
 func TestUnsafeNodeNeedsAttentionAfterCrash(t *testing.T) {
 	bin := noderunBinary(t)
 	dir := t.TempDir()
-	srv := startSim(t, sim.Config{Seed: 5, Tokens: 3000, TokensPerSecond: 1000})
+	srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: 3000, TokensPerSecond: 1000})
 	graph := filepath.Join(dir, "unsafe.yaml")
 	src := fmt.Sprintf(`name: unsafe
 profile: ci
@@ -290,7 +281,7 @@ nodes:
 func TestSecondRunnerIsRefused(t *testing.T) {
 	bin := noderunBinary(t)
 	dir := t.TempDir()
-	srv := startSim(t, sim.Config{Seed: 5, Tokens: 2000, TokensPerSecond: 1000})
+	srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: 2000, TokensPerSecond: 1000})
 	graph := filepath.Join(dir, "slow.yaml")
 	src := fmt.Sprintf("name: slow\nprofile: ci\nproviders:\n  p: {kind: openai, base_url: %s, model: sim}\nnodes:\n  - {id: a, prompt: long}\n", srv.BaseURL())
 	if err := os.WriteFile(graph, []byte(src), 0o600); err != nil {

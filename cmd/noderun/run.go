@@ -22,20 +22,12 @@ func runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "run a goal graph",
 		ArgsUsage: "GRAPH.yaml",
-		Flags: []cli.Flag{
-			dbFlag,
-			&cli.StringFlag{Name: "profile", Usage: "recovery profile (overrides the graph's)"},
-			&cli.IntFlag{Name: "parallel", Value: 4, Usage: "nodes run at once"},
-			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON on stdout"},
-		},
+		Flags:     execFlags("recovery profile (overrides the graph's)"),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return usageErr(errors.New("run: give exactly one graph file"))
 			}
-			if c.Int("parallel") < 1 {
-				return usageErr(errors.New("run: --parallel must be at least 1"))
-			}
-			log, err := newLogger(c)
+			opts, err := execOptions(c)
 			if err != nil {
 				return err
 			}
@@ -43,13 +35,11 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return usageErr(err)
 			}
-			opts := runner.Options{Profile: c.String("profile"), Parallel: c.Int("parallel"), Logger: log,
-				Progress: progressPrinter(c.App.ErrWriter)}
 			// Everything that can be wrong with the input is found before the journal is touched.
 			if err := runner.Check(g, &opts); err != nil {
 				return usageErr(err)
 			}
-			j, err := journal.Open(c.Context, c.String("db"), journal.WithLogger(log))
+			j, err := journal.Open(c.Context, c.String("db"), journal.WithLogger(opts.Logger))
 			if err != nil {
 				return &exitError{exitFailed, err}
 			}
@@ -66,22 +56,17 @@ func resumeCommand() *cli.Command {
 		Name:      "resume",
 		Usage:     "continue a run that did not finish: completed nodes keep their outputs, in-flight ones re-attach, resume or retry",
 		ArgsUsage: "RUN|last",
-		Flags: []cli.Flag{
-			dbFlag,
-			&cli.StringSliceFlag{Name: "retry", Usage: "send this node's request again even if it may have had side effects (repeatable)"},
-			&cli.StringFlag{Name: "profile", Usage: "recovery profile (default: the run's)"},
-			&cli.IntFlag{Name: "parallel", Value: 4, Usage: "nodes run at once"},
-			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON on stdout"},
-		},
+		Flags: append(execFlags("recovery profile (default: the run's)"),
+			&cli.StringSliceFlag{Name: "retry", Usage: "send this node's request again even if it may have had side effects (repeatable)"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return usageErr(errors.New("resume: give exactly one run id (or last)"))
 			}
-			log, err := newLogger(c)
+			opts, err := execOptions(c)
 			if err != nil {
 				return err
 			}
-			j, err := openExisting(c, journal.WithLogger(log))
+			j, err := openExisting(c, journal.WithLogger(opts.Logger))
 			if err != nil {
 				return err
 			}
@@ -94,8 +79,7 @@ func resumeCommand() *cli.Command {
 				fmt.Fprintf(c.App.ErrWriter, "noderun: run %s already completed; nothing to resume\n", r.ID)
 				return nil
 			}
-			opts := runner.Options{Journal: j, Profile: c.String("profile"), Parallel: c.Int("parallel"), Logger: log,
-				Progress: progressPrinter(c.App.ErrWriter)}
+			opts.Journal = j
 			res, err := runner.Resume(c.Context, r.ID, c.StringSlice("retry"), opts)
 			var locked *journal.LockedError
 			if errors.As(err, &locked) {
@@ -104,6 +88,30 @@ func resumeCommand() *cli.Command {
 			return report(c, res, err)
 		},
 	}
+}
+
+// execFlags are the flags of the commands that execute nodes (run, resume).
+func execFlags(profileUsage string) []cli.Flag {
+	return []cli.Flag{
+		dbFlag,
+		&cli.StringFlag{Name: "profile", Usage: profileUsage},
+		&cli.IntFlag{Name: "parallel", Value: 4, Usage: "nodes run at once"},
+		&cli.BoolFlag{Name: "json", Usage: "print the result as JSON on stdout"},
+	}
+}
+
+// execOptions reads execFlags into runner options, with the logger and the
+// progress lines on stderr.
+func execOptions(c *cli.Context) (runner.Options, error) {
+	if c.Int("parallel") < 1 {
+		return runner.Options{}, usageErr(errors.New("--parallel must be at least 1"))
+	}
+	log, err := newLogger(c)
+	if err != nil {
+		return runner.Options{}, err
+	}
+	return runner.Options{Profile: c.String("profile"), Parallel: c.Int("parallel"), Logger: log,
+		Progress: progressPrinter(c.App.ErrWriter)}, nil
 }
 
 // report prints a run's result and maps it to an exit code.

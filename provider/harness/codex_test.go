@@ -12,42 +12,13 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/codexbin"
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/sim"
 )
 
 // These tests run the real Codex CLI (npm @openai/codex 0.169.0) against the
 // provider simulator's Responses endpoint on 127.0.0.1.
-
-// codexBinary is $NODERUN_CODEX, else the copy `make tools` installs.
-func codexBinary(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("NODERUN_CODEX"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("NODERUN_CODEX=%s: %v (run make tools)", p, err)
-		}
-		return p
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("repository root not found")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, ".tools", "node_modules", ".bin", "codex")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("Codex CLI not found at %s: run make tools (or set NODERUN_CODEX)", p)
-	}
-	return p
-}
 
 type codexRig struct {
 	sim  *sim.Server
@@ -60,7 +31,7 @@ type codexRig struct {
 // by itself (stream_max_retries=1), and never re-sends a failed request.
 func newCodex(t *testing.T) *codexRig {
 	t.Helper()
-	bin := codexBinary(t)
+	bin := codexbin.Path(t)
 	s := sim.New(sim.Config{})
 	if err := s.Start(""); err != nil {
 		t.Fatal(err)

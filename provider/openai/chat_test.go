@@ -10,17 +10,8 @@ import (
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/provider/sim/simtest"
 )
-
-func startSim(t *testing.T, cfg sim.Config) *sim.Server {
-	t.Helper()
-	srv := sim.New(cfg)
-	if err := srv.Start(""); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	return srv
-}
 
 // collect streams one request and returns the output, the events and the error.
 func collect(t *testing.T, p *Provider, req provider.Request) (string, []provider.Event, error) {
@@ -42,7 +33,7 @@ func collect(t *testing.T, p *Provider, req provider.Request) (string, []provide
 var req = provider.Request{Model: "sim", System: "be brief", Prompt: "tell me about sockets"}
 
 func TestStreamCompletesOnTerminalEvidence(t *testing.T) {
-	srv := startSim(t, sim.Config{Seed: 3, Tokens: 50})
+	srv := simtest.Start(t, sim.Config{Seed: 3, Tokens: 50})
 	out, evs, err := collect(t, New(Config{BaseURL: srv.BaseURL()}), req)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +52,7 @@ func TestStreamCompletesOnTerminalEvidence(t *testing.T) {
 func TestStreamEndingWithoutTerminalEvidenceIsADisconnect(t *testing.T) {
 	for _, kind := range []sim.FaultKind{sim.FaultClose, sim.FaultReset, sim.FaultCut} {
 		for _, after := range []int{0, 5, 51, 52} { // 51: after the finish_reason chunk; 52: after usage, before [DONE]
-			srv := startSim(t, sim.Config{Seed: 3, Tokens: 50, Faults: []sim.Fault{{Endpoint: sim.EndpointChat, Kind: kind, AfterEvents: after}}})
+			srv := simtest.Start(t, sim.Config{Seed: 3, Tokens: 50, Faults: []sim.Fault{{Endpoint: sim.EndpointChat, Kind: kind, AfterEvents: after}}})
 			_, evs, err := collect(t, New(Config{BaseURL: srv.BaseURL()}), req)
 			if err == nil {
 				t.Fatalf("%s after %d: stream reported success", kind, after)
@@ -84,7 +75,7 @@ func TestStreamEndingWithoutTerminalEvidenceIsADisconnect(t *testing.T) {
 // A quiet reasoning model sends keepalive comments; thousands of them in one
 // Recv must not trip go-openai's ErrTooManyEmptyStreamMessages.
 func TestKeepaliveHeavyStream(t *testing.T) {
-	srv := startSim(t, sim.Config{Seed: 3, Tokens: 20, Silence: 1500 * time.Millisecond, Keepalive: time.Millisecond})
+	srv := simtest.Start(t, sim.Config{Seed: 3, Tokens: 20, Silence: 1500 * time.Millisecond, Keepalive: time.Millisecond})
 	out, _, err := collect(t, New(Config{BaseURL: srv.BaseURL()}), req)
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +102,7 @@ func TestHTTPErrorsAreClassified(t *testing.T) {
 		{504, "", diagnostics.ClassDisconnect, 0},
 	}
 	for _, c := range cases {
-		srv := startSim(t, sim.Config{Seed: 3, Faults: []sim.Fault{{Endpoint: sim.EndpointChat, Kind: sim.FaultStatus, Status: c.status, RetryAfter: c.retryAfter}}})
+		srv := simtest.Start(t, sim.Config{Seed: 3, Faults: []sim.Fault{{Endpoint: sim.EndpointChat, Kind: sim.FaultStatus, Status: c.status, RetryAfter: c.retryAfter}}})
 		_, _, err := collect(t, New(Config{BaseURL: srv.BaseURL()}), req)
 		ce := diagnostics.Classify(err)
 		if ce.Class != c.class || ce.Status != c.status || ce.RetryAfter != c.wait {
@@ -121,7 +112,7 @@ func TestHTTPErrorsAreClassified(t *testing.T) {
 }
 
 func TestOutageIsConnectFailed(t *testing.T) {
-	srv := startSim(t, sim.Config{Seed: 3})
+	srv := simtest.Start(t, sim.Config{Seed: 3})
 	if err := srv.SetOutage(true); err != nil {
 		t.Fatal(err)
 	}

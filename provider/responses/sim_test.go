@@ -11,6 +11,7 @@ import (
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/provider/sim/simtest"
 )
 
 // Recovery scenarios over real sockets against the simulator (127.0.0.1).
@@ -20,12 +21,7 @@ const simSeed = 42
 func startSim(t *testing.T, cfg sim.Config) *sim.Server {
 	t.Helper()
 	cfg.Seed = simSeed
-	s := sim.New(cfg)
-	if err := s.Start(""); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return simtest.Start(t, cfg)
 }
 
 func simProvider(t *testing.T, s *sim.Server) *Provider {

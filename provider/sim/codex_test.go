@@ -11,11 +11,12 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/noderun/noderun/internal/codexbin"
 )
 
 // The Codex CLI tests run the real `codex exec` (v0.169.0) against the
@@ -36,38 +37,6 @@ import (
 // with model the -m value. The varying context (cwd, date, ids) never
 // reaches the text, which is why the input is defined as the last user
 // message.
-
-// codexBinary finds the Codex CLI: $NODERUN_CODEX, else the copy `make
-// tools` installs under <repo root>/.tools. A missing Codex is a failure,
-// not a skip: CI must run these tests.
-func codexBinary(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("NODERUN_CODEX"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("NODERUN_CODEX=%s: %v", p, err)
-		}
-		return p
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("repository root (go.mod) not found")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, ".tools", "node_modules", ".bin", "codex")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("Codex CLI not found at %s: run `make tools` (installs @openai/codex@0.169.0 into .tools/) or set NODERUN_CODEX", p)
-	}
-	return p
-}
 
 // codexRun is what one `codex exec --json` printed.
 type codexRun struct {
@@ -106,7 +75,7 @@ func (r codexRun) agentMessage() (string, bool) {
 // wrapper and the native binary it spawns) is killed at the end.
 func runCodex(t *testing.T, s *Server, prompt string, extra ...string) codexRun {
 	t.Helper()
-	bin := codexBinary(t)
+	bin := codexbin.Path(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	home := t.TempDir()
