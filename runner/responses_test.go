@@ -522,24 +522,7 @@ func TestResponsesNodeStuckQueuedIsCancelledAndRetried(t *testing.T) {
 // An outage fails the node within the profile's deadline as connect_failed.
 func TestResponsesNodeOutageFailsWithinDeadline(t *testing.T) {
 	srv := simtest.Start(t, sim.Config{Seed: respSeed})
-	if err := srv.SetOutage(true); err != nil {
-		t.Fatal(err)
-	}
-	j := openJournal(t)
-	start := time.Now()
-	res := runGraph(t, responsesGraph(t, srv.BaseURL(), ""), j)
-	took := time.Since(start)
-	n := res.Nodes[0]
-	if n.State != journal.NodeFailed || res.Status != journal.RunFailed {
-		t.Fatalf("node %s, run %s", n.State, res.Status)
-	}
-	var ne *NodeError
-	if !errors.As(n.Err, &ne) || ne.Class != diagnostics.ClassConnect {
-		t.Fatalf("error = %v, want a connect_failed NodeError", n.Err)
-	}
-	if d := ciProfile().Deadline.D(); took > d {
-		t.Errorf("outage took %s to fail, more than the profile's deadline %s", took, d)
-	}
+	res, j := runOutage(t, srv, responsesGraph(t, srv.BaseURL(), ""))
 	ds := diagRecs(t, j, res.RunID, respNode)
 	if count(ds, diagnostics.ConnectFailed) < 1 || count(ds, diagnostics.NodeFailed) != 1 || count(ds, diagnostics.DisconnectDetected) != 0 {
 		t.Errorf("want connect_failed and node_failed:\n%s", strings.Join(diagCodes(ds), "\n"))

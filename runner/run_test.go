@@ -168,11 +168,21 @@ func TestChatNodeIdleSilenceIsADisconnect(t *testing.T) {
 
 func TestOutageFailsWithinDeadline(t *testing.T) {
 	srv := simtest.Start(t, sim.Config{Seed: 1})
+	res, j := runOutage(t, srv, chatGraph(t, srv.BaseURL(), "a"))
+	got := codes(t, j, res.RunID, "a")
+	if !has(got, diagnostics.ConnectFailed.ID, diagnostics.NodeFailed.ID) {
+		t.Errorf("codes %v lack connect_failed and node_failed", got)
+	}
+}
+
+// runOutage runs g's single node with nothing listening at srv, and checks
+// that it fails as connect_failed within the ci profile's deadline.
+func runOutage(t *testing.T, srv *sim.Server, g *Graph) (*Result, *journal.Journal) {
+	t.Helper()
 	if err := srv.SetOutage(true); err != nil {
 		t.Fatal(err)
 	}
 	j := openJournal(t)
-	g := chatGraph(t, srv.BaseURL(), "a")
 	start := time.Now()
 	res := runGraph(t, g, j)
 	took := time.Since(start)
@@ -187,10 +197,7 @@ func TestOutageFailsWithinDeadline(t *testing.T) {
 	if deadline := 5 * time.Second; took > deadline { // the ci profile's deadline
 		t.Errorf("outage took %s to fail, more than the profile's deadline %s", took, deadline)
 	}
-	got := codes(t, j, res.RunID, "a")
-	if !has(got, diagnostics.ConnectFailed.ID, diagnostics.NodeFailed.ID) {
-		t.Errorf("codes %v lack connect_failed and node_failed", got)
-	}
+	return res, j
 }
 
 func TestUnauthorizedIsNotRetried(t *testing.T) {
