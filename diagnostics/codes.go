@@ -32,6 +32,7 @@ var (
 	FellBackToRetry  = Code{"NR205", "fell_back_to_retry", slog.LevelWarn, "the response could not be resumed; retrying from scratch"}
 	OutputFromStatus = Code{"NR206", "output_from_status", slog.LevelInfo, "the response had completed; output taken from its status"}
 	ResponseCreated  = Code{"NR207", "response_created", slog.LevelInfo, "the provider assigned a response id"}
+	WorkCancelled    = Code{"NR208", "work_cancelled", slog.LevelInfo, "the response was cancelled at the provider so it stops billing (abort, or before a retry)"}
 
 	ThreadStarted   = Code{"NR301", "thread_started", slog.LevelInfo, "the harness reported its thread id"}
 	HarnessRetrying = Code{"NR302", "harness_retrying", slog.LevelInfo, "the harness is retrying on its own (informational)"}
@@ -57,7 +58,7 @@ var (
 func Codes() []Code {
 	return []Code{
 		DisconnectDetected, ReconnectScheduled, RetryStarted, RateLimitWait, ProviderError, ConnectFailed, IdleTimeout, Recovered,
-		Reattached, PollingStarted, StatusChecked, StuckCancelled, FellBackToRetry, OutputFromStatus, ResponseCreated,
+		Reattached, PollingStarted, StatusChecked, StuckCancelled, FellBackToRetry, OutputFromStatus, ResponseCreated, WorkCancelled,
 		ThreadStarted, HarnessRetrying, ThreadResumed, ThreadMismatch, HarnessFailed,
 		RunStarted, RunFinished, RunInterrupted, NodeSkipped, BreakerOpen,
 		NodeFailed, DeterministicError, BudgetExhausted, DeadlineExceeded, UnsafeReplayRefused, NodeCanceled,

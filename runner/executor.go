@@ -362,8 +362,8 @@ func (x *nodeExec) noteFailure(ctx context.Context, action resume.Action, ce *di
 		x.dispatched = x.wasSent // this request never left
 	}
 	x.last = ce
-	if action == resume.ActCheck || ce.Class == diagnostics.ClassStuck {
-		return // the status check, or the adapter, has reported it
+	if action == resume.ActCheck || ce.Class == diagnostics.ClassStuck || ce.Class == diagnostics.ClassCanceled {
+		return // reported by the status check, the adapter, or fail
 	}
 	code := diagnostics.DetectedCode(ce.Class)
 	switch {
@@ -456,6 +456,11 @@ func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.
 		x.run.g.Providers[x.provNm].Kind != ProviderKindHarness { // a harness explains its own credentials
 		d.Reason = fmt.Sprintf("authentication failed (HTTP %d): check the API key named by the provider's api_key_env; %s", ce.Status, d.Reason)
 	}
+	if ce.Class == diagnostics.ClassCanceled { // interrupted, not failed: resumable
+		x.diag(ctx, diagnostics.New(diagnostics.NodeCanceled, fmt.Sprintf("interrupted after %d bytes of output", x.out.Len()),
+			slog.String("tried", tried)))
+		return &NodeError{Node: x.node.ID, Class: ce.Class, Code: d.Code, Reason: d.Reason, Tried: tried, Err: ce}
+	}
 	if d.Code != diagnostics.NodeFailed {
 		x.diag(ctx, diagnostics.New(d.Code, d.Reason, slog.String("class", string(ce.Class))))
 	}
@@ -472,14 +477,14 @@ func (x *nodeExec) abandon(ctx context.Context) {
 	}
 	cctx, cancel := context.WithTimeout(bg(ctx), 10*time.Second)
 	defer cancel()
-	err := c.Cancel(cctx, x.cur.Ref)
-	attrs := []slog.Attr{slog.String("ref", x.cur.Ref)}
-	if err != nil {
-		attrs = append(attrs, slog.String("error", err.Error()))
-	}
+	code, msg := diagnostics.WorkCancelled, "cancelled "+x.cur.Ref+" at the provider"
 	if errors.Is(x.last, diagnostics.ErrStuck) {
-		x.diag(ctx, diagnostics.New(diagnostics.StuckCancelled, "cancelled the stuck response before retrying", attrs...))
+		code, msg = diagnostics.StuckCancelled, "cancelled the stuck response "+x.cur.Ref+" before retrying"
 	}
+	if err := c.Cancel(cctx, x.cur.Ref); err != nil {
+		msg = "could not cancel " + x.cur.Ref + " (it may be gone already): " + err.Error()
+	}
+	x.diag(ctx, diagnostics.New(code, msg, slog.String("ref", x.cur.Ref)))
 }
 
 func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -309,5 +310,48 @@ func TestSecondRunnerIsRefused(t *testing.T) {
 	code, _, stderr = runCLI(t, "resume", "--db", db, "last")
 	if code != exitOK {
 		t.Fatalf("resume after the first runner died: exit %d\n%s", code, stderr)
+	}
+}
+
+// Ctrl-C stops the run cleanly: exit 130, the journal says interrupted, the
+// in-flight response is cancelled at the provider, and `noderun resume`
+// finishes the run.
+func TestInterruptThenResume(t *testing.T) {
+	bin := noderunBinary(t)
+	dir := t.TempDir()
+	srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: 3000, TokensPerSecond: 1000})
+	graph := filepath.Join(dir, "slow.yaml")
+	src := fmt.Sprintf("name: slow\nprofile: ci\nproviders:\n  p: {kind: responses, base_url: %s, model: sim}\nnodes:\n  - {id: a, prompt: long}\n", srv.BaseURL())
+	if err := os.WriteFile(graph, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "i.db")
+	cmd := exec.Command(bin, "run", "--db", db, graph)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); srv.Stats().TokensGenerated < 100; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the run did not start streaming")
+		}
+	}
+	_ = cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("run after Ctrl-C: %v, want exit %d", err, exitInterrupted)
+	}
+	run, _ := nodeOutputs(t, db)
+	if run.Status != journal.RunInterrupted {
+		t.Fatalf("journal says %s, want interrupted", run.Status)
+	}
+	if srv.Stats().Requests[sim.EndpointResponsesCancel] != 1 {
+		t.Errorf("the in-flight response was not cancelled at the provider: %v", srv.Stats().Requests)
+	}
+	if code, _, stderr := runCLI(t, "resume", "--db", db, "last"); code != exitOK {
+		t.Fatalf("resume: exit %d\n%s", code, stderr)
+	}
+	if run, got := nodeOutputs(t, db); run.Status != journal.RunCompleted || len(got["a"]) < 3000 {
+		t.Fatalf("after resume: run %s, %d bytes", run.Status, len(got["a"]))
 	}
 }
