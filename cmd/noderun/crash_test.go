@@ -355,3 +355,38 @@ func TestInterruptThenResume(t *testing.T) {
 		t.Fatalf("after resume: run %s, %d bytes", run.Status, len(got["a"]))
 	}
 }
+
+// events --follow prints a run's events as they are journaled, from another
+// process, and returns when the run ends.
+func TestEventsFollow(t *testing.T) {
+	bin := noderunBinary(t)
+	dir := t.TempDir()
+	srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: 400, TokensPerSecond: 400})
+	graph := filepath.Join(dir, "f.yaml")
+	src := fmt.Sprintf("name: f\nprofile: ci\nproviders:\n  p: {kind: openai, base_url: %s, model: sim}\nnodes:\n  - {id: a, prompt: one}\n  - {id: b, needs: [a], prompt: two}\n", srv.BaseURL())
+	if err := os.WriteFile(graph, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "f.db")
+	cmd := exec.Command(bin, "run", "--db", db, graph)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); srv.Stats().TokensGenerated == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the run did not start")
+		}
+	}
+	start := time.Now()
+	code, out, stderr := runCLI(t, "events", "--db", db, "--follow", "--kind", "diagnostic", "last")
+	if code != exitOK {
+		t.Fatalf("events --follow: exit %d\n%s", code, stderr)
+	}
+	if time.Since(start) < 500*time.Millisecond {
+		t.Errorf("returned after %s, before the run (about 2s) could have ended", time.Since(start))
+	}
+	if !strings.Contains(out, "NR402") || strings.Count(out, "NR401") != 1 {
+		t.Errorf("followed events lack the run's start and end:\n%s", out)
+	}
+}
