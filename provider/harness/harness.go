@@ -192,7 +192,7 @@ func (p *Provider) values(req provider.Request, dir, thread string) map[string]s
 }
 
 // LookPath resolves the binary a call would run, without running it, for
-// up-front checks (`noderun check`): the error says how to install it.
+// up-front checks (`noderun validate` and `run` check it before writing anything): the error says how to install it.
 func (p *Provider) LookPath() (string, error) {
 	path, err := exec.LookPath(p.command())
 	if err != nil {
