@@ -230,27 +230,17 @@ func checkJournal(t *testing.T, db, runID string) {
 // An unsafe chat node killed mid-stream is not replayed on resume: it needs
 // attention, with an explanation; --retry runs it.
 func TestUnsafeNodeNeedsAttentionAfterCrash(t *testing.T) {
-	bin := noderunBinary(t)
 	dir := t.TempDir()
 	srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: 3000, TokensPerSecond: 1000})
-	graph := filepath.Join(dir, "unsafe.yaml")
-	src := fmt.Sprintf(`name: unsafe
+	cmd, db := startRun(t, dir, fmt.Sprintf(`name: unsafe
 profile: ci
 providers:
   chat: {kind: openai, base_url: %s, model: sim}
 nodes:
   - {id: deploy, prompt: deploy it, side_effects: unsafe}
   - {id: after, needs: [deploy], prompt: 'report {{ output "deploy" }}'}
-`, srv.BaseURL())
-	if err := os.WriteFile(graph, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	db := filepath.Join(dir, "u.db")
-	cmd := exec.Command(bin, "run", "--db", db, graph)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(time.Second)
+`, srv.BaseURL()))
+	waitStreaming(t, srv, 500) // of 3000: killed mid-stream
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
 	before := srv.Stats().Requests[sim.EndpointChat]
@@ -280,27 +270,10 @@ nodes:
 // error; once its runner is dead the lock is taken over (the kill -9 tests
 // resume such runs).
 func TestSecondRunnerIsRefused(t *testing.T) {
-	bin := noderunBinary(t)
 	dir := t.TempDir()
 	srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: 2000, TokensPerSecond: 1000})
-	graph := filepath.Join(dir, "slow.yaml")
-	src := fmt.Sprintf("name: slow\nprofile: ci\nproviders:\n  p: {kind: openai, base_url: %s, model: sim}\nnodes:\n  - {id: a, prompt: long}\n", srv.BaseURL())
-	if err := os.WriteFile(graph, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	db := filepath.Join(dir, "l.db")
-	first := exec.Command(bin, "run", "--db", db, graph)
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = first.Process.Kill(); _ = first.Wait() })
-	deadline := time.Now().Add(10 * time.Second)
-	for !fileExists(db) || srv.Stats().TokensGenerated == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the first runner did not start streaming")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	first, db := startRun(t, dir, fmt.Sprintf("name: slow\nprofile: ci\nproviders:\n  p: {kind: openai, base_url: %s, model: sim}\nnodes:\n  - {id: a, prompt: long}\n", srv.BaseURL()))
+	waitStreaming(t, srv, 1)
 	code, _, stderr := runCLI(t, "resume", "--db", db, "last")
 	if code != exitUsage || !strings.Contains(stderr, fmt.Sprintf("pid %d", first.Process.Pid)) || !strings.Contains(stderr, "one runner per run") {
 		t.Fatalf("second runner: exit %d, stderr %q", code, stderr)
@@ -317,24 +290,10 @@ func TestSecondRunnerIsRefused(t *testing.T) {
 // in-flight response is cancelled at the provider, and `noderun resume`
 // finishes the run.
 func TestInterruptThenResume(t *testing.T) {
-	bin := noderunBinary(t)
 	dir := t.TempDir()
 	srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: 3000, TokensPerSecond: 1000})
-	graph := filepath.Join(dir, "slow.yaml")
-	src := fmt.Sprintf("name: slow\nprofile: ci\nproviders:\n  p: {kind: responses, base_url: %s, model: sim}\nnodes:\n  - {id: a, prompt: long}\n", srv.BaseURL())
-	if err := os.WriteFile(graph, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	db := filepath.Join(dir, "i.db")
-	cmd := exec.Command(bin, "run", "--db", db, graph)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); srv.Stats().TokensGenerated < 100; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the run did not start streaming")
-		}
-	}
+	cmd, db := startRun(t, dir, fmt.Sprintf("name: slow\nprofile: ci\nproviders:\n  p: {kind: responses, base_url: %s, model: sim}\nnodes:\n  - {id: a, prompt: long}\n", srv.BaseURL()))
+	waitStreaming(t, srv, 100)
 	_ = cmd.Process.Signal(os.Interrupt)
 	err := cmd.Wait()
 	var ee *exec.ExitError
@@ -359,25 +318,10 @@ func TestInterruptThenResume(t *testing.T) {
 // events --follow prints a run's events as they are journaled, from another
 // process, and returns when the run ends.
 func TestEventsFollow(t *testing.T) {
-	bin := noderunBinary(t)
 	dir := t.TempDir()
 	srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: 400, TokensPerSecond: 400})
-	graph := filepath.Join(dir, "f.yaml")
-	src := fmt.Sprintf("name: f\nprofile: ci\nproviders:\n  p: {kind: openai, base_url: %s, model: sim}\nnodes:\n  - {id: a, prompt: one}\n  - {id: b, needs: [a], prompt: two}\n", srv.BaseURL())
-	if err := os.WriteFile(graph, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	db := filepath.Join(dir, "f.db")
-	cmd := exec.Command(bin, "run", "--db", db, graph)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	for deadline := time.Now().Add(10 * time.Second); srv.Stats().TokensGenerated == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the run did not start")
-		}
-	}
+	_, db := startRun(t, dir, fmt.Sprintf("name: f\nprofile: ci\nproviders:\n  p: {kind: openai, base_url: %s, model: sim}\nnodes:\n  - {id: a, prompt: one}\n  - {id: b, needs: [a], prompt: two}\n", srv.BaseURL()))
+	waitStreaming(t, srv, 1)
 	start := time.Now()
 	code, out, stderr := runCLI(t, "events", "--db", db, "--follow", "--kind", "diagnostic", "last")
 	if code != exitOK {
@@ -388,5 +332,32 @@ func TestEventsFollow(t *testing.T) {
 	}
 	if !strings.Contains(out, "NR402") || strings.Count(out, "NR401") != 1 {
 		t.Errorf("followed events lack the run's start and end:\n%s", out)
+	}
+}
+
+// startRun writes src as a graph file in dir and starts `noderun run` on it
+// in a process of its own, killed when the test ends.
+func startRun(t *testing.T, dir, src string) (*exec.Cmd, string) {
+	t.Helper()
+	graph := filepath.Join(dir, "graph.yaml")
+	if err := os.WriteFile(graph, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "run.db")
+	cmd := exec.Command(noderunBinary(t), "run", "--db", db, graph)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, db
+}
+
+// waitStreaming waits until the simulator has generated n tokens.
+func waitStreaming(t *testing.T, srv *sim.Server, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); srv.Stats().TokensGenerated < n; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run did not stream %d tokens within 10s", n)
+		}
 	}
 }
