@@ -25,39 +25,57 @@ type builtProvider struct {
 	workDir string
 }
 
-// Check finds, without starting or writing anything, every problem that would
-// stop g from running: the profile, provider settings, missing API keys and
-// models. Its errors name the graph file and the provider or node.
+// Check finds, without starting or writing anything, every problem in g
+// beyond its syntax: the profile, simulator settings, harness descriptors.
+// Its errors name the graph file, the line and the provider.
 func Check(g *Graph, opts *Options) error {
 	if _, err := Prepare(g, opts); err != nil {
 		return err
 	}
-	getenv := opts.Getenv
-	if getenv == nil {
-		getenv = osGetenv
-	}
 	var errs []error
 	for _, name := range sortedProviderNames(g) {
 		spec := g.Providers[name]
-		if _, _, err := endpoint(spec, getenv); err != nil {
-			errs = append(errs, fmt.Errorf("%s:%d: provider %q: %w", g.Path, spec.Line, name, err))
-		}
+		var err error
 		switch spec.Kind {
 		case ProviderKindSim:
-			if _, err := simConfig(spec); err != nil {
-				errs = append(errs, fmt.Errorf("%s:%d: provider %q: sim: %w", g.Path, spec.Line, name, err))
-			}
+			_, err = simConfig(spec)
 		case ProviderKindHarness:
-			p, err := newHarness(g, spec, getenv, nil)
-			if err == nil {
-				_, err = p.LookPath()
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s:%d: provider %q: %w", g.Path, spec.Line, name, err))
-			}
+			_, err = newHarness(g, spec, getenvOf(opts), nil)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s:%d: provider %q: %w", g.Path, spec.Line, name, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// CheckEnvironment finds what this machine lacks to run g: API keys in the
+// environment, harness binaries. `run` refuses to start without them;
+// `validate` only warns, since a graph may be checked where it is not run.
+func CheckEnvironment(g *Graph, opts *Options) error {
+	getenv := getenvOf(opts)
+	var errs []error
+	for _, name := range sortedProviderNames(g) {
+		spec := g.Providers[name]
+		_, _, err := endpoint(spec, getenv)
+		if err == nil && spec.Kind == ProviderKindHarness {
+			var p *harness.Provider
+			if p, err = newHarness(g, spec, getenv, nil); err == nil {
+				_, err = p.LookPath()
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s:%d: provider %q: %w", g.Path, spec.Line, name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func getenvOf(opts *Options) func(string) string {
+	if opts.Getenv != nil {
+		return opts.Getenv
+	}
+	return os.Getenv
 }
 
 // endpoint resolves a provider's base URL and API key from the graph and the
@@ -157,8 +175,6 @@ func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, l
 	}
 	return out, closeAll, nil
 }
-
-func osGetenv(k string) string { return os.Getenv(k) }
 
 func sortedProviderNames(g *Graph) []string {
 	names := make([]string, 0, len(g.Providers))

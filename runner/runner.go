@@ -95,7 +95,7 @@ func Prepare(g *Graph, opts *Options) (profile.Profile, error) {
 			}
 			loaded, err := profile.Load(p)
 			if err != nil {
-				return profile.Profile{}, fmt.Errorf("%s: profiles: %w", g.Path, err)
+				return profile.Profile{}, fmt.Errorf("%s: %w", g.Path, err)
 			}
 			set = loaded
 		}

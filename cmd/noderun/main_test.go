@@ -170,3 +170,12 @@ func TestCompactHandler(t *testing.T) {
 		t.Errorf("got\n%q\nwant\n%q", b.String(), want)
 	}
 }
+
+func TestValidateAcceptsValidGraphs(t *testing.T) {
+	files, _ := filepath.Glob("../../testdata/graphs/valid/*.yaml")
+	files = append(files, "../../testdata/graphs/demo.yaml")
+	code, out, stderr := runCLI(t, append([]string{"validate"}, files...)...)
+	if code != exitOK || strings.Count(out, ": ok (") != len(files) {
+		t.Fatalf("validate: exit %d\n%s\n%s", code, out, stderr)
+	}
+}

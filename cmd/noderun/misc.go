@@ -26,8 +26,8 @@ func validateCommand() *cli.Command {
 			bad := 0
 			for _, path := range c.Args().Slice() {
 				g, err := runner.LoadGraph(path)
+				opts := runner.Options{}
 				if err == nil {
-					opts := runner.Options{}
 					err = runner.Check(g, &opts)
 				}
 				if err != nil {
@@ -36,6 +36,9 @@ func validateCommand() *cli.Command {
 					continue
 				}
 				fmt.Fprintf(c.App.Writer, "%s: ok (%d nodes)\n", path, len(g.Nodes))
+				if err := runner.CheckEnvironment(g, &opts); err != nil {
+					fmt.Fprintf(c.App.ErrWriter, "warning: `noderun run` on this machine would refuse it:\n%v\n", err)
+				}
 			}
 			if bad > 0 {
 				return &exitError{exitUsage, nil}
@@ -59,11 +62,11 @@ func profilesCommand() *cli.Command {
 				}
 			}
 			w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "PROFILE\tRETRIES\tRECONNECTS\tBACKOFF (full jitter)\tDEADLINE\tIDLE\tPOLL\tSTUCK AFTER\tMAX RETRY-AFTER\tBREAKER")
+			fmt.Fprintln(w, "PROFILE\tRETRIES\tRECONNECTS\tBACKOFF (full jitter)\tDEADLINE\tIDLE\tPOLL AFTER\tPOLL\tSTUCK AFTER\tMAX RETRY-AFTER\tBREAKER")
 			for _, name := range set.Names() {
 				p := set[name]
-				fmt.Fprintf(w, "%s\t%d\t%d\t%s × %g, cap %s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, p.Retries, p.Reconnects,
-					p.Backoff.Base, p.Backoff.Factor, p.Backoff.Cap, p.Deadline, p.IdleTimeout, p.PollInterval, p.StuckAfter, p.MaxRetryAfter, breakerText(p))
+				fmt.Fprintf(w, "%s\t%d\t%d\t%s × %g, cap %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, p.Retries, p.Reconnects,
+					p.Backoff.Base, p.Backoff.Factor, p.Backoff.Cap, p.Deadline, p.IdleTimeout, p.PollAfter, p.PollInterval, p.StuckAfter, p.MaxRetryAfter, breakerText(p))
 			}
 			return w.Flush()
 		},

@@ -36,7 +36,7 @@ func runCommand() *cli.Command {
 				return usageErr(err)
 			}
 			// Everything that can be wrong with the input is found before the journal is touched.
-			if err := runner.Check(g, &opts); err != nil {
+			if err := errors.Join(runner.Check(g, &opts), runner.CheckEnvironment(g, &opts)); err != nil {
 				return usageErr(err)
 			}
 			j, err := journal.Open(c.Context, c.String("db"), journal.WithLogger(opts.Logger))
