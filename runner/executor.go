@@ -74,9 +74,9 @@ func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 	switch {
 	case e == nil:
 		x.beginAttempt(ctx, journal.ModeStart)
-	case e.action == resume.ActRetry:
+	case e.action == resume.ActRetry: // this retry comes out of the budget too
 		x.attempt, x.dispatched = e.attempt, true
-		x.retries -= min(e.retriesUsed, x.retries)
+		x.retries -= min(e.retriesUsed+1, x.retries)
 		x.beginAttempt(ctx, journal.ModeRetry)
 	default: // re-attach to, or check on, the attempt that was in flight
 		x.attempt, x.cur, x.dispatched, action = e.attempt, e.cur, true, e.action
