@@ -131,38 +131,8 @@ func codexLeftovers(t *testing.T, home string) {
 	}
 }
 
-// jdiag is a journaled diagnostic with its payload.
-type jdiag struct {
-	Attempt int
-	Code    string
-	Message string
-	Attrs   map[string]any
-	Time    time.Time
-}
-
-// diagsOf returns the node's journaled diagnostics, in order.
-func diagsOf(t *testing.T, j *journal.Journal, run, node string) []jdiag {
-	t.Helper()
-	evs, err := j.Events(context.Background(), run, journal.EventFilter{Node: node, Kinds: []string{"diagnostic"}, AfterSeq: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]jdiag, 0, len(evs))
-	for _, e := range evs {
-		var p struct {
-			Message string         `json:"message"`
-			Attrs   map[string]any `json:"attrs"`
-		}
-		if err := json.Unmarshal(e.Payload, &p); err != nil {
-			t.Fatalf("diagnostic %s payload %q: %v", e.Code, e.Payload, err)
-		}
-		out = append(out, jdiag{Attempt: e.Attempt, Code: e.Code, Message: p.Message, Attrs: p.Attrs, Time: e.Time})
-	}
-	return out
-}
-
-func withCode(ds []jdiag, c diagnostics.Code) []jdiag {
-	var out []jdiag
+func withCode(ds []diagRec, c diagnostics.Code) []diagRec {
+	var out []diagRec
 	for _, d := range ds {
 		if d.Code == c.ID {
 			out = append(out, d)
@@ -172,11 +142,11 @@ func withCode(ds []jdiag, c diagnostics.Code) []jdiag {
 }
 
 // firstIndex is the position of the first diagnostic with code c, -1 if none.
-func firstIndex(ds []jdiag, c diagnostics.Code) int {
-	return slices.IndexFunc(ds, func(d jdiag) bool { return d.Code == c.ID })
+func firstIndex(ds []diagRec, c diagnostics.Code) int {
+	return slices.IndexFunc(ds, func(d diagRec) bool { return d.Code == c.ID })
 }
 
-func dumpDiags(ds []jdiag) string {
+func dumpDiags(ds []diagRec) string {
 	var b strings.Builder
 	for _, d := range ds {
 		fmt.Fprintf(&b, "  #%d %s %s %v\n", d.Attempt, d.Code, d.Message, d.Attrs)
@@ -233,7 +203,7 @@ func TestHarnessCodexNodeResumesDroppedThread(t *testing.T) {
 	rig := codexGraph(t, srv.BaseURL(), harnessProfile{reconnects: 3, deadline: 60 * time.Second}, "", "")
 	j := openJournal(t)
 	res := runGraph(t, rig.g, j)
-	ds := diagsOf(t, j, res.RunID, "agent")
+	ds := diagRecs(t, j, res.RunID, "agent")
 	n := res.Nodes[0]
 	if n.State != journal.NodeCompleted || res.Status != journal.RunCompleted {
 		t.Fatalf("node %s (%v), run %s\n%s", n.State, n.Err, res.Status, dumpDiags(ds))
@@ -319,7 +289,7 @@ func TestHarnessCodexNode401(t *testing.T) {
 	rig := codexGraph(t, srv.BaseURL(), harnessProfile{reconnects: 3, deadline: 60 * time.Second}, "", "")
 	j := openJournal(t)
 	res := runGraph(t, rig.g, j)
-	ds := diagsOf(t, j, res.RunID, "agent")
+	ds := diagRecs(t, j, res.RunID, "agent")
 	n := res.Nodes[0]
 	if n.State != journal.NodeFailed {
 		t.Fatalf("node %s, want failed\n%s", n.State, dumpDiags(ds))
@@ -374,7 +344,7 @@ func TestHarnessCodexNodeThreadMismatch(t *testing.T) {
 		rig := codexGraph(t, srv.BaseURL(), prof, newThreadDescriptor(t), "")
 		j := openJournal(t)
 		res := runGraph(t, rig.g, j)
-		ds := diagsOf(t, j, res.RunID, "agent")
+		ds := diagRecs(t, j, res.RunID, "agent")
 		thread := checkMismatch(t, j, res, ds)
 		mm := withCode(ds, diagnostics.ThreadMismatch)
 		got, _ := mm[0].Attrs["got"].(string)
@@ -413,7 +383,7 @@ func TestHarnessCodexNodeThreadMismatch(t *testing.T) {
 		sessions.Store(new(filepath.Join(rig.home, "sessions")))
 		j := openJournal(t)
 		res := runGraph(t, rig.g, j)
-		ds := diagsOf(t, j, res.RunID, "agent")
+		ds := diagRecs(t, j, res.RunID, "agent")
 		select {
 		case err := <-deleted:
 			if err != nil {
@@ -456,7 +426,7 @@ func newThreadDescriptor(t *testing.T) string {
 // checkMismatch checks what both mismatch cases share and returns the
 // recorded thread id: the node failed with NR304 after one resume, in one
 // attempt that keeps the thread id it started with.
-func checkMismatch(t *testing.T, j *journal.Journal, res *Result, ds []jdiag) string {
+func checkMismatch(t *testing.T, j *journal.Journal, res *Result, ds []diagRec) string {
 	t.Helper()
 	n := res.Nodes[0]
 	if n.State != journal.NodeFailed {
@@ -523,7 +493,7 @@ func TestHarnessCodexNodeResumesAreBounded(t *testing.T) {
 			rig := codexGraph(t, srv.BaseURL(), prof, "", tc.nodeExtra)
 			j := openJournal(t)
 			res := runGraph(t, rig.g, j)
-			ds := diagsOf(t, j, res.RunID, "agent")
+			ds := diagRecs(t, j, res.RunID, "agent")
 			ne := checkBounded(t, j, res, ds, prof, tc.code)
 			if got := len(withCode(ds, diagnostics.ThreadResumed)); got != prof.reconnects {
 				t.Errorf("%d resumes, want the whole budget of %d\n%s", got, prof.reconnects, dumpDiags(ds))
@@ -550,7 +520,7 @@ func TestHarnessCodexNodeResumesAreBounded(t *testing.T) {
 		rig := codexGraph(t, srv.BaseURL(), prof, "", "")
 		j := openJournal(t)
 		res := runGraph(t, rig.g, j)
-		ds := diagsOf(t, j, res.RunID, "agent")
+		ds := diagRecs(t, j, res.RunID, "agent")
 		checkBounded(t, j, res, ds, prof, diagnostics.DeadlineExceeded)
 		if got := len(withCode(ds, diagnostics.ThreadResumed)); got == 0 || got >= prof.reconnects {
 			t.Errorf("%d resumes, want some, cut by the deadline before the budget of %d\n%s", got, prof.reconnects, dumpDiags(ds))
@@ -561,7 +531,7 @@ func TestHarnessCodexNodeResumesAreBounded(t *testing.T) {
 // checkBounded checks a node that failed with code after resumes that never
 // helped: one attempt, at most the reconnect budget of resumes, all of the
 // recorded thread, and the failure within the deadline of the first one.
-func checkBounded(t *testing.T, j *journal.Journal, res *Result, ds []jdiag, prof harnessProfile, code diagnostics.Code) *NodeError {
+func checkBounded(t *testing.T, j *journal.Journal, res *Result, ds []diagRec, prof harnessProfile, code diagnostics.Code) *NodeError {
 	t.Helper()
 	n := res.Nodes[0]
 	var ne *NodeError

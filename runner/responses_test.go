@@ -98,38 +98,6 @@ func runWith(t *testing.T, g *Graph, opts Options) *Result {
 	return res
 }
 
-// diagRec is one journaled diagnostic, as `noderun events` shows it.
-type diagRec struct {
-	Code    string
-	Attempt int
-	Message string
-	Attrs   map[string]any
-}
-
-func diagRecs(t *testing.T, j *journal.Journal, run, node string) []diagRec {
-	t.Helper()
-	evs, err := j.Events(context.Background(), run, journal.EventFilter{Node: node, Kinds: []string{"diagnostic"}, AfterSeq: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]diagRec, 0, len(evs))
-	for _, e := range evs {
-		var p struct {
-			Code    string         `json:"code"`
-			Message string         `json:"message"`
-			Attrs   map[string]any `json:"attrs"`
-		}
-		if err := json.Unmarshal(e.Payload, &p); err != nil {
-			t.Fatalf("diagnostic payload %q: %v", e.Payload, err)
-		}
-		if p.Code != e.Code {
-			t.Fatalf("diagnostic event code %q, payload code %q", e.Code, p.Code)
-		}
-		out = append(out, diagRec{Code: e.Code, Attempt: e.Attempt, Message: p.Message, Attrs: p.Attrs})
-	}
-	return out
-}
-
 func diagCodes(ds []diagRec) []string {
 	out := make([]string, len(ds))
 	for i, d := range ds {

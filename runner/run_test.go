@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -65,13 +66,43 @@ func runGraph(t *testing.T, g *Graph, j *journal.Journal) *Result {
 // codes lists the diagnostic codes journaled for a node, in order.
 func codes(t *testing.T, j *journal.Journal, run, node string) []string {
 	t.Helper()
+	var out []string
+	for _, d := range diagRecs(t, j, run, node) {
+		out = append(out, d.Code)
+	}
+	return out
+}
+
+// diagRec is one journaled diagnostic, as `noderun events` shows it.
+type diagRec struct {
+	Code    string
+	Attempt int
+	Message string
+	Attrs   map[string]any
+	Time    time.Time
+}
+
+// diagRecs returns the node's journaled diagnostics, in order.
+func diagRecs(t *testing.T, j *journal.Journal, run, node string) []diagRec {
+	t.Helper()
 	evs, err := j.Events(context.Background(), run, journal.EventFilter{Node: node, Kinds: []string{"diagnostic"}, AfterSeq: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
+	out := make([]diagRec, 0, len(evs))
 	for _, e := range evs {
-		out = append(out, e.Code)
+		var p struct {
+			Code    string         `json:"code"`
+			Message string         `json:"message"`
+			Attrs   map[string]any `json:"attrs"`
+		}
+		if err := json.Unmarshal(e.Payload, &p); err != nil {
+			t.Fatalf("diagnostic payload %q: %v", e.Payload, err)
+		}
+		if p.Code != e.Code {
+			t.Fatalf("diagnostic event code %q, payload code %q", e.Code, p.Code)
+		}
+		out = append(out, diagRec{Code: e.Code, Attempt: e.Attempt, Message: p.Message, Attrs: p.Attrs, Time: e.Time})
 	}
 	return out
 }
