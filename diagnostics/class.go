@@ -37,8 +37,9 @@ const (
 	ClassDeterministic Class = "deterministic"
 	// ClassCanceled: the caller gave up (Ctrl-C, node cancel).
 	ClassCanceled Class = "canceled"
-	// ClassStuck: the provider holds the work but it makes no progress (a
-	// response left queued); it cannot be resumed, only cancelled and retried.
+	// ClassStuck: the work cannot go on where it is — a response left queued
+	// with no progress, or one the provider reports cancelled or no longer
+	// knows; it cannot be resumed, only cancelled and retried.
 	ClassStuck Class = "stuck"
 )
 

@@ -31,7 +31,7 @@ func TestDocsListEveryCode(t *testing.T) {
 		{ClassConnect, "connection refused: the request provably never left"},
 		{ClassRateLimited, "429, with Retry-After in seconds or as an HTTP date"},
 		{ClassServer, "500 and other 5xx"},
-		{ClassStuck, "a background response left queued past the profile's stuck_after"},
+		{ClassStuck, "a background response left queued past the profile's stuck_after, or cancelled or unknown to the provider when checked: it cannot be resumed, only retried"},
 		{ClassDeterministic, "400, 401, 403, 404, 422, context length, a failed or incomplete response, a harness thread mismatch"},
 		{ClassCanceled, "Ctrl-C, node cancel"},
 	} {

@@ -156,13 +156,6 @@ func mustAffect(res sql.Result, err error) error {
 	return nil
 }
 
-func nanos(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
 func fromNanos(n int64) time.Time {
 	if n == 0 {
 		return time.Time{}

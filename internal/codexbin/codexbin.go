@@ -44,7 +44,7 @@ func find() (string, error) {
 	}
 	p := filepath.Join(dir, ".tools", "node_modules", ".bin", "codex")
 	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("Codex CLI not found at %s", p)
+		return "", fmt.Errorf("the Codex CLI is not at %s", p)
 	}
 	return p, nil
 }

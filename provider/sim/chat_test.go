@@ -101,6 +101,7 @@ func TestChatMaxTokensAndMetadata(t *testing.T) {
 	c := client(t, s)
 
 	req := chatReq("p")
+	//lint:ignore SA1019 the simulator must honour the legacy field that clients still send
 	req.MaxTokens = 7
 	res := readChat(t, c, req)
 	if res.finish != openai.FinishReasonStop || res.text != want("sim", "p", 0, 7) {
