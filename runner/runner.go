@@ -58,6 +58,9 @@ type NodeResult struct {
 	Output string
 	Err    error  // set when failed
 	Reason string // why skipped or failed
+	// Running is the response an interruption left running at the provider
+	// (re-attached by Resume, stopped by Cancel); empty otherwise.
+	Running string
 }
 
 // Failed reports whether any node failed or was skipped.
@@ -239,7 +242,7 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 			res.State, res.Err, res.Reason = journal.NodeFailed, jerr, "journal: "+jerr.Error()
 		}
 	case errors.As(err, &ne) && ne.Class == diagnostics.ClassCanceled:
-		res.State, res.Err, res.Reason = journal.NodeCanceled, err, "interrupted"
+		res.State, res.Err, res.Reason, res.Running = journal.NodeCanceled, err, "interrupted", ne.Running
 		_ = r.j.SetNodeState(bg(ctx), r.id, n.ID, journal.NodeCanceled, "interrupted")
 	default:
 		res.State, res.Err, res.Reason = journal.NodeFailed, err, err.Error()
