@@ -508,6 +508,7 @@ func (x *nodeExec) announce(ctx context.Context, d resume.Decision, ce *diagnost
 		left-- // this retry is taken from the budget
 	}
 	x.diag(ctx, diagnostics.New(d.Code, line, slog.String("class", string(ce.Class)), slog.Duration("delay", delay),
+		slog.Int("backoff_step", x.backoffN-1), // the delay was drawn from [0, base*factor^step]
 		slog.Int("retries_left", left), slog.Int("reconnects_left", x.prof.Reconnects-x.resumes)))
 	x.run.progress(x.node.ID, line)
 }
