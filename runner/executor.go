@@ -22,16 +22,18 @@ import (
 // nodeExec runs one node to completion: stream, journal, recover. It owns the
 // recovery loop; resume.Decide owns the decision.
 type nodeExec struct {
-	run     *runState
-	node    *Node
-	prov    provider.Provider
-	provNm  string
-	req     provider.Request
-	prof    profile.Profile
-	side    resume.SideEffects
-	total   int // retry budget for this node
-	retries int // what is left of it
-	rnd     *rand.Rand
+	run    *runState
+	node   *Node
+	prov   provider.Provider
+	provNm string
+	// inProcess: the provider lives in this process; its work ends with it.
+	inProcess bool
+	req       provider.Request
+	prof      profile.Profile
+	side      resume.SideEffects
+	total     int // retry budget for this node
+	retries   int // what is left of it
+	rnd       *rand.Rand
 
 	attempt    int             // current attempt number, 1-based; a retry starts a new one
 	cur        provider.Cursor // where the current attempt's work stands
@@ -528,7 +530,7 @@ func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.
 		x.diag(ctx, diagnostics.New(diagnostics.NodeCanceled, fmt.Sprintf("interrupted after %d bytes of output", x.out.Len()),
 			slog.String("tried", tried)))
 		ne := &NodeError{Node: x.node.ID, Class: ce.Class, Code: d.Code, Reason: d.Reason, Tried: tried, Err: ce}
-		if x.remote() {
+		if x.remote() && !x.inProcess {
 			// Interruption detaches: the response goes on at the provider and
 			// `noderun resume` re-attaches to it, regenerating nothing.
 			ne.Running = x.cur.Ref

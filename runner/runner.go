@@ -229,7 +229,7 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 	if model == "" {
 		model = bp.model
 	}
-	x := &nodeExec{run: r, node: n, prov: bp.p, provNm: n.Provider, prof: r.prof, side: resume.SideEffects(n.SideEffects),
+	x := &nodeExec{run: r, node: n, prov: bp.p, provNm: n.Provider, inProcess: bp.inProcess, prof: r.prof, side: resume.SideEffects(n.SideEffects),
 		chunks: coalescer{j: r.j}, total: total, retries: total, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		req: provider.Request{Node: n.ID, Model: model, System: system, Prompt: prompt,
 			ReasoningEffort: n.ReasoningEffort, MaxOutputTokens: n.MaxOutputTokens, WorkDir: bp.workDir, Policy: r.prof}}
