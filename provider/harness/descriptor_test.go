@@ -94,7 +94,7 @@ func TestLoadDescriptorFileLine(t *testing.T) {
 }
 
 func TestBuiltinAndResolve(t *testing.T) {
-	if got := Builtins(); !slices.Equal(got, []string{"codex"}) {
+	if got := Builtins(); !slices.Equal(got, []string{"claude", "codex", "gemini"}) {
 		t.Errorf("builtins %v", got)
 	}
 	d, err := Resolve("codex")
@@ -105,7 +105,7 @@ func TestBuiltinAndResolve(t *testing.T) {
 		time.Duration(d.ExitGrace) != 10*time.Second || d.DefaultClass != ClassTransport {
 		t.Errorf("codex descriptor: %+v", d)
 	}
-	if _, err := Resolve("claude"); err == nil || !strings.Contains(err.Error(), "built-in descriptor (codex) or a descriptor file") {
+	if _, err := Resolve("aider"); err == nil || !strings.Contains(err.Error(), "built-in descriptor (claude, codex, gemini) or a descriptor file") {
 		t.Errorf("unknown name: %v", err)
 	}
 	if _, err := Resolve(otherAgent); err != nil {
