@@ -385,3 +385,54 @@ func TestHarnessClaudeNodeResumesAreBounded(t *testing.T) {
 		}
 	})
 }
+
+// testdata/graphs/agents.yaml runs a Codex, a Claude Code and a Gemini CLI
+// node side by side on one simulator with testdata/faults/agents.yaml: the
+// Codex and Claude Code nodes are cut more often than their CLIs retry and
+// are resumed; all three complete.
+func TestAgentsExampleGraph(t *testing.T) {
+	t.Parallel()
+	cfg, err := sim.LoadConfig(filepath.Join("..", "testdata", "faults", "agents.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := simtest.Start(t, cfg)
+	src, err := os.ReadFile(filepath.Join("..", "testdata", "graphs", "agents.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const addr = "127.0.0.1:8788"
+	if !strings.Contains(string(src), addr) {
+		t.Fatalf("the example no longer points at %s: update the test", addr)
+	}
+	g := parseTestGraph(t, strings.ReplaceAll(string(src), addr, srv.Addr()))
+	state := t.TempDir()
+	bins := map[string]string{"codex": codexbin.Path(t), "claude": codexbin.Claude(t), "gemini": codexbin.Gemini(t)}
+	for name, p := range g.Providers {
+		p.Command, p.StateDir, p.WorkDir = bins[name], state, t.TempDir()
+		p.Env["TMPDIR"] = t.TempDir()
+		if name == "codex" {
+			p.Env["CODEX_HOME"] = filepath.Join(state, "codex-home")
+			if err := os.Mkdir(p.Env["CODEX_HOME"], 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Cleanup(func() { agentLeftovers(t, state) })
+	j := openJournal(t)
+	res := runGraph(t, g, j)
+	for _, n := range res.Nodes {
+		ds := diagRecs(t, j, res.RunID, n.ID)
+		if n.State != journal.NodeCompleted || n.Output == "" {
+			t.Errorf("node %s: %s (%v)\n%s", n.ID, n.State, n.Err, dumpDiags(ds))
+			continue
+		}
+		want := map[string]int{"notes-codex": 1, "notes-claude": 1, "notes-gemini": 0}[n.ID]
+		if got := len(withCode(ds, diagnostics.ThreadResumed)); got != want {
+			t.Errorf("node %s: %d resumes, want %d\n%s", n.ID, got, want, dumpDiags(ds))
+		}
+	}
+	if res.Status != journal.RunCompleted {
+		t.Errorf("run %s", res.Status)
+	}
+}
