@@ -436,3 +436,20 @@ func TestAgentsExampleGraph(t *testing.T) {
 		t.Errorf("run %s", res.Status)
 	}
 }
+
+// state_dir is made absolute against the graph file's directory and is a
+// harness field only.
+func TestGraphStateDir(t *testing.T) {
+	src := "name: s\nproviders:\n  agent:\n    kind: harness\n    harness: gemini\n    state_dir: st\nnodes:\n  - id: a\n    prompt: x\n"
+	g, err := ParseGraph(filepath.Join("some", "g.yaml"), []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := filepath.Abs(filepath.Join("some", "st")); g.Providers["agent"].StateDir != want {
+		t.Errorf("StateDir %q, want %q", g.Providers["agent"].StateDir, want)
+	}
+	src = strings.Replace(src, "kind: harness\n    harness: gemini", "kind: openai", 1)
+	if _, err := ParseGraph("g.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), `field "state_dir" is not valid for kind "openai"`) {
+		t.Errorf("state_dir on an openai provider: %v", err)
+	}
+}
