@@ -39,6 +39,7 @@ func TestFakeClaudeSuccess(t *testing.T) {
 env CLAUDE_CONFIG_DIR
 env CLAUDE_CODE_MAX_RETRIES
 env CLAUDE_CODE_DISABLE_NONSTREAMING_FALLBACK
+env ANTHROPIC_CUSTOM_HEADERS
 out {"type":"system","subtype":"api_retry","attempt":1,"max_retries":1,"retry_delay_ms":504,"error_status":null,"error":"unknown","session_id":"6f1c2d1e-0000-4000-8000-000000000001"}
 out {"type":"assistant","message":{"content":[{"type":"text","text":"final ✓"}]},"session_id":"6f1c2d1e-0000-4000-8000-000000000001"}
 out {"type":"result","subtype":"success","is_error":false,"result":"final ✓","terminal_reason":"completed","usage":{"input_tokens":6,"output_tokens":64},"session_id":"6f1c2d1e-0000-4000-8000-000000000001"}
@@ -63,6 +64,9 @@ out {"type":"result","subtype":"success","is_error":false,"result":"final ✓","
 	env := envOf(r)
 	if want := filepath.Join(state, "claude", "n_1"); env["CLAUDE_CONFIG_DIR"] != want {
 		t.Errorf("CLAUDE_CONFIG_DIR %q, want %q (the node's own store)", env["CLAUDE_CONFIG_DIR"], want)
+	}
+	if env["ANTHROPIC_CUSTOM_HEADERS"] != "X-Noderun-Node: n/1" {
+		t.Errorf("ANTHROPIC_CUSTOM_HEADERS %q, want the node named", env["ANTHROPIC_CUSTOM_HEADERS"])
 	}
 	if env["CLAUDE_CODE_MAX_RETRIES"] != "1" || env["CLAUDE_CODE_DISABLE_NONSTREAMING_FALLBACK"] != "1" {
 		t.Errorf("retry bounds %v", env)
@@ -141,6 +145,7 @@ func TestFakeGeminiDeltasAndSettings(t *testing.T) {
 out {"type":"init","timestamp":"t","session_id":"9a31c761-a8e8-4b9a-8e75-fbab647be838","model":"sim"}
 out {"type":"message","timestamp":"t","role":"user","content":"hi"}
 env GEMINI_CLI_HOME
+env GEMINI_CLI_CUSTOM_HEADERS
 out {"type":"message","timestamp":"t","role":"assistant","content":"Señor","delta":true}
 out {"type":"message","timestamp":"t","role":"assistant","content":" stream ✓","delta":true}
 out {"type":"result","timestamp":"t","status":"success","stats":{"total_tokens":70,"input_tokens":6,"output_tokens":64}}
@@ -155,6 +160,9 @@ out {"type":"result","timestamp":"t","status":"success","stats":{"total_tokens":
 	home := filepath.Join(p.cfg.StateDir, "gemini", "n")
 	if got := envOf(r)["GEMINI_CLI_HOME"]; got != home {
 		t.Errorf("GEMINI_CLI_HOME %q, want %q", got, home)
+	}
+	if got := envOf(r)["GEMINI_CLI_CUSTOM_HEADERS"]; got != "X-Noderun-Node: n" {
+		t.Errorf("GEMINI_CLI_CUSTOM_HEADERS %q, want the node named", got)
 	}
 	b, err := os.ReadFile(filepath.Join(home, ".gemini", "settings.json"))
 	var settings struct {

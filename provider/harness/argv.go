@@ -14,7 +14,7 @@ import (
 // strings). Strings may hold placeholders:
 //
 //	{model} {prompt} {system} {reasoning_effort} {max_output_tokens}
-//	{thread_id} {continue_prompt} {workdir} {state_dir}
+//	{thread_id} {continue_prompt} {workdir} {state_dir} {node}
 //
 // ({state_dir} is the node's own directory for the harness's state, see
 // Config.StateDir)
@@ -36,7 +36,7 @@ type Arg struct {
 
 // placeholder names and what they are.
 var placeholders = []string{"model", "prompt", "system", "reasoning_effort", "max_output_tokens",
-	"thread_id", "continue_prompt", "workdir", "state_dir"}
+	"thread_id", "continue_prompt", "workdir", "state_dir", "node"}
 
 const argsItem = "{args}"
 

@@ -198,6 +198,7 @@ func (p *Provider) values(req provider.Request, dir, thread string) map[string]s
 		"continue_prompt":  p.desc.ContinuePrompt,
 		"workdir":          dir,
 		"state_dir":        filepath.Join(p.cfg.StateDir, p.desc.Name, pathSafe(req.Node)),
+		"node":             req.Node,
 	}
 	if req.MaxOutputTokens > 0 {
 		v["max_output_tokens"] = strconv.Itoa(req.MaxOutputTokens)
