@@ -1,11 +1,13 @@
 package runner
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -215,6 +217,15 @@ func TestHarnessClaudeNodeResumesCutSession(t *testing.T) {
 				if a, b := firstIndex(ds, order[i-1]), firstIndex(ds, order[i]); a < 0 || b < 0 || a > b {
 					t.Errorf("want %s before %s\n%s", order[i-1], order[i], dumpDiags(ds))
 				}
+			}
+			// The session id is journaled before anything else of the attempt.
+			evs, err := j.Events(context.Background(), res.RunID, journal.EventFilter{Node: "agent", AfterSeq: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i := slices.IndexFunc(evs, func(e journal.Event) bool { return e.Attempt == 1 }); i < 0 ||
+				evs[i].Kind != "ref" || string(evs[i].Payload) != session {
+				t.Errorf("the attempt's first event is not its session id %s", session)
 			}
 			raw := strings.Join(rawLines(t, j, res.RunID, "agent"), "\n")
 			if got := strings.Count(raw, `"subtype":"init"`); got != 2 {
