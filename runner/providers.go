@@ -110,6 +110,32 @@ func endpoint(spec *ProviderSpec, getenv func(string) string) (baseURL, key stri
 	return baseURL, key, nil
 }
 
+// secrets lists the credentials a run of g may send or hand to a harness:
+// each provider's API key, and the values of harness environment variables
+// whose names say they are credentials. They are masked before anything is
+// journaled or logged.
+func secrets(g *Graph, getenv func(string) string) []string {
+	var out []string
+	for _, name := range sortedProviderNames(g) {
+		spec := g.Providers[name]
+		if _, key, err := endpoint(spec, getenv); err == nil && key != "" {
+			out = append(out, key)
+		}
+		for k, v := range spec.Env {
+			if u := strings.ToUpper(k); strings.Contains(u, "KEY") || strings.Contains(u, "TOKEN") ||
+				strings.Contains(u, "SECRET") || strings.Contains(u, "PASSWORD") {
+				out = append(out, v)
+			}
+		}
+	}
+	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "CODEX_API_KEY"} {
+		if v := getenv(k); v != "" { // harnesses read these from the environment they inherit
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 func simConfig(spec *ProviderSpec) (sim.Config, error) {
 	if spec.Sim == nil {
 		return sim.Config{}, nil

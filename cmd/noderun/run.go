@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner"
 )
@@ -193,6 +194,12 @@ func runErr(err error) error {
 
 // report prints a run's result and maps it to an exit code.
 func report(c *cli.Context, opts runner.Options, res *runner.Result, err error) error {
+	if err != nil && res != nil && errors.Is(err, diagnostics.ErrJournal) {
+		// Nothing more was sent once the journal could not record it; what
+		// it holds is intact and resumable.
+		return &exitError{exitInterrupted, fmt.Errorf("%w\nthe run is interrupted: free space on the disk that holds %s (or fix the file), then continue it: %s",
+			err, c.String("db"), resumeLine(c, res.RunID))}
+	}
 	if err != nil {
 		return &exitError{exitFailed, err}
 	}
@@ -218,17 +225,14 @@ func report(c *cli.Context, opts runner.Options, res *runner.Result, err error) 
 // waits a moment for a second one, which cancels that work now.
 func interrupted(c *cli.Context, opts runner.Options, res *runner.Result) error {
 	w := c.App.ErrWriter
-	db := ""
-	if c.IsSet("db") {
-		db = " --db " + shellQuote(c.String("db"))
-	}
+	db := dbArg(c)
 	var running []string
 	for _, n := range res.Nodes {
 		if n.Running != "" {
 			running = append(running, n.ID)
 		}
 	}
-	resumeCmd := fmt.Sprintf("noderun resume %s%s", res.RunID, db)
+	resumeCmd := resumeLine(c, res.RunID)
 	if len(running) == 0 {
 		return &exitError{exitInterrupted, fmt.Errorf("run %s interrupted; continue it with: %s", res.RunID, resumeCmd)}
 	}
@@ -261,6 +265,20 @@ func interrupted(c *cli.Context, opts runner.Options, res *runner.Result) error 
 		return &exitError{exitInterrupted, err}
 	}
 	return &exitError{exitInterrupted, errors.New("")}
+}
+
+// dbArg is the --db flag that names this journal, for a command to print;
+// empty for the default journal.
+func dbArg(c *cli.Context) string {
+	if c.IsSet("db") {
+		return " --db " + shellQuote(c.String("db"))
+	}
+	return ""
+}
+
+// resumeLine is the command that continues a run, as the operator would type it.
+func resumeLine(c *cli.Context, runID string) string {
+	return "noderun resume " + runID + dbArg(c)
 }
 
 // waitFor is how long an interrupted run waits for the signal that cancels
