@@ -147,6 +147,8 @@ func decodeFault(n *yaml.Node) (Fault, error) {
 		switch key {
 		case "endpoint":
 			return scalar(v, key, &f.Endpoint)
+		case "node":
+			return scalar(v, key, &f.Node)
 		case "requests":
 			if v.Kind == yaml.ScalarNode {
 				var r int
@@ -185,7 +187,7 @@ func decodeFault(n *yaml.Node) (Fault, error) {
 		case "retry_after":
 			return scalar(v, key, &f.RetryAfter)
 		}
-		return errAt(v, "unknown fault field %q (want endpoint, requests, response_id, times, kind, after_events, duration, status, retry_after)", key)
+		return errAt(v, "unknown fault field %q (want endpoint, node, requests, response_id, times, kind, after_events, duration, status, retry_after)", key)
 	})
 	if err != nil {
 		return f, err

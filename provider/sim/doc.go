@@ -35,11 +35,11 @@
 // Values may be JSON strings ("2s", "40") or numbers. An invalid value is a
 // 400 so that a typo does not silently change a test.
 //
-// Length: the natural length is sim_tokens, else the request's max tokens
-// (max_tokens, max_completion_tokens, max_output_tokens), else Config.Tokens.
-// When the request's max is smaller than the natural length the output is cut
-// at the max and reported as such (finish_reason "length", or a
-// response.incomplete with reason "max_output_tokens").
+// Length: the natural length is sim_tokens, else Config.Tokens. When the
+// request's max (max_tokens, max_completion_tokens, max_output_tokens) is
+// smaller than the natural length the output is cut at the max and reported
+// as the real API does (finish_reason "length", or a response.incomplete with
+// reason "max_output_tokens").
 //
 // # Responses
 //
