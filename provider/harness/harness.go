@@ -217,6 +217,11 @@ func (p *Provider) env() []string {
 	return env
 }
 
+// NodeEnv is set in a harness process's environment to the graph node it
+// works for, so that the harness can name the node to its model server
+// (Codex: model_providers.X.env_http_headers).
+const NodeEnv = "NODERUN_NODE"
+
 // run runs one harness process to its end and reports the outcome. want is
 // the thread a resume must come back with ("" for a new thread).
 func (p *Provider) run(ctx context.Context, dir string, argv []string, want string, emit provider.Emit) error {
@@ -230,7 +235,12 @@ func (p *Provider) run(ctx context.Context, dir string, argv []string, want stri
 	}
 	runCtx, kill := context.WithCancelCause(ctx)
 	defer kill(nil)
-	proc, err := startProcess(runCtx, bin, argv, dir, p.env(), p.log.With("harness", name))
+	env := p.env()
+	if n := provider.NodeOf(ctx); n != "" {
+		// a harness pointed at the simulator names its node with this (env_http_headers)
+		env = append(env, NodeEnv+"="+n)
+	}
+	proc, err := startProcess(runCtx, bin, argv, dir, env, p.log.With("harness", name))
 	if err != nil {
 		return diagnostics.Wrap(diagnostics.ClassDeterministic, fmt.Errorf("%s: %w", name, err))
 	}

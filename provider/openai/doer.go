@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/provider"
 )
 
 // go-openai hides response headers and the [DONE] line, both of which
@@ -35,6 +36,7 @@ func (o *observation) classify(err error) error {
 }
 
 func (d *watchingDoer) Do(req *http.Request) (*http.Response, error) {
+	provider.MarkNode(req)
 	resp, err := d.c.Do(req)
 	obs, _ := req.Context().Value(observationKey{}).(*observation)
 	if err != nil || obs == nil {

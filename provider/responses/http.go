@@ -18,6 +18,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/provider"
 )
 
 // capture records the HTTP response of one go-openai call: go-openai hides
@@ -38,6 +39,7 @@ func withCapture(ctx context.Context, c *capture) context.Context {
 type doer struct{ hc *http.Client }
 
 func (d doer) Do(req *http.Request) (*http.Response, error) {
+	provider.MarkNode(req)
 	resp, err := d.hc.Do(req)
 	if c, ok := req.Context().Value(captureKey{}).(*capture); ok && resp != nil {
 		c.resp = resp
@@ -190,6 +192,7 @@ func (s *session) attach(ctx context.Context) (*conn, error) {
 	}
 	hreq.Header.Set("Accept", "text/event-stream")
 	hreq.Header.Set("Cache-Control", "no-cache")
+	provider.MarkNode(hreq)
 	resp, err := p.hc.Do(hreq)
 	if err != nil {
 		dog.stop()
