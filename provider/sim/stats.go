@@ -34,6 +34,9 @@ type Stats struct {
 type NodeStats struct {
 	Requests        map[string]int64 `json:"requests"`
 	TokensGenerated int64            `json:"tokens_generated"`
+	// Events counts the SSE events written on its streams (resumes
+	// included; keepalives not), for requests naming it by NodeHeader.
+	Events int64 `json:"events"`
 }
 
 // counters are the live Stats.
@@ -51,6 +54,17 @@ type counters struct {
 type nodeCounters struct {
 	requests map[string]int64 // under counters.mu
 	tokens   atomic.Int64
+	events   atomic.Int64
+}
+
+// eventsFor is node's SSE event counter, nil for "".
+func (c *counters) eventsFor(node string) *atomic.Int64 {
+	if node == "" {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &c.nodeLocked(node).events
 }
 
 // request counts a request to endpoint and returns its 1-based number.
@@ -148,7 +162,7 @@ func (c *counters) snapshot() Stats {
 		Nodes:            make(map[string]NodeStats, len(c.nodes)),
 	}
 	for name, nc := range c.nodes {
-		st.Nodes[name] = NodeStats{Requests: maps.Clone(nc.requests), TokensGenerated: nc.tokens.Load()}
+		st.Nodes[name] = NodeStats{Requests: maps.Clone(nc.requests), TokensGenerated: nc.tokens.Load(), Events: nc.events.Load()}
 	}
 	if st.Requests == nil {
 		st.Requests = map[string]int64{}

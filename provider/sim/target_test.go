@@ -89,6 +89,10 @@ func TestFaultTargetsNodeAndAttempt(t *testing.T) {
 	if st.Nodes["b"].TokensGenerated != 24 || st.Nodes["a"].TokensGenerated != 2 {
 		t.Fatalf("node tokens %+v", st.Nodes)
 	}
+	// role, 12 tokens, finish_reason, [DONE] twice; b's 503 wrote none
+	if st.Nodes["b"].Events != 2*15 || st.Nodes["c"].Events != 3*15 {
+		t.Fatalf("node events %+v", st.Nodes)
+	}
 }
 
 // POST /sim/reset drops faults and counters and arms the faults it is given,
