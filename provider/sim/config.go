@@ -141,6 +141,11 @@ func DecodeConfig(n *yaml.Node) (Config, error) {
 	return cfg, err
 }
 
+// DecodeFault decodes one fault from a YAML mapping, with the schema of a
+// config file's faults list (e.g. a fault in a `noderun chaos` matrix file).
+// Errors are *ConfigError with the line.
+func DecodeFault(n *yaml.Node) (Fault, error) { return decodeFault(n) }
+
 func decodeFault(n *yaml.Node) (Fault, error) {
 	var f Fault
 	err := eachField(n, "fault", func(key string, v *yaml.Node) error {
