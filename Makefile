@@ -18,13 +18,15 @@ demo: build
 	@echo "recovery steps, as journaled:"
 	@./$(BIN) events last --db demo.db --kind diagnostic | grep -E 'NR1|NR2' || true
 
-# Tests run the real Codex CLI and nginx; `tools` installs what is missing.
+# Tests run the real Codex CLI, nginx and xmllint (JUnit schema checks); `tools` installs what is missing.
 test: tools
 	$(GO) test -race -count=1 ./...
 
 tools: $(CODEX)
 	@command -v nginx >/dev/null 2>&1 || ls /usr/sbin/nginx >/dev/null 2>&1 || \
 		{ echo "installing nginx-light (gateway tests)"; (apt-get update -qq && apt-get install -y -qq nginx-light) >/dev/null; }
+	@command -v xmllint >/dev/null 2>&1 || \
+		{ echo "installing libxml2-utils (xmllint: JUnit schema checks)"; (apt-get update -qq && apt-get install -y -qq libxml2-utils) >/dev/null; }
 
 $(CODEX):
 	mkdir -p $(TOOLS)
@@ -49,6 +51,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./provider/sim/
 	$(GO) test -run '^$$' -fuzz '^FuzzChatInput$$' -fuzztime $(FUZZTIME) ./provider/sim/
 	$(GO) test -run '^$$' -fuzz '^FuzzResponsesInput$$' -fuzztime $(FUZZTIME) ./provider/sim/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseMatrix$$' -fuzztime $(FUZZTIME) ./runner/chaos/
 
 clean:
 	rm -rf bin demo.db demo.db-wal demo.db-shm

@@ -39,11 +39,12 @@ type Options struct {
 
 // Result is one case against one node.
 type Result struct {
-	Case   string    `json:"case"`
-	Node   string    `json:"node"`
-	Fault  sim.Fault `json:"fault"`
-	Expect Expect    `json:"expect"`
-	Pass   bool      `json:"pass"`
+	Case        string    `json:"case"`
+	Description string    `json:"description"`
+	Node        string    `json:"node"`
+	Fault       sim.Fault `json:"fault"`
+	Expect      Expect    `json:"expect"`
+	Pass        bool      `json:"pass"`
 	// State is the target node's final state.
 	State string `json:"state"`
 	// Codes are the target's diagnostic codes, in order, without repeats.
@@ -234,7 +235,7 @@ func (x *caseRun) aim(c Case, n *runner.Node) (sim.Fault, error) {
 
 // run runs the graph with c aimed at n and judges n.
 func (x *caseRun) run(ctx context.Context, c Case, n *runner.Node) (Result, error) {
-	r := Result{Case: c.Name, Node: n.ID, Expect: c.Expect}
+	r := Result{Case: c.Name, Description: c.Description, Node: n.ID, Expect: c.Expect}
 	f, err := x.aim(c, n)
 	r.Fault = f
 	if err != nil {

@@ -16,7 +16,7 @@ func (r *Report) Summary() string {
 	if !r.OK() {
 		verdict = fmt.Sprintf("%d FAILED", r.Failed)
 	}
-	return fmt.Sprintf("chaos %s: %d cases × nodes, %d passed, %s (profile %s, seed %d, %.1fs; journal runs: noderun status)",
+	return fmt.Sprintf("chaos %s: %d runs of a fault case against a node, %d passed, %s (profile %s, seed %d, %.1fs)",
 		r.Graph, r.Cases, r.Passed, verdict, r.Profile, r.Seed, r.Seconds)
 }
 
@@ -115,7 +115,7 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 				Name: "chaos." + c.Case, Package: "noderun.chaos." + r.Graph, ID: i,
 				Timestamp: r.Started.UTC().Format("2006-01-02T15:04:05"), Hostname: host,
 				Properties: []junitProperty{{"graph", r.Graph}, {"profile", r.Profile}, {"seed", fmt.Sprint(r.Seed)},
-					{"fault", faultLine(c)}},
+					{"case", c.Description}},
 			})
 		}
 		s := &doc.Suites[i]
@@ -157,9 +157,15 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 	return err
 }
 
-// failureType is the last diagnostic code of a failed case, the one a
-// reader looks up in docs/diagnostics.md.
+// failureType is the diagnostic code a reader of a failed case looks up in
+// docs/diagnostics.md: the last one, preferring a specific reason
+// (budget_exhausted, deadline_exceeded, ...) to the generic node_failed.
 func failureType(c Result) string {
+	for i := len(c.Codes) - 1; i >= 0; i-- {
+		if code := c.Codes[i]; code != "NR901" && code != "NR108" {
+			return code
+		}
+	}
 	if len(c.Codes) > 0 {
 		return c.Codes[len(c.Codes)-1]
 	}
