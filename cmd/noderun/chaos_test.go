@@ -65,10 +65,10 @@ func TestChaosCLI(t *testing.T) {
 	xmllint(t, junit)
 	x, _ := os.ReadFile(junit)
 	// every default case against both nodes
-	if got := strings.Count(string(x), "<testcase "); got != 15*2 {
-		t.Errorf("%d testcases in the JUnit file, want 30 (15 default cases x 2 nodes)", got)
+	if got := strings.Count(string(x), "<testcase "); got != 15*3 {
+		t.Errorf("%d testcases in the JUnit file, want 45 (15 default cases x 3 nodes)", got)
 	}
-	if !strings.Contains(stdout, "30 passed, every case held") || !strings.Contains(stdout, "outage-long") {
+	if !strings.Contains(stdout, "45 passed, every case held") || !strings.Contains(stdout, "outage-long") {
 		t.Errorf("summary:\n%s", stdout)
 	}
 
@@ -118,7 +118,7 @@ func TestChaosListJSONAndBadMatrix(t *testing.T) {
 			Codes      []string
 		}
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Passed != 2 || len(rep.Results) != 2 ||
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Passed != 3 || len(rep.Results) != 3 ||
 		rep.Results[0].Case != "close-middle" || rep.Results[0].Node != "draft" || !rep.Results[0].Pass {
 		t.Fatalf("--json: %d %+v\n%s\n%s", code, rep, out, errs)
 	}
@@ -130,7 +130,7 @@ func TestRunSimNeedsNoKeys(t *testing.T) {
 	t.Setenv("NODERUN_CHAOS_TEST_KEY_UNSET", "")
 	db := filepath.Join(t.TempDir(), "j.db")
 	code, out, errs := runCLI(t, "run", "--sim", "--db", db, "../../testdata/chaos/small.yaml")
-	if code != 0 || !strings.Contains(out, "review  completed") {
+	if code != 0 || strings.Count(out, " completed") != 4 || !strings.Contains(out, "critique") {
 		t.Fatalf("run --sim: %d\n%s\n%s", code, out, errs)
 	}
 	code, _, errs = runCLI(t, "run", "--db", db, "../../testdata/chaos/small.yaml")
