@@ -255,15 +255,25 @@ func (x *caseRun) run(ctx context.Context, c Case, n *runner.Node) (Result, erro
 		// breaker's cool-down, as it would once a real outage is over, and
 		// not while the breaker still fails every attempt without dialing.
 		opts.Parallel = 1
+		if c.Expect == ExpectRecover {
+			// the target ran into the outage: noderun saw a refused
+			// connection, or the harness is retrying one by itself
+			opts.Logger = slog.New(&tap{next: x.ropts.Logger.Handler(), watch: func(node, code string) {
+				if node == n.ID && (code == "NR106" || code == "NR302") {
+					_ = x.srv.SetOutage(false)
+				}
+			}})
+		}
 		opts.Progress = func(node, state string) {
 			if node != n.ID {
 				return
 			}
 			final := strings.HasPrefix(state, "done") || strings.HasPrefix(state, "failed") || strings.HasPrefix(state, "needs attention")
-			if final || c.Expect == ExpectRecover && strings.Contains(state, "(connect_failed)") {
-				_ = x.srv.SetOutage(false)
+			if !final {
+				return
 			}
-			if final && !strings.HasPrefix(state, "done") {
+			_ = x.srv.SetOutage(false)
+			if !strings.HasPrefix(state, "done") {
 				t := time.NewTimer(x.prof.BreakerCooldown.D() + 50*time.Millisecond)
 				defer t.Stop()
 				select { // the scheduler waits: with one node at a time, nothing else runs
@@ -334,6 +344,10 @@ func (x *caseRun) judge(ctx context.Context, r *Result, c Case, n *runner.Node, 
 		budget = *n.Retries
 	}
 	unsafe := n.SideEffects == runner.SideUnsafe
+	// A harness thread resume is a new turn in the same thread (the
+	// descriptor's continue_prompt): its text is the agent's answer to
+	// that, not a replay of the lost one, so it cannot equal the reference.
+	newTurn := x.g.Providers[n.Provider].Kind == runner.ProviderKindHarness && slices.Contains(r.Codes, "NR303")
 	switch {
 	case c.Expect == ExpectFail:
 		if target.State == journal.NodeCompleted {
@@ -346,10 +360,16 @@ func (x *caseRun) judge(ctx context.Context, r *Result, c Case, n *runner.Node, 
 		}
 	case target.State != journal.NodeCompleted:
 		fail("node %q %s: %s", n.ID, target.State, oneLine(target.Reason))
-	case target.Output != x.outputs[n.ID]:
+	case newTurn && target.Output == "":
+		fail("node %q completed with an empty output after its thread was resumed", n.ID)
+	case !newTurn && target.Output != x.outputs[n.ID]:
 		fail("node %q completed, but its output (%d bytes) differs from the reference (%d bytes)", n.ID, len(target.Output), len(x.outputs[n.ID]))
 	}
-	for _, code := range c.Codes {
+	codes := c.Codes
+	if x.g.Providers[n.Provider].Kind == runner.ProviderKindHarness && c.HarnessCodes != nil {
+		codes = c.HarnessCodes
+	}
+	for _, code := range codes {
 		if !slices.Contains(r.Codes, code) {
 			fail("node %q lacks diagnostic %s", n.ID, code)
 		}
@@ -372,10 +392,20 @@ func (x *caseRun) judge(ctx context.Context, r *Result, c Case, n *runner.Node, 
 	}
 	// the rest of the graph: untouched nodes complete as in the reference;
 	// after an expected failure, the nodes that need the target are skipped
+	downstream := map[string]bool{}
+	var mark func(id string)
+	mark = func(id string) {
+		for _, d := range x.g.Dependents(id) {
+			downstream[d] = true
+			mark(d)
+		}
+	}
+	mark(n.ID)
 	for _, nr := range res.Nodes {
 		switch {
 		case nr.ID == n.ID:
 		case nr.State == journal.NodeCompleted && nr.Output == x.outputs[nr.ID]:
+		case nr.State == journal.NodeCompleted && newTurn && downstream[nr.ID]: // its input changed
 		case nr.State == journal.NodeSkipped && target.State != journal.NodeCompleted:
 		default:
 			fail("node %q (not the target) ended %s: %s", nr.ID, nr.State, oneLine(nr.Reason))

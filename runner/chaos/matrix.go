@@ -59,6 +59,10 @@ type Case struct {
 	Expect Expect `json:"expect"`
 	// Codes are diagnostic codes the target must show (e.g. NR106).
 	Codes []string `json:"codes,omitempty"`
+	// HarnessCodes, when set, replace Codes for harness nodes: an agent
+	// harness hides the transport (Codex retries a refused connection
+	// itself), so noderun sees other codes.
+	HarnessCodes []string `json:"harness_codes,omitempty"`
 	// Nodes, when set, are the only targets.
 	Nodes []string `json:"nodes,omitempty"`
 }
@@ -95,9 +99,9 @@ func DefaultCases(p profile.Profile) []Case {
 			Fault: sim.Fault{Kind: sim.FaultStatus, Status: 503}, Expect: ExpectRecover},
 		Case{Name: "outage-brief", Description: "the server goes down at the node's request and refuses connections until the node has retried into the outage once",
 			Fault: sim.Fault{Kind: sim.FaultOutage, Duration: p.Deadline.D() + time.Second}, Expect: ExpectRecover},
-		Case{Name: "outage-long", Description: "the server goes down at the node's request for longer than the profile's deadline: the node must fail fast as connect_failed",
+		Case{Name: "outage-long", Description: "the server goes down at the node's request for longer than the profile's deadline: the node must fail fast (connect_failed; a harness: deadline_exceeded)",
 			Fault: sim.Fault{Kind: sim.FaultOutage, Duration: p.Deadline.D() + time.Second}, Expect: ExpectFail,
-			Codes: []string{"NR106", "NR901"}},
+			Codes: []string{"NR106", "NR901"}, HarnessCodes: []string{"NR904", "NR901"}},
 	)
 }
 
@@ -110,6 +114,7 @@ func DefaultCases(p profile.Profile) []Case {
 //	    at: early                             # early | middle | late
 //	    expect: recover                       # recover | fail
 //	    codes: [NR107]                        # codes the target must show
+//	    harness_codes: [NR305]                # ... when it is a harness node (default: codes)
 //	    nodes: [plan]                         # omit for every node
 //	    fault: {kind: silence, duration: 3s}  # the simulator's fault schema
 type Matrix struct {
@@ -206,12 +211,14 @@ func decodeCase(n *yaml.Node) (Case, error) {
 			}
 		case "codes":
 			err = v.Decode(&c.Codes)
+		case "harness_codes":
+			err = v.Decode(&c.HarnessCodes)
 		case "nodes":
 			err = v.Decode(&c.Nodes)
 		case "fault":
 			faultNode = v
 		default:
-			return c, errAt(k, "unknown case field %q (want name, description, at, expect, codes, nodes, fault)", k.Value)
+			return c, errAt(k, "unknown case field %q (want name, description, at, expect, codes, harness_codes, nodes, fault)", k.Value)
 		}
 		if err != nil {
 			return c, errAt(v, "%s: %v", k.Value, err)
