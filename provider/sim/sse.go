@@ -35,8 +35,8 @@ type sseWriter struct {
 	keepalive time.Duration
 	events    int
 	counted   *atomic.Int64 // the node's event counter, nil when unnamed
-	last      time.Time // last write
-	dirty     bool      // written, not flushed
+	last      time.Time     // last write
+	dirty     bool          // written, not flushed
 	cutNext   bool
 	// ending, if set, runs before a fault ends the connection, so that the
 	// server's state (a response marked interrupted) is settled before the
