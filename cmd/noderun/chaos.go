@@ -114,6 +114,9 @@ func chaosAction(c *cli.Context) error {
 			fmt.Fprintf(w, "noderun chaos: %-18s %-14s %s (%.2fs)\n", r.Case, r.Node, v, r.Seconds)
 		}})
 	if err != nil {
+		if c.Context.Err() != nil {
+			return &exitError{exitInterrupted, fmt.Errorf("chaos interrupted: %w", err)}
+		}
 		return &exitError{exitFailed, err}
 	}
 	if f := c.String("junit"); f != "" {

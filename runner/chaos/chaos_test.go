@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/noderun/noderun/internal/codexbin"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
@@ -182,5 +185,59 @@ func TestUnaimableAndReference(t *testing.T) {
 	g2.Node("review").MaxOutputTokens = 4
 	if _, err := Run(ctx, g2, Options{Journal: j, Cases: []Case{never}}); err == nil || !strings.Contains(err.Error(), "reference run") {
 		t.Fatalf("reference: %v", err)
+	}
+}
+
+// A Codex harness node runs the real Codex CLI pointed at the simulator; it
+// names its node (env_http_headers), so faults find it, and a resumed thread
+// is judged as the new turn it is. Harness nodes are side_effects: unsafe by
+// default: recovering them must never send their request again.
+func TestHarnessNodeUnderChaos(t *testing.T) {
+	dir := t.TempDir()
+	profiles, err := filepath.Abs(filepath.Join("..", "..", "testdata", "chaos", "profiles.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := fmt.Sprintf(`name: agent
+profile: quick
+profiles: %q
+providers:
+  codex:
+    kind: harness
+    command: %q
+nodes:
+  - id: fix
+    provider: codex
+    prompt: Say hello.
+`, profiles, codexbin.Path(t))
+	path := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, err := runner.LoadGraph(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof, err := runner.Prepare(g, &runner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := Select(DefaultCases(prof), &Matrix{Defaults: []string{"cut-middle", "server-error"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), g, Options{Journal: openJournal(t), Cases: cases})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	_ = rep.WriteTable(&buf)
+	if !rep.OK() || len(rep.Results) != 2 {
+		t.Fatalf("%s", buf.String())
+	}
+	for _, r := range rep.Results {
+		if r.Retries != 0 || !slices.Contains(r.Codes, "NR303") {
+			t.Errorf("%s: the thread was not resumed, or the request was sent again:\n%s", r.Case, buf.String())
+		}
 	}
 }
