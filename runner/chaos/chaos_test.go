@@ -55,6 +55,7 @@ cases:
 		{"cases:\n  - name: x\n    expect: maybe\n    fault: {kind: close}\n", `3: expect: want recover or fail`},
 		{"cases:\n  - name: x\n    colour: red\n    fault: {kind: close}\n", `3: unknown case field "colour"`},
 		{"cases: [\n", "1: "},
+		{"cases:\n  - name: x\n    at: late\n    fault: {kind: status, status: 500}\n", `2: case "x": at places a close`},
 	} {
 		_, err := ParseMatrix([]byte(tc.src))
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {

@@ -244,6 +244,13 @@ func decodeCase(n *yaml.Node) (Case, error) {
 	if f.Kind == sim.FaultRefuse {
 		return c, errAt(faultNode, "case %q: refuse cannot be aimed at a node; use kind outage", c.Name)
 	}
+	switch f.Kind {
+	case sim.FaultClose, sim.FaultReset, sim.FaultCut, sim.FaultSilence:
+	default:
+		if c.At != "" {
+			return c, errAt(n, "case %q: at places a close, reset, cut or silence in the stream, not a %s", c.Name, f.Kind)
+		}
+	}
 	c.Fault = f
 	return c, nil
 }
