@@ -133,7 +133,7 @@ func chaosAction(c *cli.Context) error {
 		return &exitError{exitFailed, err}
 	}
 	if !rep.OK() {
-		return &exitError{exitFailed, fmt.Errorf("chaos: %d of %d cases failed", rep.Failed, rep.Cases)}
+		return &exitError{exitFailed, fmt.Errorf("chaos: %d of %d case runs failed", rep.Failed, rep.Runs)}
 	}
 	return nil
 }

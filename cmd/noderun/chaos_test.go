@@ -84,7 +84,7 @@ func TestChaosCLI(t *testing.T) {
 		!bytes.Contains(x, []byte("NR903 budget_exhausted")) {
 		t.Errorf("the JUnit failure does not name node, case and diagnostic:\n%s", x)
 	}
-	if !strings.Contains(stdout, "FAIL close-middle @ draft") || !strings.Contains(stderr, "cases failed") {
+	if !strings.Contains(stdout, "FAIL close-middle @ draft") || !strings.Contains(stderr, "case runs failed") {
 		t.Errorf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	}
 }

@@ -69,7 +69,7 @@ type Report struct {
 	Seed     int64     `json:"seed"`
 	Started  time.Time `json:"started"`
 	Seconds  float64   `json:"seconds"`
-	Cases    int       `json:"cases"`
+	Runs     int       `json:"runs"` // case-and-node runs
 	Passed   int       `json:"passed"`
 	Failed   int       `json:"failed"`
 	Results  []Result  `json:"results"`
@@ -165,7 +165,7 @@ func Run(ctx context.Context, g *runner.Graph, opts Options) (*Report, error) {
 			}
 		}
 	}
-	rep.Cases = len(rep.Results)
+	rep.Runs = len(rep.Results)
 	rep.Seconds = time.Since(rep.Started).Seconds()
 	return rep, nil
 }

@@ -145,8 +145,8 @@ func TestResultsDoNotDependOnScheduling(t *testing.T) {
 		}
 		var buf bytes.Buffer
 		_ = rep.WriteTable(&buf)
-		if !rep.OK() || rep.Cases != len(cases)*3 {
-			t.Fatalf("parallel %d: %d results, %d failed\n%s", parallel, rep.Cases, rep.Failed, buf.String())
+		if !rep.OK() || rep.Runs != len(cases)*3 {
+			t.Fatalf("parallel %d: %d results, %d failed\n%s", parallel, rep.Runs, rep.Failed, buf.String())
 		}
 		for _, r := range rep.Results {
 			// the Responses node regenerates nothing, whatever the fault

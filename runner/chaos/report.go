@@ -17,7 +17,7 @@ func (r *Report) Summary() string {
 		verdict = fmt.Sprintf("%d FAILED", r.Failed)
 	}
 	return fmt.Sprintf("chaos %s: %d runs of a fault case against a node, %d passed, %s (profile %s, seed %d, %.1fs)",
-		r.Graph, r.Cases, r.Passed, verdict, r.Profile, r.Seed, r.Seconds)
+		r.Graph, r.Runs, r.Passed, verdict, r.Profile, r.Seed, r.Seconds)
 }
 
 // WriteTable prints one line per case and node, then the failures and the
