@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -205,5 +206,29 @@ func TestFidelity(t *testing.T) {
 	}
 	if st := s.Stats(); st.Requests[EndpointResponsesStream] != 1 {
 		t.Fatalf("counted as %+v", st.Requests)
+	}
+}
+
+// The YAML file and the admin API share one schema, node and outage included.
+func TestNodeFaultSchema(t *testing.T) {
+	cfg, err := ParseConfig([]byte("faults:\n  - {node: plan, endpoint: chat, requests: [2], kind: outage, duration: 2s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Fault{Node: "plan", Endpoint: EndpointChat, Requests: []int{2}, Kind: FaultOutage, Duration: 2 * time.Second}
+	b, _ := json.Marshal(cfg.Faults[0])
+	var back Fault
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, want) || !reflect.DeepEqual(cfg.Faults[0], want) {
+		t.Fatalf("yaml %+v, json %s -> %+v (%v)", cfg.Faults[0], b, back, err)
+	}
+	for _, bad := range []string{
+		"faults: [{kind: refuse, node: a}]",
+		"faults: [{kind: outage}]",
+		"faults: [{kind: outage, duration: 2h}]",
+		"faults: [{kind: close, duration: 1s}]",
+	} {
+		if _, err := ParseConfig([]byte(bad)); err == nil {
+			t.Errorf("%s: accepted", bad)
+		}
 	}
 }
