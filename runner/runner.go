@@ -43,6 +43,8 @@ type Options struct {
 	Getenv func(string) string
 	// RunID names the run (default: a new UUID).
 	RunID string
+	// Sim, when set, runs every provider on a simulator (see SimOptions).
+	Sim *SimOptions
 }
 
 // Result is what a run did.
@@ -187,7 +189,7 @@ func newRunState(ctx context.Context, g *Graph, opts *Options) (*runState, func(
 	if opts.Parallel <= 0 {
 		opts.Parallel = 4
 	}
-	provs, closeProvs, err := buildProviders(ctx, g, opts.Getenv, opts.Logger)
+	provs, closeProvs, err := buildProviders(ctx, g, opts.Getenv, opts.Logger, opts.Sim)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -255,7 +257,8 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 		chunks: coalescer{j: r.j}, total: total, retries: total, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		req: provider.Request{Node: n.ID, Model: model, System: system, Prompt: prompt,
 			ReasoningEffort: n.ReasoningEffort, MaxOutputTokens: n.MaxOutputTokens, WorkDir: bp.workDir, Policy: r.prof}}
-	out, err := x.execute(ctx, r.entries[n.ID])
+	// adapters name the node on the wire (provider.NodeHeader)
+	out, err := x.execute(provider.WithNode(ctx, n.ID), r.entries[n.ID])
 	var ne *NodeError
 	switch {
 	case err == nil:

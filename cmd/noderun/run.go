@@ -98,6 +98,7 @@ func execFlags(profileUsage string) []cli.Flag {
 		&cli.StringFlag{Name: "profile", Usage: profileUsage},
 		&cli.IntFlag{Name: "parallel", Value: 4, Usage: "nodes run at once"},
 		&cli.BoolFlag{Name: "json", Usage: "print the result as JSON on stdout"},
+		&cli.BoolFlag{Name: "sim", Usage: "run every provider on the embedded simulator (same API, no keys, no network; docs/simulator.md)"},
 	}
 }
 
@@ -111,8 +112,12 @@ func execOptions(c *cli.Context) (runner.Options, error) {
 	if err != nil {
 		return runner.Options{}, err
 	}
-	return runner.Options{Profile: c.String("profile"), Parallel: c.Int("parallel"), Logger: log,
-		Progress: progressPrinter(c.App.ErrWriter)}, nil
+	opts := runner.Options{Profile: c.String("profile"), Parallel: c.Int("parallel"), Logger: log,
+		Progress: progressPrinter(c.App.ErrWriter)}
+	if c.Bool("sim") {
+		opts.Sim = &runner.SimOptions{}
+	}
+	return opts, nil
 }
 
 // cancelCommand stops at the provider what an interrupted run left running.
