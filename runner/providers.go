@@ -34,7 +34,8 @@ type builtProvider struct {
 // beyond its syntax: the profile, simulator settings, harness descriptors.
 // Its errors name the graph file, the line and the provider.
 func Check(g *Graph, opts *Options) error {
-	if _, err := Prepare(g, opts); err != nil {
+	prof, err := Prepare(g, opts)
+	if err != nil {
 		return err
 	}
 	var errs []error
@@ -46,6 +47,12 @@ func Check(g *Graph, opts *Options) error {
 			_, err = simConfig(spec)
 		case ProviderKindHarness:
 			_, err = newHarness(g, spec, getenvOf(opts), nil)
+		}
+		if err == nil {
+			// Responses streams are polled and harnesses watch themselves;
+			// a chat stream has only the idle watchdog.
+			chat := spec.Kind == ProviderKindOpenAI || (spec.Kind == ProviderKindSim && spec.API != SimAPIResponses)
+			err = prof.CheckIdle(!chat)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s:%d: provider %q: %w", g.Path, spec.Line, name, err))
