@@ -49,6 +49,7 @@ type nodeExec struct {
 	touched    atomic.Int64 // unix nanos of the last healthy data, for the idle watchdog
 	deadline   *time.Timer  // cuts a recovery step that outlasts the deadline
 	chunks     coalescer    // deltas on their way to the journal
+	usage      attemptUsage // what the current attempt has cost
 }
 
 // errRecoveryDeadline cuts a recovery step that made no progress in time.
@@ -82,6 +83,7 @@ func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 		x.attempt, x.cur, x.dispatched, action = e.attempt, e.cur, true, e.action
 		x.retries -= min(e.retriesUsed, x.retries)
 		x.out.WriteString(e.out)
+		x.usage = attemptUsage{streamed: estimateTokens(e.out), chain: true}
 		x.recoveries++
 		x.last = &diagnostics.Error{Class: diagnostics.ClassDisconnect, Err: errRunnerStopped}
 		x.recovering = time.Now()
@@ -184,6 +186,7 @@ func (x *nodeExec) act(ctx context.Context, action resume.Action) error {
 	case resume.ActResume:
 		x.resumes++
 		x.checked = false
+		x.usage.reattach()
 		return x.withWatchdog(ctx, func(ctx context.Context, emit provider.Emit) error {
 			return x.prov.(provider.Resumer).Resume(ctx, x.req, x.cur, emit)
 		})
@@ -232,10 +235,12 @@ func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 					slog.String("ref", ev.Ref)))
 			}
 		case provider.KindDelta:
+			x.usage.streamed++
 			x.out.WriteString(ev.Text)
 			x.healthy()
 			return x.chunks.add(rec, ev.Text)
 		case provider.KindReasoning:
+			x.usage.reasoning++
 			x.healthy()
 			return x.chunks.add(rec, ev.Text)
 		case provider.KindProgress:
@@ -252,6 +257,7 @@ func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 			return nil
 		case provider.KindDone:
 			x.done = true
+			x.usage.reported = ev.Usage
 			if ev.Usage != nil {
 				rec.Payload = jsonBytes(ev.Usage)
 			}
@@ -491,6 +497,7 @@ func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) {
 	x.cur = provider.Cursor{Seq: -1}
 	x.out.Reset()
 	x.done = false
+	x.usage = attemptUsage{}
 	x.run.progress(x.node.ID, "streaming")
 	n, err := x.run.j.BeginAttempt(bg(ctx), x.run.id, x.node.ID, mode, x.provNm)
 	if err != nil {
@@ -506,6 +513,7 @@ func (x *nodeExec) endAttempt(ctx context.Context, ce *diagnostics.Error) {
 		outcome, class, msg = journal.OutcomeError, string(ce.Class), ce.Error()
 	}
 	_ = x.run.j.SetAttemptCursor(bg(ctx), x.run.id, x.node.ID, x.attempt, x.cur.Seq)
+	_ = x.run.j.RecordUsage(x.run.id, x.node.ID, x.attempt, x.usage.record())
 	if err := x.run.j.EndAttempt(bg(ctx), x.run.id, x.node.ID, x.attempt, outcome, class, msg); err != nil {
 		x.run.log.Error("journal: end attempt", "node", x.node.ID, "error", err)
 	}

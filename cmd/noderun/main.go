@@ -66,20 +66,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:      "noderun",
 		Usage:     "run goal graphs of streaming LLM calls without losing a node to a dropped socket",
 		Writer:    stdout,
 		ErrWriter: stderr,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "diagnostics on stderr: debug, info, warn, error"},
+			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "diagnostics on stderr when it is not a terminal: text (key=value) or json"},
+			&cli.BoolFlag{Name: "version", Usage: "print the version and commit, and exit"},
 		},
-		ExitErrHandler: func(*cli.Context, error) {}, // run() maps errors to exit codes
+		Before: func(c *cli.Context) error {
+			if err := oneOf("log-level", c.String("log-level"), "debug", "info", "warn", "error"); err != nil {
+				return err
+			}
+			return oneOf("log-format", c.String("log-format"), "text", "json")
+		},
+		Action:          rootAction,
+		HideHelpCommand: true,
+		ExitErrHandler:  func(*cli.Context, error) {}, // run() maps errors to exit codes
 		Commands: []*cli.Command{
 			runCommand(), resumeCommand(), statusCommand(), eventsCommand(), showCommand(),
-			validateCommand(), profilesCommand(), simCommand(),
+			diagnoseCommand(), validateCommand(), profilesCommand(), simCommand(),
 		},
 	}
+	applyConventions(app)
+	return app
 }
 
 // newLogger writes diagnostics to stderr: key=value lines, or short lines
@@ -92,6 +104,9 @@ func newLogger(c *cli.Context) (*slog.Logger, error) {
 	w := c.App.ErrWriter
 	if isTerminal(w) {
 		return slog.New(&compactHandler{w: w, level: lvl}), nil
+	}
+	if c.String("log-format") == "json" {
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})), nil
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl})), nil
 }
