@@ -8,6 +8,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"github.com/xrash/smetrics"
+
+	"github.com/noderun/noderun/journal"
 )
 
 // CLI conventions shared by every command, as gh and kubectl behave: a
@@ -171,4 +173,22 @@ func suggestWord(w string, words []string) string {
 		return ""
 	}
 	return best
+}
+
+// checkRetry refuses --retry for a node the run does not have, or one that
+// has nothing to retry (it completed): bad input, exit 2.
+func checkRetry(c *cli.Context, j *journal.Journal, runID string, ids []string) error {
+	for _, id := range ids {
+		if err := knownNode(c, j, runID, "--retry", id); err != nil {
+			return err
+		}
+		n, err := j.Node(c.Context, runID, id)
+		if err != nil {
+			return err
+		}
+		if n.State == journal.NodeCompleted {
+			return usageErr(fmt.Errorf("--retry %s: node %s of run %s completed; it has nothing to retry", id, id, runID))
+		}
+	}
+	return nil
 }

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,10 +23,12 @@ func runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "run a goal graph",
 		ArgsUsage: "GRAPH.yaml",
-		Flags:     execFlags("recovery profile (overrides the graph's)"),
+		Description: "Examples:\n  noderun run testdata/graphs/demo.yaml               # journal: ./noderun.db\n" +
+			"  noderun run g.yaml --db ci.db --profile ci --json    # the result as JSON (docs/json.md)",
+		Flags: execFlags("recovery profile (overrides the graph's)"),
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return usageErr(errors.New("run: give exactly one graph file"))
+			if err := wantArgs(c, 1, 1, "give exactly one graph file"); err != nil {
+				return err
 			}
 			opts, err := execOptions(c)
 			if err != nil {
@@ -46,7 +49,7 @@ func runCommand() *cli.Command {
 			defer j.Close()
 			opts.Journal = j
 			res, err := runner.Run(c.Context, g, opts)
-			return report(c, res, err)
+			return report(c, j, res, err)
 		},
 	}
 }
@@ -56,11 +59,13 @@ func resumeCommand() *cli.Command {
 		Name:      "resume",
 		Usage:     "continue a run that did not finish: completed nodes keep their outputs, in-flight ones re-attach, resume or retry",
 		ArgsUsage: "RUN|last",
+		Description: "Examples:\n  noderun resume last                  # continue the newest run\n" +
+			"  noderun resume last --retry deploy   # ... and send deploy's request again",
 		Flags: append(execFlags("recovery profile (default: the run's)"),
 			&cli.StringSliceFlag{Name: "retry", Usage: "send this node's request again even if it may have had side effects (repeatable)"}),
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return usageErr(errors.New("resume: give exactly one run id (or last)"))
+			if err := wantArgs(c, 1, 1, "give exactly one run id (or last)"); err != nil {
+				return err
 			}
 			opts, err := execOptions(c)
 			if err != nil {
@@ -75,6 +80,9 @@ func resumeCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if err := checkRetry(c, j, r.ID, c.StringSlice("retry")); err != nil {
+				return err
+			}
 			if r.Status == journal.RunCompleted && len(c.StringSlice("retry")) == 0 {
 				fmt.Fprintf(c.App.ErrWriter, "noderun: run %s already completed; nothing to resume\n", r.ID)
 				return nil
@@ -85,7 +93,7 @@ func resumeCommand() *cli.Command {
 			if errors.As(err, &locked) {
 				return usageErr(fmt.Errorf("%w; one runner per run: wait for it, or stop it first", err))
 			}
-			return report(c, res, err)
+			return report(c, j, res, err)
 		},
 	}
 }
@@ -110,19 +118,27 @@ func execOptions(c *cli.Context) (runner.Options, error) {
 	if err != nil {
 		return runner.Options{}, err
 	}
+	progress := progressPrinter(c.App.ErrWriter)
+	if !isTerminal(c.App.ErrWriter) {
+		progress = progressLogger(log)
+	}
 	return runner.Options{Profile: c.String("profile"), Parallel: c.Int("parallel"), Logger: log,
-		Progress: progressPrinter(c.App.ErrWriter)}, nil
+		Progress: progress}, nil
 }
 
 // report prints a run's result and maps it to an exit code.
-func report(c *cli.Context, res *runner.Result, err error) error {
+func report(c *cli.Context, j *journal.Journal, res *runner.Result, err error) error {
 	if err != nil {
 		return &exitError{exitFailed, err}
 	}
+	var d *diagnosis // the run-level lines of noderun diagnose, and a verdict per node
+	if r, derr := j.Run(c.Context, res.RunID); derr == nil {
+		d, _ = diagnose(c.Context, j, r, nil)
+	}
 	if c.Bool("json") {
-		err = printResultJSON(c.App.Writer, res)
+		err = printResultJSON(c.App.Writer, res, d)
 	} else {
-		printResult(c.App.Writer, res)
+		printResult(c.App.Writer, res, d, closingHint(c, res.RunID))
 	}
 	if err != nil {
 		return &exitError{exitFailed, err}
@@ -149,18 +165,63 @@ func progressPrinter(w io.Writer) func(node, state string) {
 	}
 }
 
-func printResult(w io.Writer, res *runner.Result) {
+// progressLogger puts the node states that no diagnostic reports (a node
+// starts streaming, a node is done) into the log stream, so that a pipe gets
+// one stream, each event once: a recovery step, a failure or a skip is
+// already a diagnostic line.
+func progressLogger(log *slog.Logger) func(node, state string) {
+	return func(node, state string) {
+		if state == "streaming" || strings.HasPrefix(state, "done") {
+			log.Info(state, slog.String("node", node))
+		}
+	}
+}
+
+func printResult(w io.Writer, res *runner.Result, d *diagnosis, hint string) {
+	verdicts := map[string]string{}
+	if d != nil {
+		for _, n := range d.Nodes {
+			verdicts[n.ID] = n.Verdict
+		}
+	}
 	fmt.Fprintf(w, "run %s %s\n", res.RunID, res.Status)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSTATE\tBYTES\tNOTE")
 	for _, n := range res.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", n.ID, n.State, len(n.Output), oneLine(n.Reason, 100))
+		note := n.Reason
+		if note == "" {
+			note = verdicts[n.ID]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", n.ID, n.State, len(n.Output), oneLine(note, 100))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "outputs: noderun show %s NODE\n", res.RunID)
+	if d != nil {
+		for _, l := range d.Summary {
+			fmt.Fprintln(w, l)
+		}
+	}
+	fmt.Fprintln(w, hint)
 }
 
-func printResultJSON(w io.Writer, res *runner.Result) error {
+// closingHint is a command that shows the outputs, as it can be typed: the
+// binary as it was invoked and the journal when it is not the default.
+func closingHint(c *cli.Context, runID string) string {
+	bin := "noderun"
+	if arg0 := os.Args[0]; strings.Contains(arg0, "/") && !strings.HasSuffix(arg0, ".test") {
+		bin = arg0
+	}
+	db := ""
+	if c.String("db") != dbFlag.Value {
+		db = " --db " + c.String("db")
+	}
+	short := runID
+	if len(short) > 8 {
+		short = short[:8] // a unique prefix is enough, and easier to type
+	}
+	return fmt.Sprintf("outputs: %s show %s NODE%s   (what recovery did: %s diagnose %s%s)", bin, short, db, bin, short, db)
+}
+
+func printResultJSON(w io.Writer, res *runner.Result, d *diagnosis) error {
 	type node struct {
 		ID     string `json:"id"`
 		State  string `json:"state"`
@@ -168,16 +229,18 @@ func printResultJSON(w io.Writer, res *runner.Result) error {
 		Reason string `json:"reason,omitempty"`
 	}
 	out := struct {
-		RunID  string `json:"run_id"`
-		Status string `json:"status"`
-		Nodes  []node `json:"nodes"`
-	}{RunID: res.RunID, Status: string(res.Status)}
+		RunID   string   `json:"run_id"`
+		Status  string   `json:"status"`
+		Nodes   []node   `json:"nodes"`
+		Summary []string `json:"summary"`
+	}{RunID: res.RunID, Status: string(res.Status), Nodes: []node{}, Summary: []string{}}
 	for _, n := range res.Nodes {
 		out.Nodes = append(out.Nodes, node{n.ID, string(n.State), n.Output, n.Reason})
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	if d != nil {
+		out.Summary = d.Summary
+	}
+	return writeJSON(w, out)
 }
 
 func oneLine(s string, n int) string {
