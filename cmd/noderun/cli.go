@@ -81,7 +81,7 @@ func usageError(c *cli.Context, cmd *cli.Command, err error) error {
 		flags, name = append(append([]cli.Flag(nil), cmd.Flags...), c.App.Flags...), "noderun "+cmd.FullName()
 	}
 	if bad, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
-		msg = "unknown flag " + bad
+		msg = "unknown flag --" + strings.TrimLeft(bad, "-")
 		var names []string
 		for _, f := range flags {
 			for _, n := range f.Names() {
