@@ -25,6 +25,8 @@ test: tools
 tools: $(CODEX)
 	@command -v nginx >/dev/null 2>&1 || ls /usr/sbin/nginx >/dev/null 2>&1 || \
 		{ echo "installing nginx-light (gateway tests)"; (apt-get update -qq && apt-get install -y -qq nginx-light) >/dev/null; }
+	@command -v tmux >/dev/null 2>&1 || \
+		{ echo "installing tmux (live view test)"; (apt-get update -qq && apt-get install -y -qq tmux) >/dev/null; }
 
 $(CODEX):
 	mkdir -p $(TOOLS)

@@ -209,6 +209,9 @@ func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 			}
 			x.cur.Seq = ev.Seq
 		}
+		if x.run.observe != nil {
+			x.run.observe(x.node.ID, ev)
+		}
 		rec := journal.Event{RunID: x.run.id, NodeID: x.node.ID, Attempt: x.attempt, Kind: string(ev.Kind),
 			ProviderSeq: ev.Seq, Time: ev.Time}
 		switch ev.Kind {

@@ -344,7 +344,7 @@ func (d *diagnosis) summary() []string {
 		est = " (some counted from the stream: estimated)"
 	}
 	lines := []string{
-		fmt.Sprintf("recovery: %s, %d recovery steps, %d attempts, %s lost", faults, steps, t.Attempts, seconds(t.TimeLostMS)),
+		fmt.Sprintf("recovery: %s, %s, %s, %s lost", faults, plural(steps, "recovery step"), plural(t.Attempts, "attempt"), seconds(t.TimeLostMS)),
 		fmt.Sprintf("tokens: %s generated = %s needed + %s regenerated + %s unfinished; %s preserved by re-attach%s",
 			thousands(t.Tokens.Generated), thousands(t.Tokens.Needed), thousands(t.Tokens.Regenerated),
 			thousands(t.Tokens.Unfinished), thousands(t.Tokens.Preserved), est),
@@ -477,4 +477,11 @@ func attemptUsage(ctx context.Context, j *journal.Journal, runID, node string) (
 		return nil, err
 	}
 	return u[node], nil
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

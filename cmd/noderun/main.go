@@ -97,12 +97,16 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 // newLogger writes diagnostics to stderr: key=value lines, or short lines
 // for a person when stderr is a terminal.
 func newLogger(c *cli.Context) (*slog.Logger, error) {
+	return newLoggerTo(c, c.App.ErrWriter, isTerminal(c.App.ErrWriter))
+}
+
+// newLoggerTo writes diagnostics to w: short lines for a person when tty.
+func newLoggerTo(c *cli.Context, w io.Writer, tty bool) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, usageErr(fmt.Errorf("--log-level: %w", err))
 	}
-	w := c.App.ErrWriter
-	if isTerminal(w) {
+	if tty {
 		return slog.New(&compactHandler{w: w, level: lvl}), nil
 	}
 	if c.String("log-format") == "json" {

@@ -373,7 +373,9 @@ func TestAccountNode(t *testing.T) {
 	att := func(n int, outcome journal.Outcome, from, to float64) journal.Attempt {
 		return journal.Attempt{N: n, Outcome: outcome, Started: at(from), Ended: at(to)}
 	}
-	diag := func(code string, s float64) journal.Event { return journal.Event{Kind: "diagnostic", Code: code, Time: at(s)} }
+	diag := func(code string, s float64) journal.Event {
+		return journal.Event{Kind: "diagnostic", Code: code, Time: at(s)}
+	}
 	delta := func(s float64) journal.Event { return journal.Event{Kind: "delta", Time: at(s)} }
 	prices := map[string]price{"m": {Input: 1, Output: 10, Reasoning: 10}}
 	cases := []struct {
@@ -391,14 +393,14 @@ func TestAccountNode(t *testing.T) {
 			usage: map[int]journal.Usage{1: {InputTokens: 100, OutputTokens: 1000}}, needed: 1000, cost: 0.0101,
 			verdict: "clean: 1,000 tokens, no recovery needed"},
 		{name: "retried", state: journal.NodeCompleted,
-			atts:  []journal.Attempt{att(1, journal.OutcomeError, 0, 2), att(2, journal.OutcomeOK, 3, 5)},
-			usage: map[int]journal.Usage{1: {OutputTokens: 40, Estimated: true}, 2: {InputTokens: 100, OutputTokens: 1000}},
-			evs:   []journal.Event{delta(1), diag("NR101", 2), diag("NR103", 2), delta(3.5)},
+			atts:   []journal.Attempt{att(1, journal.OutcomeError, 0, 2), att(2, journal.OutcomeOK, 3, 5)},
+			usage:  map[int]journal.Usage{1: {OutputTokens: 40, Estimated: true}, 2: {InputTokens: 100, OutputTokens: 1000}},
+			evs:    []journal.Event{delta(1), diag("NR101", 2), diag("NR103", 2), delta(3.5)},
 			needed: 1000, regenerated: 40, lostMS: 3500, cost: 0.0001*2 + 0.01 + 0.0004,
 			verdict: "recovered from 1 disconnect by retry: 40 tokens regenerated, 0 preserved, 3.5 s lost"},
 		{name: "re-attached", state: journal.NodeCompleted, atts: []journal.Attempt{att(1, journal.OutcomeOK, 0, 9)},
-			usage: map[int]journal.Usage{1: {InputTokens: 10, OutputTokens: 5200, ReasoningTokens: 1000, PreservedTokens: 4210}},
-			evs:   []journal.Event{delta(1), diag("NR101", 2), diag("NR207", 2), diag("NR102", 2), diag("NR201", 2.2), delta(2.4)},
+			usage:  map[int]journal.Usage{1: {InputTokens: 10, OutputTokens: 5200, ReasoningTokens: 1000, PreservedTokens: 4210}},
+			evs:    []journal.Event{delta(1), diag("NR101", 2), diag("NR207", 2), diag("NR102", 2), diag("NR201", 2.2), delta(2.4)},
 			needed: 4200, preserved: 4210, lostMS: 400, cost: 0.00001 + 0.042 + 0.01,
 			verdict: "recovered from 1 disconnect by re-attach: 0 tokens regenerated, 4,210 preserved, 0.4 s lost"},
 		{name: "failed", state: journal.NodeFailed, atts: []journal.Attempt{att(1, journal.OutcomeError, 0, 1)},

@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"text/tabwriter"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -30,10 +30,11 @@ func runCommand() *cli.Command {
 			if err := wantArgs(c, 1, 1, "give exactly one graph file"); err != nil {
 				return err
 			}
-			opts, err := execOptions(c)
+			opts, stopView, err := execOptions(c)
 			if err != nil {
 				return err
 			}
+			defer stopView()
 			g, err := runner.LoadGraph(c.Args().First())
 			if err != nil {
 				return usageErr(err)
@@ -49,6 +50,7 @@ func runCommand() *cli.Command {
 			defer j.Close()
 			opts.Journal = j
 			res, err := runner.Run(c.Context, g, opts)
+			stopView()
 			return report(c, j, res, err)
 		},
 	}
@@ -67,10 +69,11 @@ func resumeCommand() *cli.Command {
 			if err := wantArgs(c, 1, 1, "give exactly one run id (or last)"); err != nil {
 				return err
 			}
-			opts, err := execOptions(c)
+			opts, stopView, err := execOptions(c)
 			if err != nil {
 				return err
 			}
+			defer stopView()
 			j, err := openExisting(c, journal.WithLogger(opts.Logger))
 			if err != nil {
 				return err
@@ -89,6 +92,7 @@ func resumeCommand() *cli.Command {
 			}
 			opts.Journal = j
 			res, err := runner.Resume(c.Context, r.ID, c.StringSlice("retry"), opts)
+			stopView()
 			var locked *journal.LockedError
 			if errors.As(err, &locked) {
 				return usageErr(fmt.Errorf("%w; one runner per run: wait for it, or stop it first", err))
@@ -109,21 +113,29 @@ func execFlags(profileUsage string) []cli.Flag {
 }
 
 // execOptions reads execFlags into runner options, with the logger and the
-// progress lines on stderr.
-func execOptions(c *cli.Context) (runner.Options, error) {
+// progress on stderr: on a terminal, a live view (stop it before printing
+// anything else; stopping twice is fine); else one log stream.
+func execOptions(c *cli.Context) (runner.Options, func(), error) {
 	if c.Int("parallel") < 1 {
-		return runner.Options{}, usageErr(errors.New("--parallel must be at least 1"))
+		return runner.Options{}, nil, usageErr(errors.New("--parallel must be at least 1"))
+	}
+	if f, ok := terminalFile(c.App.ErrWriter); ok {
+		v := newLiveView(f)
+		log, err := newLoggerTo(c, &lockedWriter{w: v}, true)
+		if err != nil {
+			v.stop()
+			return runner.Options{}, nil, err
+		}
+		var once sync.Once
+		return runner.Options{Profile: c.String("profile"), Parallel: c.Int("parallel"), Logger: log,
+			Progress: v.progress, Observe: v.observe}, func() { once.Do(v.stop) }, nil
 	}
 	log, err := newLogger(c)
 	if err != nil {
-		return runner.Options{}, err
-	}
-	progress := progressPrinter(c.App.ErrWriter)
-	if !isTerminal(c.App.ErrWriter) {
-		progress = progressLogger(log)
+		return runner.Options{}, nil, err
 	}
 	return runner.Options{Profile: c.String("profile"), Parallel: c.Int("parallel"), Logger: log,
-		Progress: progress}, nil
+		Progress: progressLogger(log)}, func() {}, nil
 }
 
 // report prints a run's result and maps it to an exit code.
@@ -150,19 +162,6 @@ func report(c *cli.Context, j *journal.Journal, res *runner.Result, err error) e
 		return &exitError{exitInterrupted, fmt.Errorf("run %s interrupted; continue it with: noderun resume %s", res.RunID, res.RunID)}
 	}
 	return &exitError{exitFailed, fmt.Errorf("run %s %s", res.RunID, res.Status)}
-}
-
-// progressPrinter prints one line per node state change on stderr.
-func progressPrinter(w io.Writer) func(node, state string) {
-	start := time.Now()
-	tty := isTerminal(w)
-	return func(node, state string) {
-		if tty {
-			fmt.Fprintf(w, "%6.1fs %-14s %s\n", time.Since(start).Seconds(), node, state)
-			return
-		}
-		fmt.Fprintf(w, "noderun: %7.2fs %-14s %s\n", time.Since(start).Seconds(), node, state)
-	}
 }
 
 // progressLogger puts the node states that no diagnostic reports (a node
