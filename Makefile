@@ -27,6 +27,8 @@ tools: $(CODEX)
 		{ echo "installing nginx-light (gateway tests)"; (apt-get update -qq && apt-get install -y -qq nginx-light) >/dev/null; }
 	@command -v tmux >/dev/null 2>&1 || \
 		{ echo "installing tmux (live view test)"; (apt-get update -qq && apt-get install -y -qq tmux) >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 || \
+		{ echo "installing chromium (run report test)"; (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null; }
 
 $(CODEX):
 	mkdir -p $(TOOLS)

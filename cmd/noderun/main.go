@@ -87,7 +87,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ExitErrHandler:  func(*cli.Context, error) {}, // run() maps errors to exit codes
 		Commands: []*cli.Command{
 			runCommand(), resumeCommand(), statusCommand(), eventsCommand(), showCommand(),
-			diagnoseCommand(), validateCommand(), profilesCommand(), simCommand(),
+			diagnoseCommand(), reportCommand(), validateCommand(), profilesCommand(), simCommand(),
 		},
 	}
 	applyConventions(app)
