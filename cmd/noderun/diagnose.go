@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -75,15 +77,27 @@ func loadPrices(path string) (map[string]price, error) {
 	if err != nil {
 		return nil, err
 	}
+	out, err := parsePrices(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
+}
+
+// parsePrices parses a price table (the user's file: untrusted input).
+func parsePrices(b []byte) (map[string]price, error) {
 	var out map[string]price
-	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
-	if err := dec.Decode(&out); err != nil {
-		return nil, fmt.Errorf("%s: %w (want: MODEL: {input: USD, output: USD, reasoning: USD} per 1M tokens)", path, err)
+	if err := dec.Decode(&out); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w (want: MODEL: {input: USD, output: USD, reasoning: USD} per 1M tokens)", err)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no prices (want: MODEL: {input: USD, output: USD, reasoning: USD} per 1M tokens)")
 	}
 	for m, p := range out {
-		if p.Input < 0 || p.Output < 0 || p.Reasoning < 0 {
-			return nil, fmt.Errorf("%s: %s: prices must not be negative", path, m)
+		if !(p.Input >= 0 && p.Output >= 0 && p.Reasoning >= 0) || math.IsInf(p.Input+p.Output+p.Reasoning, 0) {
+			return nil, fmt.Errorf("%s: prices must be finite and not negative", m)
 		}
 	}
 	return out, nil

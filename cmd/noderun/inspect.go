@@ -326,10 +326,21 @@ func showCommand() *cli.Command {
 				return showJSON(c, j, r.ID, n, atts)
 			}
 			if c.Bool("attempts") {
+				usage, err := attemptUsage(c.Context, j, r.ID, id)
+				if err != nil {
+					return err
+				}
 				w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(w, "ATTEMPT\tMODE\tPROVIDER\tREF\tCURSOR\tOUTCOME\tCLASS\tERROR")
+				fmt.Fprintln(w, "ATTEMPT\tMODE\tPROVIDER\tREF\tCURSOR\tOUTCOME\tTOKENS (in/out)\tCLASS\tERROR")
 				for _, a := range atts {
-					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", a.N, a.Mode, a.Provider, a.Ref, a.Cursor, a.Outcome, a.ErrClass, oneLine(a.Error, 80))
+					tokens := "-"
+					if u, ok := usage[a.N]; ok {
+						tokens = fmt.Sprintf("%d/%d", u.InputTokens, u.OutputTokens)
+						if u.Estimated {
+							tokens += " (est.)"
+						}
+					}
+					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.N, a.Mode, a.Provider, a.Ref, a.Cursor, a.Outcome, tokens, a.ErrClass, oneLine(a.Error, 80))
 				}
 				return w.Flush()
 			}

@@ -82,9 +82,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			}
 			return oneOf("log-format", c.String("log-format"), "text", "json")
 		},
-		Action:          rootAction,
-		HideHelpCommand: true,
-		ExitErrHandler:  func(*cli.Context, error) {}, // run() maps errors to exit codes
+		Action:         rootAction,
+		ExitErrHandler: func(*cli.Context, error) {}, // run() maps errors to exit codes
 		Commands: []*cli.Command{
 			runCommand(), resumeCommand(), statusCommand(), eventsCommand(), showCommand(),
 			diagnoseCommand(), reportCommand(), validateCommand(), profilesCommand(), simCommand(),

@@ -127,6 +127,9 @@ func simCommand() *cli.Command {
 				&cli.Int64Flag{Name: "seed", Usage: "content seed (overrides the file's)"},
 			},
 			Action: func(c *cli.Context) error {
+				if err := wantArgs(c, 0, 0, "takes no arguments"); err != nil {
+					return err
+				}
 				var cfg sim.Config
 				if f := c.String("faults"); f != "" {
 					var err error
