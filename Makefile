@@ -17,6 +17,8 @@ demo: build
 	@echo
 	@echo "recovery steps, as journaled:"
 	@./$(BIN) events last --db demo.db --kind diagnostic | grep -E 'NR1|NR2' || true
+	@echo
+	@./$(BIN) diagnose last --db demo.db
 
 # Tests run the real Codex CLI and nginx; `tools` installs what is missing.
 test: tools

@@ -452,8 +452,8 @@ func diagnoseCommand() *cli.Command {
 
 func printDiagnosis(w io.Writer, d *diagnosis) {
 	fmt.Fprintf(w, "run %s (%s) %s, profile %s\n", d.RunID, d.Graph, d.Status, d.Profile)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "NODE\tSTATE\tATTEMPTS\tSTEPS\tLOST\tGENERATED\tREGENERATED\tPRESERVED\tCOST\t")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATE\tATTEMPTS\tSTEPS\tLOST\tGENERATED\tREGENERATED\tPRESERVED\tCOST")
 	for _, n := range d.Nodes {
 		steps := 0
 		for _, v := range n.RecoverySteps {
@@ -463,7 +463,7 @@ func printDiagnosis(w io.Writer, d *diagnosis) {
 		if n.CostUSD != nil {
 			cost = fmt.Sprintf("$%.4f", *n.CostUSD)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", n.ID, n.State, n.Attempts, steps, seconds(n.TimeLostMS),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.State, n.Attempts, steps, seconds(n.TimeLostMS),
 			thousands(n.Tokens.Generated), thousands(n.Tokens.Regenerated), thousands(n.Tokens.Preserved), cost)
 	}
 	tw.Flush()

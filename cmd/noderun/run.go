@@ -150,7 +150,7 @@ func report(c *cli.Context, j *journal.Journal, res *runner.Result, err error) e
 	if c.Bool("json") {
 		err = printResultJSON(c.App.Writer, res, d)
 	} else {
-		printResult(c.App.Writer, res, d, closingHint(c, res.RunID))
+		printResult(c.App.Writer, res, d, closingHint(c, res))
 	}
 	if err != nil {
 		return &exitError{exitFailed, err}
@@ -202,9 +202,16 @@ func printResult(w io.Writer, res *runner.Result, d *diagnosis, hint string) {
 	fmt.Fprintln(w, hint)
 }
 
-// closingHint is a command that shows the outputs, as it can be typed: the
-// binary as it was invoked and the journal when it is not the default.
-func closingHint(c *cli.Context, runID string) string {
+// closingHint is a command that shows an output, as it can be typed: the
+// binary as it was invoked, a node that has an output, and the journal when
+// it is not the default.
+func closingHint(c *cli.Context, res *runner.Result) string {
+	runID, node := res.RunID, "NODE"
+	for _, n := range res.Nodes { // the last node with an output: a command that works verbatim
+		if n.State == journal.NodeCompleted {
+			node = n.ID
+		}
+	}
 	bin := "noderun"
 	if arg0 := os.Args[0]; strings.Contains(arg0, "/") && !strings.HasSuffix(arg0, ".test") {
 		bin = arg0
@@ -217,7 +224,7 @@ func closingHint(c *cli.Context, runID string) string {
 	if len(short) > 8 {
 		short = short[:8] // a unique prefix is enough, and easier to type
 	}
-	return fmt.Sprintf("outputs: %s show %s NODE%s   (what recovery did: %s diagnose %s%s)", bin, short, db, bin, short, db)
+	return fmt.Sprintf("output: %s show %s %s%s   (what recovery did: %s diagnose %s%s)", bin, short, node, db, bin, short, db)
 }
 
 func printResultJSON(w io.Writer, res *runner.Result, d *diagnosis) error {
