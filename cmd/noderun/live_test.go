@@ -114,3 +114,43 @@ nodes:
 		t.Errorf("the silence counter never advanced: %v", silences)
 	}
 }
+
+// What a running node's line says, for each situation it can be in.
+func TestLiveLine(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	cases := []struct {
+		name string
+		now  float64
+		n    liveNode
+		want []string
+		not  []string
+	}{
+		{"streaming", 2, liveNode{state: "streaming", started: at(0), lastData: at(1.9), bytes: 2048, tokens: 400},
+			[]string{"streaming", "2.0 KiB", "400 tok", "200 tok/s", "2.0s"}, []string{"silent"}},
+		{"silent, polled", 50, liveNode{state: "streaming", started: at(0), lastData: at(8), lastPoll: at(47), bytes: 10, tokens: 2},
+			[]string{"silent 42.0s, polled in_progress 3s ago"}, nil},
+		{"never any data", 5, liveNode{state: "streaming", started: at(0)},
+			[]string{"0 B", "- tok/s", "silent 5.0s"}, []string{"polled"}},
+		{"recovering", 10, liveNode{state: "streaming", started: at(0), lastData: at(6), step: "reconnecting 2/8 in 1.2s (transport_disconnect)", stepAt: at(7)},
+			[]string{"| reconnecting 2/8 in 1.2s (transport_disconnect)", "silent 4.0s"}, nil},
+		{"recovered", 10, liveNode{state: "streaming", started: at(0), lastData: at(9.5), step: "retrying 1/3 in 5ms", stepAt: at(7)},
+			nil, []string{"retrying", "silent"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := &liveView{now: func() time.Time { return at(c.now) }}
+			got := v.line("node", &c.n)
+			for _, w := range c.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("%q lacks %q", got, w)
+				}
+			}
+			for _, w := range c.not {
+				if strings.Contains(got, w) {
+					t.Errorf("%q has %q", got, w)
+				}
+			}
+		})
+	}
+}

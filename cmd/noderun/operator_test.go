@@ -429,3 +429,37 @@ func TestAccountNode(t *testing.T) {
 		})
 	}
 }
+
+// Piped, stderr is one log stream: each recovery step once (no progress
+// line repeating a diagnostic), and with --log-format json every line is JSON.
+func TestPipedLogIsOneStream(t *testing.T) {
+	demoRun(t)
+	steps := 0
+	for _, l := range strings.Split(demo.errs, "\n") {
+		if strings.Contains(l, "retrying 1/3") || strings.Contains(l, "reconnecting 1/8") {
+			steps++
+			if !strings.Contains(l, "code=NR10") {
+				t.Errorf("a recovery step outside the log stream: %s", l)
+			}
+		}
+		if strings.HasPrefix(l, "noderun: ") && strings.Contains(l, "s ") {
+			t.Errorf("a separate progress line: %s", l)
+		}
+	}
+	if steps != 3 { // the demo's two retries and one reconnect, once each
+		t.Errorf("%d recovery step lines, want 3:\n%s", steps, demo.errs)
+	}
+	code, _, errs := runCLI(t, "run", "--log-format", "json", "--db", filepath.Join(t.TempDir(), "j.db"), tinyGraph(t))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(errs), "\n")
+	for _, l := range lines {
+		if !json.Valid([]byte(l)) {
+			t.Errorf("not a JSON line: %s", l)
+		}
+	}
+	if !strings.Contains(errs, `"msg":"streaming","node":"only"`) || !strings.Contains(errs, `"code":"NR402"`) {
+		t.Errorf("the JSON stream lacks the node's start or the run's end:\n%s", errs)
+	}
+}
