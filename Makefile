@@ -8,8 +8,11 @@ export NODERUN_CODEX ?= $(CODEX)
 
 .PHONY: build demo test tools bench lint fuzz clean
 
+# The commit goes in by -X too: --version prints it even where the go command stamps no VCS info.
+COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/noderun
+	$(GO) build -ldflags "-X main.buildCommit=$(COMMIT)" -o $(BIN) ./cmd/noderun
 
 # The demo drops streams on purpose and shows noderun recovering them.
 demo: build

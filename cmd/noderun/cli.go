@@ -17,6 +17,11 @@ import (
 // unknown commands and flags with a short usage on stderr and exit 2, and
 // values checked rather than silently ignored.
 
+// buildCommit is the commit when the build info has none (the Makefile sets
+// it with -ldflags -X, for builds where the go command cannot stamp VCS
+// information, such as GOFLAGS=-buildvcs=false).
+var buildCommit string
+
 // versionText is the module version and VCS commit from the build info.
 func versionText() string {
 	bi, ok := debug.ReadBuildInfo()
@@ -37,6 +42,9 @@ func versionText() string {
 				modified = "-dirty"
 			}
 		}
+	}
+	if rev == "" {
+		rev = buildCommit
 	}
 	if rev == "" {
 		rev = "unknown"
