@@ -24,6 +24,7 @@ var (
 	ConnectFailed      = Code{"NR106", "connect_failed", slog.LevelWarn, "no connection could be made; the request never left"}
 	IdleTimeout        = Code{"NR107", "idle_timeout", slog.LevelWarn, "no data arrived within the profile's idle window"}
 	Recovered          = Code{"NR108", "recovered", slog.LevelInfo, "the node completed after one or more recovery steps"}
+	IdleCutLearnt      = Code{"NR109", "idle_cut_learnt", slog.LevelWarn, "a stream was cut after N s of silence: an intermediary likely cuts idle streams; the node now polls sooner"}
 
 	Reattached       = Code{"NR201", "reattached", slog.LevelInfo, "re-attached to the response from sequence N; nothing regenerated"}
 	PollingStarted   = Code{"NR202", "polling_started", slog.LevelInfo, "the stream was silent; switched to polling the response status"}
@@ -32,7 +33,8 @@ var (
 	FellBackToRetry  = Code{"NR205", "fell_back_to_retry", slog.LevelWarn, "the response could not be resumed; retrying from scratch"}
 	OutputFromStatus = Code{"NR206", "output_from_status", slog.LevelInfo, "the response had completed; output taken from its status"}
 	ResponseCreated  = Code{"NR207", "response_created", slog.LevelInfo, "the provider assigned a response id"}
-	WorkCancelled    = Code{"NR208", "work_cancelled", slog.LevelInfo, "the response was cancelled at the provider so it stops billing (abort, or before a retry)"}
+	WorkCancelled    = Code{"NR208", "work_cancelled", slog.LevelInfo, "the response was cancelled at the provider so it stops billing (the node failed, is retried from scratch, or a person asked)"}
+	WorkDetached     = Code{"NR209", "work_detached", slog.LevelWarn, "interrupted: the response keeps running at the provider; resume re-attaches, cancel stops it"}
 
 	ThreadStarted   = Code{"NR301", "thread_started", slog.LevelInfo, "the harness reported its thread id"}
 	HarnessRetrying = Code{"NR302", "harness_retrying", slog.LevelInfo, "the harness is retrying on its own (informational)"}
@@ -57,8 +59,8 @@ var (
 // Codes lists every code, in order, for docs and lookups.
 func Codes() []Code {
 	return []Code{
-		DisconnectDetected, ReconnectScheduled, RetryStarted, RateLimitWait, ProviderError, ConnectFailed, IdleTimeout, Recovered,
-		Reattached, PollingStarted, StatusChecked, StuckCancelled, FellBackToRetry, OutputFromStatus, ResponseCreated, WorkCancelled,
+		DisconnectDetected, ReconnectScheduled, RetryStarted, RateLimitWait, ProviderError, ConnectFailed, IdleTimeout, Recovered, IdleCutLearnt,
+		Reattached, PollingStarted, StatusChecked, StuckCancelled, FellBackToRetry, OutputFromStatus, ResponseCreated, WorkCancelled, WorkDetached,
 		ThreadStarted, HarnessRetrying, ThreadResumed, ThreadMismatch, HarnessFailed,
 		RunStarted, RunFinished, RunInterrupted, NodeSkipped, BreakerOpen,
 		NodeFailed, DeterministicError, BudgetExhausted, DeadlineExceeded, UnsafeReplayRefused, NodeCanceled,

@@ -42,6 +42,11 @@ const (
 	// KindProgress: the provider advanced (Seq) without output; counts as
 	// healthy progress for the idle window.
 	KindProgress Kind = "progress"
+	// KindAlive: a status check or poll found the work queued or in progress at
+	// the provider, though no event arrived. It is healthy progress: the
+	// provider is up and working on it (the adapter bounds how long work may
+	// stay queued).
+	KindAlive Kind = "alive"
 	// KindRaw: a wire event kept for the journal (in Raw), e.g. a harness JSONL line.
 	KindRaw Kind = "raw"
 	// KindDiagnostic: a recovery step the adapter took by itself (in Diag).

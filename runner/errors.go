@@ -15,6 +15,9 @@ type NodeError struct {
 	Reason string
 	Tried  string
 	Err    error
+	// Running names the response left running at the provider by an
+	// interruption, which `noderun resume` re-attaches to.
+	Running string
 }
 
 func (e *NodeError) Error() string {

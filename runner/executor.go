@@ -22,22 +22,27 @@ import (
 // nodeExec runs one node to completion: stream, journal, recover. It owns the
 // recovery loop; resume.Decide owns the decision.
 type nodeExec struct {
-	run     *runState
-	node    *Node
-	prov    provider.Provider
-	provNm  string
-	req     provider.Request
-	prof    profile.Profile
-	side    resume.SideEffects
-	total   int // retry budget for this node
-	retries int // what is left of it
-	rnd     *rand.Rand
+	run    *runState
+	node   *Node
+	prov   provider.Provider
+	provNm string
+	// inProcess: the provider lives in this process; its work ends with it.
+	inProcess bool
+	req       provider.Request
+	prof      profile.Profile
+	side      resume.SideEffects
+	total     int // retry budget for this node
+	retries   int // what is left of it
+	rnd       *rand.Rand
 
 	attempt    int             // current attempt number, 1-based; a retry starts a new one
 	cur        provider.Cursor // where the current attempt's work stands
 	out        strings.Builder // output of the current attempt
 	done       bool            // terminal evidence seen
-	progressed bool            // healthy data since the last recovery step
+	progressed bool            // healthy progress since the last recovery step
+	ground     resume.Ground   // how far this attempt got, against the node's earlier ones
+	ended      bool            // the work named by cur.Ref is known to have ended at the provider
+	learnt     bool            // an intermediary's idle cut was learnt and journaled
 	recovering time.Time       // start of the current stretch of recovery (zero when healthy)
 	backoffN   int             // backoff step; reset by healthy data
 	resumes    int             // consecutive re-attaches without progress
@@ -46,7 +51,7 @@ type nodeExec struct {
 	dispatched bool            // some attempt may have reached the provider
 	wasSent    bool            // dispatched, before the current stream attempt
 	last       *diagnostics.Error
-	touched    atomic.Int64 // unix nanos of the last healthy data, for the idle watchdog
+	touched    atomic.Int64 // unix nanos of the last event (or step start): the idle watchdog, the silence before a cut
 	deadline   *time.Timer  // cuts a recovery step that outlasts the deadline
 	chunks     coalescer    // deltas on their way to the journal
 	usage      attemptUsage // what the current attempt has cost
@@ -180,6 +185,8 @@ func (x *nodeExec) take(ctx context.Context, action resume.Action) error {
 }
 
 func (x *nodeExec) act(ctx context.Context, action resume.Action) error {
+	x.progressed = false
+	x.touched.Store(time.Now().UnixNano())
 	switch action {
 	case resume.ActCheck:
 		return x.check(ctx)
@@ -203,6 +210,7 @@ func (x *nodeExec) act(ctx context.Context, action resume.Action) error {
 // output, and feeds the idle watchdog.
 func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 	return func(ev provider.Event) error {
+		x.touched.Store(time.Now().UnixNano())
 		if ev.Seq >= 0 && ev.Kind != provider.KindRef {
 			if x.cur.Ref != "" && ev.Seq <= x.cur.Seq {
 				return nil // already seen before a re-attach; never journal an event twice
@@ -228,6 +236,7 @@ func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 				return nil
 			}
 			x.cur = provider.Cursor{Ref: ev.Ref, Seq: max(ev.Seq, -1)}
+			x.ended = false
 			// Durable before anything else can go wrong: it is what a resume needs.
 			if err := x.run.j.SetAttemptRef(bg(ctx), x.run.id, x.node.ID, x.attempt, ev.Ref); err != nil {
 				return err
@@ -240,15 +249,18 @@ func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 		case provider.KindDelta:
 			x.usage.streamed++
 			x.out.WriteString(ev.Text)
-			x.healthy()
+			x.advance(int64(len(ev.Text)))
 			return x.chunks.add(rec, ev.Text)
 		case provider.KindReasoning:
 			x.usage.reasoning++
-			x.healthy()
+			x.advance(int64(len(ev.Text)))
 			return x.chunks.add(rec, ev.Text)
 		case provider.KindProgress:
-			x.healthy()
+			x.advance(1)
 			return nil // the cursor is in memory and on the next journaled event
+		case provider.KindAlive:
+			x.healthy()
+			return nil
 		case provider.KindRaw:
 			rec.Payload = ev.Raw
 		case provider.KindReset:
@@ -259,7 +271,7 @@ func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 			}
 			return nil
 		case provider.KindDone:
-			x.done = true
+			x.done, x.ended = true, true
 			x.usage.reported = ev.Usage
 			if ev.Usage != nil {
 				rec.Payload = jsonBytes(ev.Usage)
@@ -271,8 +283,18 @@ func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 	}
 }
 
-// healthy records progress: the backoff, the reconnect count and the
-// recovery deadline start over; the retry budget does not.
+// advance records n units of the attempt's stream; only new ground (further
+// than every earlier attempt of the node got) is healthy progress, so an
+// upstream that always cuts at the same point backs off as an outage would.
+func (x *nodeExec) advance(n int64) {
+	if x.ground.Advance(n) {
+		x.healthy()
+	}
+}
+
+// healthy records progress: new ground, or a status that shows the work
+// queued or in progress. The backoff, the reconnect count and the recovery
+// deadline start over; the retry budget does not.
 func (x *nodeExec) healthy() {
 	if !x.progressed {
 		x.progressed = true
@@ -281,7 +303,6 @@ func (x *nodeExec) healthy() {
 			x.deadline.Stop() // healthy again: no deadline
 		}
 	}
-	x.touched.Store(time.Now().UnixNano())
 }
 
 // withWatchdog runs f under an idle watchdog unless the adapter handles
@@ -289,16 +310,14 @@ func (x *nodeExec) healthy() {
 // treated as a disconnect. Keepalive comments never reach emit, so they never
 // count as data.
 func (x *nodeExec) withWatchdog(ctx context.Context, f func(context.Context, provider.Emit) error) error {
-	x.progressed = false
 	idle := x.prof.IdleTimeout.D()
 	if x.prov.Capabilities().IdleHandled || idle <= 0 {
 		return f(ctx, x.emit(ctx))
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	// The timer re-arms itself from the last healthy data, so a chunk costs an
+	// The timer re-arms itself from the last event, so a chunk costs an
 	// atomic store, not a timer reset.
-	x.touched.Store(time.Now().UnixNano())
 	var mu sync.Mutex // orders the assignment of t before its callback's use
 	mu.Lock()
 	var t *time.Timer
@@ -327,6 +346,7 @@ func (x *nodeExec) check(ctx context.Context) error {
 		if diagnostics.Classify(err).Status == http.StatusNotFound {
 			// The provider no longer knows the work (expired, or another
 			// server): nothing to resume, but a retry may still be safe.
+			x.ended = true
 			return &diagnostics.Error{Class: diagnostics.ClassStuck, Err: fmt.Errorf("response %s is gone: %w", x.cur.Ref, err)}
 		}
 		return err
@@ -352,13 +372,19 @@ func (x *nodeExec) check(ctx context.Context) error {
 		x.diag(ctx, diagnostics.New(diagnostics.OutputFromStatus, "output taken from the completed response",
 			slog.Int("bytes_from_status", len(rest))))
 		return emit(provider.Event{Kind: provider.KindDone, Seq: -1, Usage: st.Usage})
-	case provider.StateCancelled: // by an earlier Ctrl-C, or by someone else: it cannot go on, a retry can
+	case provider.StateCancelled: // by `noderun cancel`, or by someone else: it cannot go on, a retry can
+		x.ended = true
 		return &diagnostics.Error{Class: diagnostics.ClassStuck, Err: fmt.Errorf("response %s was cancelled", x.cur.Ref)}
 	case provider.StateFailed, provider.StateIncomplete:
+		x.ended = true
 		return &diagnostics.Error{Class: diagnostics.ClassDeterministic,
 			Err: fmt.Errorf("response %s is %s: %s", x.cur.Ref, st.State, st.Error)}
 	}
-	// Still queued or in progress: the last failure stands, and the decision re-attaches.
+	// Still queued or in progress: the provider is working on it, which is
+	// progress (a response left queued is bounded by the adapter's stuck
+	// bound while it polls). The last failure stands, and the decision
+	// re-attaches with a fresh reconnect count.
+	x.healthy()
 	return x.last
 }
 
@@ -383,6 +409,12 @@ func (x *nodeExec) noteFailure(ctx context.Context, action resume.Action, ce *di
 	}
 	msg := fmt.Sprintf("%s after %d bytes of output", strings.ReplaceAll(code.Name, "_", " "), x.out.Len())
 	attrs := []slog.Attr{slog.String("class", string(ce.Class)), slog.String("error", ce.Err.Error())}
+	if cut := x.silentCut(ce); cut > 0 {
+		msg += fmt.Sprintf(", silent for %s before the cut: an intermediary (proxy, load balancer) likely cuts idle streams at ~%s",
+			cut.Round(100*time.Millisecond), cut.Round(100*time.Millisecond))
+		attrs = append(attrs, slog.Duration("silent", cut))
+		defer x.learnIdleCut(ctx, cut) // journaled after the disconnect it is learnt from
+	}
 	if ce.Status != 0 {
 		attrs = append(attrs, slog.Int("status", ce.Status))
 	}
@@ -394,6 +426,43 @@ func (x *nodeExec) noteFailure(ctx context.Context, action resume.Action, ce *di
 	}
 	x.diag(ctx, diagnostics.New(code, msg, attrs...))
 	_ = x.run.j.SetAttemptCursor(bg(ctx), x.run.id, x.node.ID, x.attempt, x.cur.Seq)
+}
+
+// silentCut is how long the stream had been silent when it was cut, if that
+// looks like an intermediary's idle timeout rather than a blip: a disconnect
+// (not our own idle watchdog) after at least resume.MinSilentCut without an event.
+func (x *nodeExec) silentCut(ce *diagnostics.Error) time.Duration {
+	if ce.Class != diagnostics.ClassDisconnect || errors.Is(ce, diagnostics.ErrIdleTimeout) {
+		return 0
+	}
+	if silent := time.Since(time.Unix(0, x.touched.Load())); silent >= resume.MinSilentCut {
+		return silent
+	}
+	return 0
+}
+
+// learnIdleCut adapts a node whose adapter polls through silence to a
+// gateway that cuts idle streams sooner than the profile's poll_after: from
+// now on the adapter lets a silent stream go after half the silence that was
+// cut, and polls, instead of re-attaching into the same cut again.
+func (x *nodeExec) learnIdleCut(ctx context.Context, cut time.Duration) {
+	if caps := x.prov.Capabilities(); !caps.IdleHandled || !caps.Check {
+		return // nothing to switch to: the hint in the disconnect message is all there is
+	}
+	hold, learnt := resume.IdleHold(cut, x.req.Policy.PollAfter.D())
+	if !learnt {
+		return
+	}
+	x.req.Policy.PollAfter = profile.D(hold)
+	if x.learnt {
+		x.run.log.Debug("idle cut learnt again", "node", x.node.ID, "cut", cut, "hold", hold)
+		return
+	}
+	x.learnt = true
+	x.diag(ctx, diagnostics.New(diagnostics.IdleCutLearnt,
+		fmt.Sprintf("an intermediary likely cuts idle streams at ~%s; this node now lets a silent stream go after %s and polls the response instead",
+			cut.Round(100*time.Millisecond), hold.Round(time.Millisecond)),
+		slog.Duration("cut_after", cut), slog.Duration("poll_after", hold)))
 }
 
 func (x *nodeExec) input(ce *diagnostics.Error) resume.Input {
@@ -450,14 +519,15 @@ func (x *nodeExec) announce(ctx context.Context, d resume.Decision, ce *diagnost
 		left-- // this retry is taken from the budget
 	}
 	x.diag(ctx, diagnostics.New(d.Code, line, slog.String("class", string(ce.Class)), slog.Duration("delay", delay),
+		slog.Int("backoff_step", x.backoffN-1), // the delay was drawn from [0, base*factor^step]
 		slog.Int("retries_left", left), slog.Int("reconnects_left", x.prof.Reconnects-x.resumes)))
 	x.run.progress(x.node.ID, line)
 }
 
 // fail ends the attempt and reports why the node failed and what was tried.
 func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.Error) error {
-	if ce.Class == diagnostics.ClassCanceled {
-		x.abandon(ctx) // the user gave up: stop the provider billing
+	if ce.Class != diagnostics.ClassCanceled {
+		x.release(ctx) // abandoned for good: leave nothing of ours running
 	}
 	x.endAttempt(ctx, ce)
 	tried := fmt.Sprintf("%d attempt(s), %d of %d retries used", x.attempt, x.total-x.retries, x.total)
@@ -468,7 +538,17 @@ func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.
 	if ce.Class == diagnostics.ClassCanceled { // interrupted, not failed: resumable
 		x.diag(ctx, diagnostics.New(diagnostics.NodeCanceled, fmt.Sprintf("interrupted after %d bytes of output", x.out.Len()),
 			slog.String("tried", tried)))
-		return &NodeError{Node: x.node.ID, Class: ce.Class, Code: d.Code, Reason: d.Reason, Tried: tried, Err: ce}
+		ne := &NodeError{Node: x.node.ID, Class: ce.Class, Code: d.Code, Reason: d.Reason, Tried: tried, Err: ce}
+		if x.remote() && !x.inProcess {
+			// Interruption detaches: the response goes on at the provider and
+			// `noderun resume` re-attaches to it, regenerating nothing.
+			ne.Running = x.cur.Ref
+			x.diag(ctx, diagnostics.New(diagnostics.WorkDetached,
+				fmt.Sprintf("response %s keeps running at the provider: `noderun resume %s` re-attaches to it, `noderun cancel %s %s` stops it",
+					x.cur.Ref, x.run.id, x.run.id, x.node.ID),
+				slog.String("ref", x.cur.Ref), slog.Int64("cursor", x.cur.Seq)))
+		}
+		return ne
 	}
 	if d.Code != diagnostics.NodeFailed {
 		x.diag(ctx, diagnostics.New(d.Code, d.Reason, slog.String("class", string(ce.Class))))
@@ -478,26 +558,60 @@ func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.
 	return &NodeError{Node: x.node.ID, Class: ce.Class, Code: d.Code, Reason: d.Reason, Tried: tried, Err: ce}
 }
 
-// abandon stops billing for work that will be retried from scratch.
+// remote reports whether the current attempt names work that may still be
+// running at the provider and can be checked and cancelled there (a
+// background response; a harness's thread ends with its process).
+func (x *nodeExec) remote() bool {
+	caps := x.prov.Capabilities()
+	return x.cur.Ref != "" && !x.ended && caps.Cancel && caps.Check
+}
+
+// abandon stops billing for work that will be retried from scratch: it is
+// given up for good (stuck, gone quiet past the reconnect budget), and its
+// output will be generated again.
 func (x *nodeExec) abandon(ctx context.Context) {
-	c, ok := x.prov.(provider.Canceler)
-	if !ok || x.cur.Ref == "" || !x.prov.Capabilities().Cancel {
+	if !x.remote() {
+		return
+	}
+	if errors.Is(x.last, diagnostics.ErrStuck) {
+		x.cancelWork(ctx, diagnostics.StuckCancelled, "cancelled the stuck response "+x.cur.Ref+" before retrying")
+		return
+	}
+	x.cancelWork(ctx, diagnostics.WorkCancelled, "cancelled "+x.cur.Ref+" at the provider before retrying from scratch")
+}
+
+// release leaves nothing of a failed node running at the provider: a
+// response that is still queued or in progress is cancelled, so it stops
+// billing for output nobody will read.
+func (x *nodeExec) release(ctx context.Context) {
+	if !x.remote() {
 		return
 	}
 	cctx, cancel := context.WithTimeout(bg(ctx), 10*time.Second)
 	defer cancel()
-	code, msg := diagnostics.WorkCancelled, "cancelled "+x.cur.Ref+" at the provider"
-	if errors.Is(x.last, diagnostics.ErrStuck) {
-		code, msg = diagnostics.StuckCancelled, "cancelled the stuck response "+x.cur.Ref+" before retrying"
+	if st, err := x.prov.(provider.Checker).Check(cctx, x.cur.Ref); err == nil &&
+		st.State != provider.StateQueued && st.State != provider.StateInProgress {
+		return // it ended by itself
 	}
-	if err := c.Cancel(cctx, x.cur.Ref); err != nil {
-		msg = "could not cancel " + x.cur.Ref + " (it may be gone already): " + err.Error()
+	x.cancelWork(ctx, diagnostics.WorkCancelled, "the node failed: cancelled its response "+x.cur.Ref+" at the provider so it stops billing")
+}
+
+// cancelWork cancels the current attempt's response and journals it (or why
+// it could not be, with the command that can).
+func (x *nodeExec) cancelWork(ctx context.Context, code diagnostics.Code, msg string) {
+	cctx, cancel := context.WithTimeout(bg(ctx), 10*time.Second)
+	defer cancel()
+	if err := x.prov.(provider.Canceler).Cancel(cctx, x.cur.Ref); err != nil {
+		msg = fmt.Sprintf("could not cancel %s (it may still be running: `noderun cancel %s %s`): %v", x.cur.Ref, x.run.id, x.node.ID, err)
+	} else {
+		x.ended = true
 	}
 	x.diag(ctx, diagnostics.New(code, msg, slog.String("ref", x.cur.Ref)))
 }
 
 func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) {
 	x.cur = provider.Cursor{Seq: -1}
+	x.ground.Restart()
 	x.out.Reset()
 	x.done = false
 	x.usage = attemptUsage{}

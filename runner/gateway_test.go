@@ -58,6 +58,11 @@ func nginxBinary(t *testing.T) string {
 // free 127.0.0.1 port and proxying to upstream (host:port). Its files live in
 // a temp dir; the process is stopped and the dir removed at cleanup.
 func startNginx(t *testing.T, upstream string) *gateway {
+	return startNginxTimeout(t, upstream, nginxTimeout)
+}
+
+// startNginxTimeout is startNginx with another proxy_read_timeout.
+func startNginxTimeout(t *testing.T, upstream string, timeout time.Duration) *gateway {
 	t.Helper()
 	bin := nginxBinary(t)
 	tmpl, err := template.ParseFiles(filepath.Join("..", "testdata", "nginx", "nginx.conf.tmpl"))
@@ -75,7 +80,8 @@ func startNginx(t *testing.T, upstream string) *gateway {
 		_ = l.Close()
 		conf := filepath.Join(dir, "nginx.conf")
 		var b bytes.Buffer
-		if err := tmpl.Execute(&b, map[string]string{"Dir": dir, "Listen": listen, "Upstream": upstream}); err != nil {
+		vars := map[string]string{"Dir": dir, "Listen": listen, "Upstream": upstream, "Timeout": fmt.Sprintf("%dms", timeout.Milliseconds())}
+		if err := tmpl.Execute(&b, vars); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(conf, b.Bytes(), 0o600); err != nil {
@@ -258,4 +264,76 @@ nodes:
 			t.Errorf("sim: %v requests, %d tokens generated", st.Requests, st.TokensGenerated)
 		}
 	})
+}
+
+// Issue 9: a gateway whose idle timeout is shorter than the profile's
+// poll_after (corporate proxies and some load balancers cut at 15-30 s; the
+// default profile holds a silent Responses stream for 30 s). The first cut
+// teaches the node the gateway's limit (NR109): from then on the adapter lets
+// silent streams go sooner and polls, and every poll that finds the response
+// in progress is healthy progress, so nothing is spent, nothing cancelled and
+// nothing regenerated, however long the silence.
+func TestGatewayShorterThanPollAfter(t *testing.T) {
+	cases := []struct {
+		name    string
+		gateway time.Duration
+		cfg     sim.Config
+		extra   string
+		silent  time.Duration // the silence the model keeps, in all
+	}{
+		{"nginx_2s_reasoning_silent_120s", 2 * time.Second,
+			sim.Config{Seed: respSeed, Tokens: 60, Silence: 120 * time.Second}, "    reasoning_effort: low\n", 120 * time.Second},
+		{"nginx_5s_bursts_silent_40s", 5 * time.Second,
+			sim.Config{Seed: respSeed, Tokens: 20, BurstTokens: 10, Silence: 40 * time.Second}, "", 80 * time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each waits out minutes of silence: side by side
+			want := undisturbedResponses(t, c.cfg.Tokens, c.extra)
+			srv := simtest.Start(t, c.cfg) // no keepalives: the gateway sees pure silence
+			gw := startNginxTimeout(t, upstreamOf(t, srv), c.gateway)
+			j := openJournal(t)
+			ctx, cancel := context.WithTimeout(context.Background(), c.silent+2*time.Minute)
+			defer cancel()
+			start := time.Now()
+			res, err := Run(ctx, responsesGraphProfile(t, "default", gw.BaseURL, c.extra), Options{Journal: j})
+			if err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(start)
+			ds := diagRecs(t, j, res.RunID, respNode)
+			t.Logf("took %s; nginx cut %d idle stream(s); journal:\n%s", took.Round(time.Millisecond), gw.timeouts(t), dumpDiags(ds))
+			checkOutput(t, j, res, want)
+			checkOneResponse(t, srv, c.cfg.Tokens)
+			if n := srv.Stats().Requests[sim.EndpointResponsesCancel]; n != 0 {
+				t.Errorf("%d cancel request(s): healthy work was cancelled", n)
+			}
+			if took < c.silent {
+				t.Errorf("completed in %s, before the %s of silence ended: did the silence happen?", took, c.silent)
+			}
+			// The first cut is learnt once, with the gateway's limit in the message.
+			cuts := count(ds, diagnostics.DisconnectDetected)
+			learnt := withCode(ds, diagnostics.IdleCutLearnt)
+			if cuts < 1 || len(learnt) != 1 {
+				t.Fatalf("want the first cut (NR101) and one NR109, got %d and %d", cuts, len(learnt))
+			}
+			if approx := "~" + c.gateway.String(); !strings.Contains(learnt[0].Message, approx) {
+				t.Errorf("NR109 %q does not name the gateway's limit %s", learnt[0].Message, approx)
+			}
+			first := withCode(ds, diagnostics.DisconnectDetected)[0]
+			if !strings.Contains(first.Message, "intermediary") || firstIndex(ds, diagnostics.IdleCutLearnt) < firstIndex(ds, diagnostics.DisconnectDetected) {
+				t.Errorf("the first cut does not name its likely cause, or NR109 came before it: %q", first.Message)
+			}
+			// At most one failed re-attach per minute of silence after the first cut.
+			if failed, bound := cuts-1, int(c.silent/time.Minute); failed > bound {
+				t.Errorf("%d re-attaches cut by the gateway after the first; at most %d for %s of silence", failed, bound, c.silent)
+			}
+			if n := count(ds, diagnostics.RetryStarted) + count(ds, diagnostics.FellBackToRetry) + count(ds, diagnostics.WorkCancelled); n != 0 {
+				t.Errorf("retried or cancelled (%d)", n)
+			}
+			if count(ds, diagnostics.PollingStarted) < 1 {
+				t.Errorf("never polled through the silence")
+			}
+		})
+	}
 }

@@ -23,6 +23,9 @@ type builtProvider struct {
 	p       provider.Provider
 	model   string
 	workDir string
+	// inProcess: the provider runs inside this process (the embedded
+	// simulator), so its work ends with the runner and cannot be re-attached.
+	inProcess bool
 }
 
 // Check finds, without starting or writing anything, every problem in g
@@ -144,7 +147,7 @@ func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, l
 				return nil, nil, fmt.Errorf("provider %q: starting the simulator: %w", name, err)
 			}
 			closers = append(closers, srv.Close)
-			baseURL = srv.BaseURL()
+			baseURL, bp.inProcess = srv.BaseURL(), true
 			api = ProviderKindOpenAI
 			if spec.API == SimAPIResponses {
 				api = ProviderKindResponses

@@ -44,8 +44,14 @@ func ciProfile() profile.Profile { return profile.Builtins()["ci"] }
 // baseURL; extra is appended to the node (YAML lines indented by four).
 func responsesGraph(t *testing.T, baseURL, extra string) *Graph {
 	t.Helper()
+	return responsesGraphProfile(t, "ci", baseURL, extra)
+}
+
+// responsesGraphProfile is responsesGraph with another built-in profile.
+func responsesGraphProfile(t *testing.T, prof, baseURL, extra string) *Graph {
+	t.Helper()
 	return parseTestGraph(t, fmt.Sprintf(`name: t
-profile: ci
+profile: %s
 providers:
   p:
     kind: responses
@@ -54,7 +60,7 @@ providers:
 nodes:
   - id: %s
     prompt: %s
-%s`, baseURL, respNode, respPrompt, extra))
+%s`, prof, baseURL, respNode, respPrompt, extra))
 }
 
 // wantText is the simulator's text for the node: a pure function of model,

@@ -25,36 +25,12 @@ import (
 //
 // The graph is the one journaled with the run, not the file as it is now.
 func Resume(ctx context.Context, runID string, force []string, opts Options) (*Result, error) {
-	if opts.Journal == nil {
-		return nil, errors.New("runner: no journal")
-	}
-	j := opts.Journal
-	run, err := j.Run(ctx, runID)
+	r, release, err := reopen(ctx, runID, "--retry", force, &opts)
 	if err != nil {
 		return nil, err
 	}
-	g, err := ParseGraph(run.GraphPath, run.GraphText)
-	if err != nil {
-		return nil, fmt.Errorf("run %s: its journaled graph no longer parses: %w", runID, err)
-	}
-	for _, id := range force {
-		if g.Node(id) == nil {
-			return nil, fmt.Errorf("--retry %s: run %s has no node %q", id, runID, id)
-		}
-	}
-	if opts.Profile == "" {
-		opts.Profile = run.Profile
-	}
-	opts.RunID = runID
-	r, closeProvs, err := newRunState(ctx, g, &opts)
-	if err != nil {
-		return nil, err
-	}
-	defer closeProvs()
-	if err := j.AcquireRun(ctx, runID, r.owner); err != nil {
-		return nil, err // a *journal.LockedError names the live owner
-	}
-	defer j.ReleaseRun(bg(ctx), runID, r.owner)
+	defer release()
+	j, g := r.j, r.g
 	if err := j.SetRunStatus(bg(ctx), runID, journal.RunRunning); err != nil {
 		return nil, err
 	}
@@ -100,6 +76,52 @@ func Resume(ctx context.Context, runID string, force []string, opts Options) (*R
 	}
 	r.schedule(ctx)
 	return r.finish(ctx)
+}
+
+// reopen rebuilds a journaled run (its graph as journaled, its profile unless
+// opts names another, its providers) and takes its lock. nodes must all be
+// nodes of the graph; flag names them in the error. release closes the
+// providers and releases the lock.
+func reopen(ctx context.Context, runID, flag string, nodes []string, opts *Options) (r *runState, release func(), err error) {
+	if opts.Journal == nil {
+		return nil, nil, errors.New("runner: no journal")
+	}
+	j := opts.Journal
+	run, err := j.Run(ctx, runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := ParseGraph(run.GraphPath, run.GraphText)
+	if err != nil {
+		return nil, nil, fmt.Errorf("run %s: its journaled graph no longer parses: %w", runID, err)
+	}
+	for _, id := range nodes {
+		if g.Node(id) == nil {
+			return nil, nil, &UnknownNodeError{Flag: flag, RunID: runID, Node: id}
+		}
+	}
+	if opts.Profile == "" {
+		opts.Profile = run.Profile
+	}
+	opts.RunID = runID
+	r, closeProvs, err := newRunState(ctx, g, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := j.AcquireRun(ctx, runID, r.owner); err != nil {
+		closeProvs()
+		return nil, nil, err // a *journal.LockedError names the live owner
+	}
+	return r, func() { _ = j.ReleaseRun(bg(ctx), runID, r.owner); closeProvs() }, nil
+}
+
+// UnknownNodeError: a command named a node the run's graph does not have.
+type UnknownNodeError struct {
+	Flag, RunID, Node string
+}
+
+func (e *UnknownNodeError) Error() string {
+	return fmt.Sprintf("%s %s: run %s has no node %q", e.Flag, e.Node, e.RunID, e.Node)
 }
 
 // entryFor works out where node n picks up from what its journal holds.

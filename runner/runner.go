@@ -63,6 +63,9 @@ type NodeResult struct {
 	Output string
 	Err    error  // set when failed
 	Reason string // why skipped or failed
+	// Running is the response an interruption left running at the provider
+	// (re-attached by Resume, stopped by Cancel); empty otherwise.
+	Running string
 }
 
 // Failed reports whether any node failed or was skipped.
@@ -232,7 +235,7 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 	if model == "" {
 		model = bp.model
 	}
-	x := &nodeExec{run: r, node: n, prov: bp.p, provNm: n.Provider, prof: r.prof, side: resume.SideEffects(n.SideEffects),
+	x := &nodeExec{run: r, node: n, prov: bp.p, provNm: n.Provider, inProcess: bp.inProcess, prof: r.prof, side: resume.SideEffects(n.SideEffects),
 		chunks: coalescer{j: r.j}, total: total, retries: total, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		req: provider.Request{Node: n.ID, Model: model, System: system, Prompt: prompt,
 			ReasoningEffort: n.ReasoningEffort, MaxOutputTokens: n.MaxOutputTokens, WorkDir: bp.workDir, Policy: r.prof}}
@@ -245,7 +248,7 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 			res.State, res.Err, res.Reason = journal.NodeFailed, jerr, "journal: "+jerr.Error()
 		}
 	case errors.As(err, &ne) && ne.Class == diagnostics.ClassCanceled:
-		res.State, res.Err, res.Reason = journal.NodeCanceled, err, "interrupted"
+		res.State, res.Err, res.Reason, res.Running = journal.NodeCanceled, err, "interrupted", ne.Running
 		_ = r.j.SetNodeState(bg(ctx), r.id, n.ID, journal.NodeCanceled, "interrupted")
 	default:
 		res.State, res.Err, res.Reason = journal.NodeFailed, err, err.Error()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -289,35 +288,6 @@ func TestSecondRunnerIsRefused(t *testing.T) {
 	}
 }
 
-// Ctrl-C stops the run cleanly: exit 130, the journal says interrupted, the
-// in-flight response is cancelled at the provider, and `noderun resume`
-// finishes the run.
-func TestInterruptThenResume(t *testing.T) {
-	dir := t.TempDir()
-	srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: 3000, TokensPerSecond: 1000})
-	cmd, db := startRun(t, dir, fmt.Sprintf("name: slow\nprofile: ci\nproviders:\n  p: {kind: responses, base_url: %s, model: sim}\nnodes:\n  - {id: a, prompt: long}\n", srv.BaseURL()))
-	waitStreaming(t, srv, 100)
-	_ = cmd.Process.Signal(os.Interrupt)
-	err := cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
-		t.Fatalf("run after Ctrl-C: %v, want exit %d", err, exitInterrupted)
-	}
-	run, _ := nodeOutputs(t, db)
-	if run.Status != journal.RunInterrupted {
-		t.Fatalf("journal says %s, want interrupted", run.Status)
-	}
-	if srv.Stats().Requests[sim.EndpointResponsesCancel] != 1 {
-		t.Errorf("the in-flight response was not cancelled at the provider: %v", srv.Stats().Requests)
-	}
-	if code, _, stderr := runCLI(t, "resume", "--db", db, "last"); code != exitOK {
-		t.Fatalf("resume: exit %d\n%s", code, stderr)
-	}
-	if run, got := nodeOutputs(t, db); run.Status != journal.RunCompleted || len(got["a"]) < 3000 {
-		t.Fatalf("after resume: run %s, %d bytes", run.Status, len(got["a"]))
-	}
-}
-
 // events --follow prints a run's events as they are journaled, from another
 // process, and returns when the run ends.
 func TestEventsFollow(t *testing.T) {
@@ -342,17 +312,44 @@ func TestEventsFollow(t *testing.T) {
 // in a process of its own, killed when the test ends.
 func startRun(t *testing.T, dir, src string) (*exec.Cmd, string) {
 	t.Helper()
+	cmd, db, _ := startRunOut(t, dir, src)
+	return cmd, db
+}
+
+// syncBuffer is a bytes.Buffer a process writes to while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startRunOut is startRun, with the process's stderr.
+func startRunOut(t *testing.T, dir, src string) (*exec.Cmd, string, *syncBuffer) {
+	t.Helper()
 	graph := filepath.Join(dir, "graph.yaml")
 	if err := os.WriteFile(graph, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	db := filepath.Join(dir, "run.db")
 	cmd := exec.Command(noderunBinary(t), "run", "--db", db, graph)
+	stderr := new(syncBuffer)
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return cmd, db
+	return cmd, db, stderr
 }
 
 // waitStreaming waits until the simulator has generated n tokens.

@@ -108,7 +108,7 @@ func parsePrices(b []byte) (map[string]price, error) {
 var detected = map[string]bool{"NR101": true, "NR104": true, "NR105": true, "NR106": true, "NR107": true, "NR305": true}
 
 // records are diagnostics that are neither a fault nor a recovery step.
-var records = map[string]bool{"NR108": true, "NR207": true, "NR301": true, "NR302": true}
+var records = map[string]bool{"NR108": true, "NR207": true, "NR209": true, "NR301": true, "NR302": true}
 
 // diagnose reads a run from the journal and accounts for it.
 func diagnose(ctx context.Context, j *journal.Journal, r journal.Run, prices map[string]price) (*diagnosis, error) {

@@ -80,7 +80,9 @@ func (v *liveView) observe(node string, ev provider.Event) {
 	case provider.KindReasoning:
 		n.reasoning++
 		n.lastData = t
-	case provider.KindProgress:
+	case provider.KindProgress: // the work advanced, without output
+		n.lastData = t
+	case provider.KindAlive: // a status poll found it queued or in progress
 		n.lastPoll = t
 	case provider.KindReset:
 		n.bytes, n.tokens = 0, 0

@@ -10,9 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
@@ -43,13 +41,10 @@ func main() {
 
 // run is main without the process: tests call it directly.
 func run(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		stop() // a second Ctrl-C kills the process the ordinary way
-	}()
+	ctx, sig := watchSignals(context.Background())
+	defer sig.stop()
 	app := newApp(stdout, &lockedWriter{w: stderr})
+	app.Metadata = map[string]any{signalsKey: sig}
 	err := app.RunContext(ctx, intersperse(app, args))
 	if err == nil {
 		return exitOK
@@ -85,7 +80,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Action:         rootAction,
 		ExitErrHandler: func(*cli.Context, error) {}, // run() maps errors to exit codes
 		Commands: []*cli.Command{
-			runCommand(), resumeCommand(), statusCommand(), eventsCommand(), showCommand(),
+			runCommand(), resumeCommand(), cancelCommand(), statusCommand(), eventsCommand(), showCommand(),
 			diagnoseCommand(), reportCommand(), validateCommand(), profilesCommand(), simCommand(),
 		},
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -51,7 +53,7 @@ func runCommand() *cli.Command {
 			opts.Journal = j
 			res, err := runner.Run(c.Context, g, opts)
 			stopView()
-			return report(c, j, res, err)
+			return report(c, opts, res, err)
 		},
 	}
 }
@@ -93,11 +95,10 @@ func resumeCommand() *cli.Command {
 			opts.Journal = j
 			res, err := runner.Resume(c.Context, r.ID, c.StringSlice("retry"), opts)
 			stopView()
-			var locked *journal.LockedError
-			if errors.As(err, &locked) {
-				return usageErr(fmt.Errorf("%w; one runner per run: wait for it, or stop it first", err))
+			if err := runErr(err); err != nil {
+				return err
 			}
-			return report(c, j, res, err)
+			return report(c, opts, res, nil)
 		},
 	}
 }
@@ -138,14 +139,91 @@ func execOptions(c *cli.Context) (runner.Options, func(), error) {
 		Progress: progressLogger(log)}, func() {}, nil
 }
 
+// cancelCommand stops at the provider what an interrupted run left running.
+func cancelCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "cancel",
+		Usage: "cancel at the provider the responses an interrupted run left running (all unfinished nodes, or those named)",
+		Description: "An interrupted run (Ctrl-C, SIGTERM) leaves its background responses running so that\n" +
+			"`noderun resume` re-attaches to them without regenerating a token. cancel stops them instead, so they\n" +
+			"stop billing; a later resume then retries those nodes from scratch.\n\n" +
+			"Example: noderun cancel last essay",
+		ArgsUsage: "RUN|last [NODE...]",
+		Flags:     []cli.Flag{dbFlag},
+		Action: func(c *cli.Context) error {
+			if c.NArg() < 1 {
+				return usageErr(errors.New("cancel: give a run id (or last), and optionally nodes"))
+			}
+			log, err := newLogger(c)
+			if err != nil {
+				return err
+			}
+			j, err := openExisting(c, journal.WithLogger(log))
+			if err != nil {
+				return err
+			}
+			defer j.Close()
+			r, err := findRun(c.Context, j, c.Args().First())
+			if err != nil {
+				return err
+			}
+			done, err := runner.Cancel(c.Context, r.ID, c.Args().Tail(), runner.Options{Journal: j, Logger: log})
+			if err := runErr(err); err != nil {
+				return err
+			}
+			return printCancelled(c, r.ID, done)
+		},
+	}
+}
+
+// printCancelled says what cancel did, a line a node; exit 1 if a cancel failed.
+func printCancelled(c *cli.Context, runID string, done []runner.Cancelled) error {
+	if len(done) == 0 {
+		fmt.Fprintf(c.App.Writer, "run %s: nothing running at the provider\n", runID)
+		return nil
+	}
+	failed := 0
+	for _, d := range done {
+		ref := d.Ref
+		if ref == "" {
+			ref = "-"
+		}
+		fmt.Fprintf(c.App.Writer, "%s\t%s\t%s\n", d.Node, ref, d.Note)
+		if d.Err != nil {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return &exitError{exitFailed, fmt.Errorf("%d response(s) could not be cancelled; they may still be running", failed)}
+	}
+	return nil
+}
+
+// runErr maps the errors of reopening a journaled run to exit codes: a live
+// runner holding it, or a node the run does not have, are the operator's to
+// fix (exit 2); anything else is a failure.
+func runErr(err error) error {
+	var locked *journal.LockedError
+	var unknown *runner.UnknownNodeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &locked):
+		return usageErr(fmt.Errorf("%w; one runner per run: wait for it, or stop it first", err))
+	case errors.As(err, &unknown):
+		return usageErr(err)
+	}
+	return &exitError{exitFailed, err}
+}
+
 // report prints a run's result and maps it to an exit code.
-func report(c *cli.Context, j *journal.Journal, res *runner.Result, err error) error {
+func report(c *cli.Context, opts runner.Options, res *runner.Result, err error) error {
 	if err != nil {
 		return &exitError{exitFailed, err}
 	}
 	var d *diagnosis // the run-level lines of noderun diagnose, and a verdict per node
-	if r, derr := j.Run(c.Context, res.RunID); derr == nil {
-		d, _ = diagnose(c.Context, j, r, nil)
+	if r, derr := opts.Journal.Run(bg(c.Context), res.RunID); derr == nil {
+		d, _ = diagnose(bg(c.Context), opts.Journal, r, nil)
 	}
 	if c.Bool("json") {
 		err = printResultJSON(c.App.Writer, res, d)
@@ -159,9 +237,80 @@ func report(c *cli.Context, j *journal.Journal, res *runner.Result, err error) e
 	case journal.RunCompleted:
 		return nil
 	case journal.RunInterrupted:
-		return &exitError{exitInterrupted, fmt.Errorf("run %s interrupted; continue it with: noderun resume %s", res.RunID, res.RunID)}
+		return interrupted(c, opts, res)
 	}
 	return &exitError{exitFailed, fmt.Errorf("run %s %s", res.RunID, res.Status)}
+}
+
+// interrupted tells the operator what an interruption left running at the
+// provider and the exact commands to resume or cancel it. After Ctrl-C it
+// waits a moment for a second one, which cancels that work now.
+func interrupted(c *cli.Context, opts runner.Options, res *runner.Result) error {
+	w := c.App.ErrWriter
+	db := ""
+	if c.IsSet("db") {
+		db = " --db " + shellQuote(c.String("db"))
+	}
+	var running []string
+	for _, n := range res.Nodes {
+		if n.Running != "" {
+			running = append(running, n.ID)
+		}
+	}
+	resumeCmd := fmt.Sprintf("noderun resume %s%s", res.RunID, db)
+	if len(running) == 0 {
+		return &exitError{exitInterrupted, fmt.Errorf("run %s interrupted; continue it with: %s", res.RunID, resumeCmd)}
+	}
+	fmt.Fprintf(w, "noderun: run %s interrupted; still running at the provider (and billing) until they finish:\n", res.RunID)
+	for _, n := range res.Nodes {
+		if n.Running != "" {
+			fmt.Fprintf(w, "  %-14s response %s\n", n.ID, n.Running)
+		}
+	}
+	fmt.Fprintf(w, "continue (re-attaches, regenerates nothing): %s\n", resumeCmd)
+	fmt.Fprintf(w, "stop them at the provider:                  noderun cancel %s%s\n", res.RunID, db)
+	sig := signalsOf(c)
+	if sig == nil {
+		return &exitError{exitInterrupted, errors.New("")}
+	}
+	if sig.interactive() {
+		fmt.Fprintf(w, "press Ctrl-C again within %s to cancel them now\n", cancelWindow)
+	}
+	if !sig.cancelAsked(waitFor(sig.interactive())) {
+		return &exitError{exitInterrupted, errors.New("")}
+	}
+	// Cancel with a context of its own: the run's was cancelled by the signal.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Context), time.Minute)
+	defer cancel()
+	done, err := runner.Cancel(ctx, res.RunID, running, runner.Options{Journal: opts.Journal, Logger: opts.Logger})
+	if err != nil {
+		return &exitError{exitInterrupted, fmt.Errorf("cancel: %w", err)}
+	}
+	if err := printCancelled(c, res.RunID, done); err != nil {
+		return &exitError{exitInterrupted, err}
+	}
+	return &exitError{exitInterrupted, errors.New("")}
+}
+
+// waitFor is how long an interrupted run waits for the signal that cancels
+// its work: a moment after Ctrl-C, none after SIGTERM (a second signal that
+// already arrived is still seen).
+func waitFor(interactive bool) time.Duration {
+	if interactive {
+		return cancelWindow
+	}
+	return 0
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == '+' || r == ':' || r == '@' ||
+			('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9'))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // progressLogger puts the node states that no diagnostic reports (a node
@@ -256,3 +405,7 @@ func oneLine(s string, n int) string {
 	}
 	return s
 }
+
+// bg keeps ctx's values but not its cancellation: an interrupted run still
+// gets its summary.
+func bg(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }

@@ -312,7 +312,7 @@ func (s *session) poll(ctx context.Context) (completed bool, err error) {
 	}
 	stuckAfter := pol.StuckAfter.D()
 	if err := s.diag(diagnostics.PollingStarted,
-		fmt.Sprintf("no event for %s; polling response %s every %s", pol.PollAfter.D(), s.ref, interval),
+		fmt.Sprintf("no event for %s; polling response %s every %s", pol.PollAfter.D().Round(time.Millisecond), s.ref, interval),
 		slog.String("state", string(s.state)), slog.Duration("idle", pol.PollAfter.D()), slog.Duration("interval", interval)); err != nil {
 		return false, err
 	}
@@ -379,7 +379,7 @@ func (s *session) poll(ctx context.Context) (completed bool, err error) {
 			// In progress: the provider is up and working on it, which is
 			// healthy progress for the executor (its recovery deadline and
 			// backoff start over), though no event has arrived.
-			if err := s.emit(provider.Event{Kind: provider.KindProgress, Ref: s.ref, Seq: -1, Time: time.Now()}); err != nil {
+			if err := s.emit(provider.Event{Kind: provider.KindAlive, Ref: s.ref, Seq: -1, Time: time.Now()}); err != nil {
 				return false, err
 			}
 		}

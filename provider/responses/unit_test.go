@@ -500,7 +500,7 @@ func TestPollThroughSilence(t *testing.T) {
 	}
 	if got, want := rec.kinds(), "ref@0 progress@1 delta@2 diagnostic:polling_started@-1 "+
 		// five polls find it in progress with nothing new: alive, though silent
-		strings.Repeat("progress@-1 ", 5)+
+		strings.Repeat("alive@-1 ", 5)+
 		"diagnostic:status_checked@-1 diagnostic:reattached@-1 delta@3 done@4"; got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}

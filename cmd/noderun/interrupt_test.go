@@ -1,0 +1,158 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/provider/sim/simtest"
+)
+
+// Issue 9: an interruption detaches, it does not cancel. A CI job cancelled,
+// a pod evicted or a laptop Ctrl-C'd mid-reasoning leaves the background
+// response generating at the provider, and `noderun resume` re-attaches to it
+// with zero regenerated tokens. Cancelling is asked for explicitly: a second
+// Ctrl-C, or `noderun cancel`.
+
+const (
+	intTokens = 3000
+	intPrompt = "long"
+	intSeed   = 5
+)
+
+// interruptRun starts a one-node Responses run on srv, waits until it
+// streams, and stops it with sig; it returns the journal, the process's
+// stderr, and the tokens generated when the process had exited.
+func interruptRun(t *testing.T, srv *sim.Server, sigs ...os.Signal) (db, stderr string, atExit int64) {
+	t.Helper()
+	cmd, db, errOut := startRunOut(t, t.TempDir(), fmt.Sprintf(
+		"name: slow\nprofile: ci\nproviders:\n  p: {kind: responses, base_url: %s, model: sim}\nnodes:\n  - {id: a, prompt: %s}\n",
+		srv.BaseURL(), intPrompt))
+	waitStreaming(t, srv, 100)
+	_ = cmd.Process.Signal(sigs[0])
+	for _, s := range sigs[1:] {
+		// The second Ctrl-C comes when the first has been handled: the
+		// runner said what it left running and how long it waits.
+		waitOutput(t, errOut, "press Ctrl-C again")
+		_ = cmd.Process.Signal(s)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("run after %v: %v, want exit %d\n%s", sigs, err, exitInterrupted, errOut)
+	}
+	if run, _ := nodeOutputs(t, db); run.Status != journal.RunInterrupted {
+		t.Fatalf("journal says %s, want interrupted", run.Status)
+	}
+	return db, errOut.String(), srv.Stats().TokensGenerated
+}
+
+// waitOutput waits until the process has written want to buf.
+func waitOutput(t *testing.T, buf *syncBuffer, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(buf.String(), want); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the process did not print %q within 10s:\n%s", want, buf)
+		}
+	}
+}
+
+// resumeRun resumes the last run of db and returns node a's output.
+func resumeRun(t *testing.T, db string) string {
+	t.Helper()
+	if code, _, stderr := runCLI(t, "resume", "--db", db, "last"); code != exitOK {
+		t.Fatalf("resume: exit %d\n%s", code, stderr)
+	}
+	run, got := nodeOutputs(t, db)
+	if run.Status != journal.RunCompleted {
+		t.Fatalf("after resume: run %s", run.Status)
+	}
+	return got["a"]
+}
+
+func TestInterruptDetachesThenResumeRegeneratesNothing(t *testing.T) {
+	want := strings.Join(sim.Text("sim", intPrompt, intSeed, intTokens), "")
+	for _, sig := range []os.Signal{syscall.SIGTERM, os.Interrupt} {
+		t.Run(sig.String(), func(t *testing.T) {
+			srv := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: intTokens, TokensPerSecond: 1000})
+			db, stderr, atExit := interruptRun(t, srv, sig)
+			if n := srv.Stats().Requests[sim.EndpointResponsesCancel]; n != 0 {
+				t.Fatalf("%d cancel request(s) after %s: an interruption must leave the response running", n, sig)
+			}
+			for _, w := range []string{"still running at the provider", "noderun resume ", "noderun cancel ", "--db " + db} {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("the interruption message lacks %q:\n%s", w, stderr)
+				}
+			}
+			// The response keeps generating with nobody attached.
+			for deadline := time.Now().Add(5 * time.Second); srv.Stats().TokensGenerated <= atExit; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the response stopped at %d tokens when the runner exited", atExit)
+				}
+			}
+			if got := resumeRun(t, db); got != want {
+				t.Fatalf("resumed output differs from the undisturbed one: %d bytes, want %d", len(got), len(want))
+			}
+			st := srv.Stats()
+			if st.ResponsesCreated != 1 || st.TokensGenerated != intTokens || st.Requests[sim.EndpointResponsesCancel] != 0 {
+				t.Errorf("sim: %d responses, %d tokens generated (want 1 and %d: none regenerated), %d cancels",
+					st.ResponsesCreated, st.TokensGenerated, intTokens, st.Requests[sim.EndpointResponsesCancel])
+			}
+		})
+	}
+}
+
+// Cancelling is explicit: a second Ctrl-C, or `noderun cancel` after the
+// run was interrupted. The simulator sees the cancel, and resume then retries
+// the node from scratch (its side effects allow it).
+func TestCancelAfterInterrupt(t *testing.T) {
+	want := strings.Join(sim.Text("sim", intPrompt, intSeed, intTokens), "")
+	cases := []struct {
+		name   string
+		sigs   []os.Signal
+		cancel bool // run `noderun cancel` after the run exited
+	}{
+		{"double_ctrl_c", []os.Signal{os.Interrupt, os.Interrupt}, false},
+		{"noderun_cancel", []os.Signal{syscall.SIGTERM}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: intTokens, TokensPerSecond: 1000})
+			db, stderr, _ := interruptRun(t, srv, c.sigs...)
+			if c.cancel {
+				code, out, errOut := runCLI(t, "cancel", "--db", db, "last")
+				if code != exitOK || !strings.Contains(out, "cancelled") {
+					t.Fatalf("cancel: exit %d\n%s\n%s", code, out, errOut)
+				}
+				stderr += out
+			}
+			if n := srv.Stats().Requests[sim.EndpointResponsesCancel]; n != 1 {
+				t.Fatalf("%d cancel request(s), want 1:\n%s", n, stderr)
+			}
+			if !strings.Contains(stderr, "cancelled") {
+				t.Errorf("nothing says the response was cancelled:\n%s", stderr)
+			}
+			// Nothing is left to cancel now.
+			if code, out, _ := runCLI(t, "cancel", "--db", db, "last"); code != exitOK || !strings.Contains(out, "nothing") {
+				t.Errorf("second cancel: exit %d: %s", code, out)
+			}
+			if got := resumeRun(t, db); got != want {
+				t.Fatalf("output after cancel and resume differs: %d bytes, want %d", len(got), len(want))
+			}
+			if st := srv.Stats(); st.ResponsesCreated != 2 {
+				t.Errorf("sim: %d responses created; the cancelled one should have been retried from scratch", st.ResponsesCreated)
+			}
+			code, out, _ := runCLI(t, "events", "--db", db, "--kind", "diagnostic", "last")
+			if code != exitOK || !strings.Contains(out, "NR208") || !strings.Contains(out, "NR205") {
+				t.Errorf("journal lacks the cancel (NR208) or the retry (NR205):\n%s", out)
+			}
+		})
+	}
+}
