@@ -151,8 +151,8 @@ func cancelCommand() *cli.Command {
 		ArgsUsage: "RUN|last [NODE...]",
 		Flags:     []cli.Flag{dbFlag},
 		Action: func(c *cli.Context) error {
-			if c.NArg() < 1 {
-				return usageErr(errors.New("cancel: give a run id (or last), and optionally nodes"))
+			if err := wantArgs(c, 1, -1, "give a run id (or last), and optionally nodes"); err != nil {
+				return err
 			}
 			log, err := newLogger(c)
 			if err != nil {
