@@ -1,10 +1,16 @@
 # noderun: `make demo` runs the demo graph on the embedded simulator; `make test` runs every test.
 GO      ?= go
 BIN     := bin/noderun
-CODEX_VERSION := 0.169.0
+CODEX_VERSION  := 0.169.0
+CLAUDE_VERSION := 2.1.328
+GEMINI_VERSION := 0.61.0
 TOOLS   := $(CURDIR)/.tools
 CODEX   := $(TOOLS)/node_modules/.bin/codex
+CLAUDE  := $(TOOLS)/node_modules/.bin/claude
+GEMINI  := $(TOOLS)/node_modules/.bin/gemini
 export NODERUN_CODEX ?= $(CODEX)
+export NODERUN_CLAUDE ?= $(CLAUDE)
+export NODERUN_GEMINI ?= $(GEMINI)
 
 .PHONY: build demo test tools bench lint fuzz clean
 
@@ -23,11 +29,11 @@ demo: build
 	@echo
 	@./$(BIN) diagnose last --db demo.db
 
-# Tests run the real Codex CLI and nginx; `tools` installs what is missing.
+# Tests run the real Codex CLI, Claude Code, Gemini CLI and nginx; `tools` installs what is missing.
 test: tools
 	$(GO) test -race -count=1 ./...
 
-tools: $(CODEX)
+tools: $(CODEX) $(CLAUDE) $(GEMINI)
 	@command -v nginx >/dev/null 2>&1 || ls /usr/sbin/nginx >/dev/null 2>&1 || \
 		{ echo "installing nginx-light (gateway tests)"; (apt-get update -qq && apt-get install -y -qq nginx-light) >/dev/null; }
 	@command -v tmux >/dev/null 2>&1 || \
@@ -35,9 +41,12 @@ tools: $(CODEX)
 	@command -v chromium >/dev/null 2>&1 || \
 		{ echo "installing chromium (run report test)"; (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null; }
 
-$(CODEX):
+# The agent CLIs, pinned, in one install (npm would otherwise re-resolve the others).
+# Claude Code's native binary comes as the npm package @anthropic-ai/claude-code-linux-x64.
+$(CODEX) $(CLAUDE) $(GEMINI) &:
 	mkdir -p $(TOOLS)
-	npm install --prefix $(TOOLS) --no-audit --no-fund @openai/codex@$(CODEX_VERSION)
+	npm install --prefix $(TOOLS) --no-audit --no-fund --save-exact @openai/codex@$(CODEX_VERSION) \
+		@anthropic-ai/claude-code@$(CLAUDE_VERSION) @google/gemini-cli@$(GEMINI_VERSION)
 
 # Performance targets live here, not in timed tests. Each benchmark reports its own medians and ratios.
 bench:
@@ -58,6 +67,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./provider/sim/
 	$(GO) test -run '^$$' -fuzz '^FuzzChatInput$$' -fuzztime $(FUZZTIME) ./provider/sim/
 	$(GO) test -run '^$$' -fuzz '^FuzzResponsesInput$$' -fuzztime $(FUZZTIME) ./provider/sim/
+	$(GO) test -run '^$$' -fuzz '^FuzzMessagesInput$$' -fuzztime $(FUZZTIME) ./provider/sim/
+	$(GO) test -run '^$$' -fuzz '^FuzzGeminiInput$$' -fuzztime $(FUZZTIME) ./provider/sim/
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePrices$$' -fuzztime $(FUZZTIME) ./cmd/noderun/
 
 clean:

@@ -74,8 +74,11 @@ type ProviderSpec struct {
 	Command string
 	// WorkDir (harness) is made absolute against the graph file's directory.
 	WorkDir string
-	Args    []string
-	Env     map[string]string
+	// StateDir (harness) holds each node's harness state (session stores);
+	// made absolute against the graph file's directory. Empty: the default.
+	StateDir string
+	Args     []string
+	Env      map[string]string
 	// Sim (sim) is the simulator configuration, a YAML mapping left for
 	// provider/sim to decode; nil when omitted.
 	Sim *yaml.Node

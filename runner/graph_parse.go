@@ -47,6 +47,7 @@ var (
 		"args":        {ProviderKindHarness},
 		"env":         {ProviderKindHarness},
 		"workdir":     {ProviderKindHarness},
+		"state_dir":   {ProviderKindHarness},
 	}
 )
 
@@ -622,6 +623,13 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 					p.report(s, f.val.Line, name, "workdir is empty (omit it to run in the graph file's directory)")
 				}
 				spec.WorkDir = p.resolvePath(w)
+			}
+		case "state_dir":
+			if d, ok := p.str(s, f); ok {
+				if strings.TrimSpace(d) == "" {
+					p.report(s, f.val.Line, name, "state_dir is empty (omit it for the default, ~/.local/state/noderun/harness)")
+				}
+				spec.StateDir = p.resolvePath(d)
 			}
 		}
 	}

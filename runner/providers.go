@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/harness"
@@ -188,16 +190,17 @@ func sortedProviderNames(g *Graph) []string {
 	return names
 }
 
-// newHarness builds an agent harness adapter. The Codex binary comes from the
-// provider's command, else $NODERUN_CODEX (what `make tools` installs), else PATH.
+// newHarness builds an agent harness adapter. The binary of a built-in
+// harness comes from the provider's command, else $NODERUN_CODEX,
+// $NODERUN_CLAUDE or $NODERUN_GEMINI (what `make tools` installs), else PATH.
 func newHarness(g *Graph, spec *ProviderSpec, getenv func(string) string, log *slog.Logger) (*harness.Provider, error) {
 	name := spec.Harness
 	if name == "" {
 		name = "codex"
 	}
 	cmd := spec.Command
-	if cmd == "" && name == "codex" {
-		cmd = getenv("NODERUN_CODEX")
+	if cmd == "" && slices.Contains(harness.Builtins(), name) {
+		cmd = getenv("NODERUN_" + strings.ToUpper(name))
 	}
 	dir := spec.WorkDir
 	if dir == "" {
@@ -206,5 +209,6 @@ func newHarness(g *Graph, spec *ProviderSpec, getenv func(string) string, log *s
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return harness.New(harness.Config{Harness: name, Command: cmd, Args: spec.Args, Env: spec.Env, WorkDir: dir, Logger: log})
+	return harness.New(harness.Config{Harness: name, Command: cmd, Args: spec.Args, Env: spec.Env, WorkDir: dir,
+		StateDir: spec.StateDir, Logger: log})
 }

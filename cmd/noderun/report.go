@@ -144,7 +144,7 @@ func markKind(code string) string {
 		return "reconnect"
 	case "NR103", "NR205":
 		return "retry"
-	case "NR901", "NR902", "NR903", "NR904", "NR905", "NR906", "NR405":
+	case "NR901", "NR902", "NR903", "NR904", "NR905", "NR906", "NR405", "NR501", "NR502", "NR503":
 		return "failure"
 	}
 	return ""

@@ -1,7 +1,8 @@
-// Package codexbin finds the Codex CLI that the tests run: $NODERUN_CODEX,
-// else the copy `make tools` installs under <repository root>/.tools. The
-// tests that need it fail, never skip, when it is missing: they are
-// acceptance tests that CI must run.
+// Package codexbin finds the agent CLIs that the tests run: Codex
+// ($NODERUN_CODEX), Claude Code ($NODERUN_CLAUDE) and Gemini CLI
+// ($NODERUN_GEMINI), else the copies `make tools` installs under
+// <repository root>/.tools. The tests that need them fail, never skip, when
+// one is missing: they are acceptance tests that CI must run.
 package codexbin
 
 import (
@@ -14,17 +15,34 @@ import (
 // Path returns the Codex binary or fails t with how to install it.
 func Path(t testing.TB) string {
 	t.Helper()
-	p, err := find()
+	return tool(t, "codex", "NODERUN_CODEX", "@openai/codex@0.169.0")
+}
+
+// Claude returns the Claude Code binary or fails t with how to install it.
+func Claude(t testing.TB) string {
+	t.Helper()
+	return tool(t, "claude", "NODERUN_CLAUDE", "@anthropic-ai/claude-code@2.1.328")
+}
+
+// Gemini returns the Gemini CLI binary or fails t with how to install it.
+func Gemini(t testing.TB) string {
+	t.Helper()
+	return tool(t, "gemini", "NODERUN_GEMINI", "@google/gemini-cli@0.61.0")
+}
+
+func tool(t testing.TB, name, env, pkg string) string {
+	t.Helper()
+	p, err := find(name, env)
 	if err != nil {
-		t.Fatalf("%v: run `make tools` (installs @openai/codex@0.169.0 into .tools/) or set NODERUN_CODEX", err)
+		t.Fatalf("%v: run `make tools` (installs %s into .tools/) or set %s", err, pkg, env)
 	}
 	return p
 }
 
-func find() (string, error) {
-	if p := os.Getenv("NODERUN_CODEX"); p != "" {
+func find(name, env string) (string, error) {
+	if p := os.Getenv(env); p != "" {
 		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("NODERUN_CODEX=%s: %w", p, err)
+			return "", fmt.Errorf("%s=%s: %w", env, p, err)
 		}
 		return p, nil
 	}
@@ -42,9 +60,9 @@ func find() (string, error) {
 		}
 		dir = parent
 	}
-	p := filepath.Join(dir, ".tools", "node_modules", ".bin", "codex")
+	p := filepath.Join(dir, ".tools", "node_modules", ".bin", name)
 	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("the Codex CLI is not at %s", p)
+		return "", fmt.Errorf("the %s CLI is not at %s", name, p)
 	}
 	return p, nil
 }

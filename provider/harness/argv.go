@@ -14,8 +14,10 @@ import (
 // strings). Strings may hold placeholders:
 //
 //	{model} {prompt} {system} {reasoning_effort} {max_output_tokens}
-//	{thread_id} {continue_prompt} {workdir}
+//	{thread_id} {continue_prompt} {workdir} {state_dir} {node}
 //
+// ({state_dir} is the node's own directory for the harness's state, see
+// Config.StateDir)
 // optionally with a filter: {system|toml} is the value as a TOML basic string
 // (quoted and escaped, for `-c key=VALUE` settings), {prompt|json} as a JSON
 // string. "{{" and "}}" are literal braces. A group is left out entirely when
@@ -34,7 +36,7 @@ type Arg struct {
 
 // placeholder names and what they are.
 var placeholders = []string{"model", "prompt", "system", "reasoning_effort", "max_output_tokens",
-	"thread_id", "continue_prompt", "workdir"}
+	"thread_id", "continue_prompt", "workdir", "state_dir", "node"}
 
 const argsItem = "{args}"
 

@@ -50,14 +50,15 @@ func newCodex(t *testing.T) *codexRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { noProcessesIn(t, home) })
+	t.Cleanup(func() { noProcessesIn(t, "CODEX_HOME="+home) })
 	return &codexRig{sim: s, prov: p, home: home}
 }
 
-// noProcessesIn fails if a process with CODEX_HOME=home is still running.
-func noProcessesIn(t *testing.T, home string) {
+// noProcessesIn fails if a process with the environment entry env (such as
+// CODEX_HOME=dir) is still running.
+func noProcessesIn(t *testing.T, env string) {
 	t.Helper()
-	needle := []byte("CODEX_HOME=" + home + "\x00")
+	needle := []byte(env + "\x00")
 	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
 	for _, f := range procs {
 		b, err := os.ReadFile(f)
@@ -69,7 +70,7 @@ func noProcessesIn(t *testing.T, home string) {
 			continue
 		}
 		cmdline, _ := os.ReadFile(filepath.Join(filepath.Dir(f), "cmdline"))
-		t.Errorf("a process of the test's Codex is left running: %s: %s", filepath.Dir(f),
+		t.Errorf("a process of the test's agent CLI is left running: %s: %s", filepath.Dir(f),
 			strings.ReplaceAll(string(cmdline), "\x00", " "))
 	}
 }

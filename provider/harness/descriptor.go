@@ -69,6 +69,43 @@ type Descriptor struct {
 	// ExitGrace is how long the process may take to exit after terminal
 	// evidence before it is killed. Default 10s.
 	ExitGrace Duration `yaml:"exit_grace"`
+	// Env are environment variables the harness gets by default (values are
+	// templates, e.g. "{state_dir}/claude"); the provider's env overrides
+	// them. This is how a descriptor bounds the CLI's own retries and gives
+	// each node its own session store.
+	Env map[string]TemplateString `yaml:"env"`
+	// Files are written (directories created) before every run: settings
+	// files a CLI reads only from disk. Path and content are templates.
+	Files []FileRule `yaml:"files"`
+}
+
+// FileRule is a file written before every run.
+type FileRule struct {
+	Path    TemplateString `yaml:"path"`
+	Content TemplateString `yaml:"content"`
+}
+
+// TemplateString is one string with placeholders (see Template), checked
+// when the descriptor is read.
+type TemplateString string
+
+// UnmarshalYAML checks the placeholders.
+func (t *TemplateString) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if n.Kind != yaml.ScalarNode || n.Decode(&s) != nil {
+		return errAt(n, "want a string")
+	}
+	if _, err := expand(s, nil); err != nil {
+		return errAt(n, "%v", err)
+	}
+	*t = TemplateString(s)
+	return nil
+}
+
+// Expand substitutes the placeholders.
+func (t TemplateString) Expand(vals map[string]string) string {
+	r, _ := expand(string(t), vals)
+	return r.text
 }
 
 // Match selects events: by type, and optionally by the values of other
@@ -104,16 +141,22 @@ type UsagePaths struct {
 	ReasoningTokens string `yaml:"reasoning_tokens"`
 }
 
-// MessageRule is an event with a message at path Message.
+// MessageRule is an event with a message at path Message, or, with
+// Format, a message made of several fields: "{path}" is the value at path
+// ("{{"/"}}" are literal braces).
 type MessageRule struct {
 	Match   `yaml:",inline"`
 	Message string `yaml:"message"`
+	Format  string `yaml:"format"`
 }
 
-// OutputRule is an event with output text at path Text.
+// OutputRule is an event with output text at path Text. With Delta, each
+// such event is a piece of the output (they are joined) instead of the
+// whole of it (the last one counts).
 type OutputRule struct {
 	Match `yaml:",inline"`
 	Text  string `yaml:"text"`
+	Delta bool   `yaml:"delta"`
 }
 
 // RetryRule recognises the harness's own retry notices. GiveUpAfter > 0
@@ -327,6 +370,8 @@ func setFile(err error, file string) {
 	}
 }
 
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
 var (
 	yamlLine     = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 	yamlNotFound = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
@@ -427,13 +472,27 @@ func (d *Descriptor) validate(data []byte) error {
 		bad("output", "output is required: the event that carries the output and the path of its text")
 	}
 	for i, r := range d.Failure {
-		if r.Event == "" || r.Message == "" {
-			bad("failure", "failure[%d] needs event and message", i)
+		if r.Event == "" || (r.Message == "") == (r.Format == "") {
+			bad("failure", "failure[%d] needs event and one of message or format", i)
+		} else if err := checkFormat(r.Format); err != nil {
+			bad("failure", "failure[%d]: %v", i, err)
 		}
 	}
 	for i, r := range d.Errors {
-		if r.Event == "" || r.Message == "" {
-			bad("errors", "errors[%d] needs event and message", i)
+		if r.Event == "" || (r.Message == "") == (r.Format == "") {
+			bad("errors", "errors[%d] needs event and one of message or format", i)
+		} else if err := checkFormat(r.Format); err != nil {
+			bad("errors", "errors[%d]: %v", i, err)
+		}
+	}
+	for k := range d.Env {
+		if !envName.MatchString(k) {
+			bad("env", "env: %q is not a valid environment variable name", k)
+		}
+	}
+	for i, f := range d.Files {
+		if strings.TrimSpace(string(f.Path)) == "" {
+			bad("files", "files[%d] needs a path", i)
 		}
 	}
 	for i, r := range d.Progress {

@@ -47,6 +47,14 @@ func TestParseDescriptorErrors(t *testing.T) {
 		{"status without group", minimal + "classify:\n  - {pattern: 'HTTP \\d+', class: status}\n", []string{"line 6: classify[0]: class status needs a (?P<status>...) group"}},
 		{"bad duration", minimal + "exit_grace: soon\n", []string{`line 6: want a duration like "10s", got "soon"`}},
 		{"negative give up", minimal + "retrying:\n  - {pattern: x, give_up_after: -1}\n", []string{"give_up_after must be >= 0"}},
+		{"message and format", minimal + "errors:\n  - {event: e, message: m, format: '{m}'}\n", []string{"line 6: errors[0] needs event and one of message or format"}},
+		{"neither message nor format", minimal + "failure:\n  - {event: e}\n", []string{"line 6: failure[0] needs event and one of message or format"}},
+		{"bad format", minimal + "errors:\n  - {event: e, format: 'a {b'}\n", []string{"line 6: errors[0]: unclosed or empty {} in format"}},
+		{"empty format path", minimal + "errors:\n  - {event: e, format: 'a {}'}\n", []string{"unclosed or empty {}"}},
+		{"bad env name", minimal + "env: {\"A-B\": x}\n", []string{`line 6: env: "A-B" is not a valid environment variable name`}},
+		{"env placeholder", minimal + "env: {A: \"{stat_dir}\"}\n", []string{"line 6: unknown placeholder {stat_dir}"}},
+		{"file without path", minimal + "files:\n  - {content: x}\n", []string{"line 6: files[0] needs a path"}},
+		{"file content brace", minimal + "files:\n  - {path: \"{state_dir}/s.json\", content: '{\"a\": 1}'}\n", []string{"line 7: unknown placeholder"}},
 		{"where value map", strings.Replace(minimal, "output: {event: msg, text: text}", "output: {event: msg, text: text, where: {a: {b: c}}}", 1), []string{"line 5: want a value or a list of values"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,7 +102,7 @@ func TestLoadDescriptorFileLine(t *testing.T) {
 }
 
 func TestBuiltinAndResolve(t *testing.T) {
-	if got := Builtins(); !slices.Equal(got, []string{"codex"}) {
+	if got := Builtins(); !slices.Equal(got, []string{"claude", "codex", "gemini"}) {
 		t.Errorf("builtins %v", got)
 	}
 	d, err := Resolve("codex")
@@ -105,7 +113,7 @@ func TestBuiltinAndResolve(t *testing.T) {
 		time.Duration(d.ExitGrace) != 10*time.Second || d.DefaultClass != ClassTransport {
 		t.Errorf("codex descriptor: %+v", d)
 	}
-	if _, err := Resolve("claude"); err == nil || !strings.Contains(err.Error(), "built-in descriptor (codex) or a descriptor file") {
+	if _, err := Resolve("aider"); err == nil || !strings.Contains(err.Error(), "built-in descriptor (claude, codex, gemini) or a descriptor file") {
 		t.Errorf("unknown name: %v", err)
 	}
 	if _, err := Resolve(otherAgent); err != nil {
@@ -253,4 +261,15 @@ func writeFile(t *testing.T, content string) string {
 		t.Fatal(err)
 	}
 	return f
+}
+
+func TestMessageFormat(t *testing.T) {
+	r := MessageRule{Format: "retry {attempt}/{max} ({error.type}, {missing}) {{x}}"}
+	ev, err := parseEvent([]byte(`{"attempt":1,"max":2,"error":{"type":"overloaded"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.message(ev); got != "retry 1/2 (overloaded, ) {x}" {
+		t.Errorf("message %q", got)
+	}
 }

@@ -167,7 +167,7 @@ func (d *Descriptor) observe(line []byte) (observation, error) {
 	for i := range d.Failure {
 		if r := &d.Failure[i]; r.matches(ev, o.Type) {
 			o.Failure = true
-			o.Message = messageAt(ev, r.Message)
+			o.Message = r.message(ev)
 			break
 		}
 	}
@@ -175,7 +175,7 @@ func (d *Descriptor) observe(line []byte) (observation, error) {
 		for i := range d.Errors {
 			if r := &d.Errors[i]; r.matches(ev, o.Type) {
 				o.Error = true
-				o.Message = messageAt(ev, r.Message)
+				o.Message = r.message(ev)
 				for j := range d.Retrying {
 					if d.Retrying[j].Pattern.MatchString(o.Message) {
 						o.Retry = &d.Retrying[j]
@@ -200,6 +200,50 @@ func (d *Descriptor) observe(line []byte) (observation, error) {
 		}
 	}
 	return o, nil
+}
+
+// message is the rule's message of ev: its Format filled in, else the
+// value at its Message path.
+func (r *MessageRule) message(ev event) string {
+	if r.Format == "" {
+		return messageAt(ev, r.Message)
+	}
+	var b strings.Builder
+	f := r.Format
+	for i := 0; i < len(f); i++ {
+		switch c := f[i]; {
+		case (c == '{' || c == '}') && i+1 < len(f) && f[i+1] == c:
+			b.WriteByte(c)
+			i++
+		case c == '{':
+			end := strings.IndexByte(f[i:], '}')
+			b.WriteString(messageAt(ev, f[i+1:i+end]))
+			i += end
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// checkFormat checks a MessageRule's Format: every { closed, no empty path.
+func checkFormat(f string) error {
+	for i := 0; i < len(f); i++ {
+		c := f[i]
+		switch {
+		case (c == '{' || c == '}') && i+1 < len(f) && f[i+1] == c:
+			i++
+		case c == '}':
+			return fmt.Errorf("unmatched } in format %q (write }} for a literal brace)", f)
+		case c == '{':
+			end := strings.IndexByte(f[i:], '}')
+			if end <= 1 {
+				return fmt.Errorf("unclosed or empty {} in format %q", f)
+			}
+			i += end
+		}
+	}
+	return nil
 }
 
 // messageAt is the message at path; an object or array there (some CLIs

@@ -29,7 +29,8 @@ func fake(t *testing.T, harness, script, resumeScript string) (*Provider, Config
 		Env: map[string]string{"NR_HARNESS_FAKE": "agent", "FAKE_SCRIPT": script,
 			"FAKE_RESUME_SCRIPT": resumeScript, "FAKE_ECHO": "echoed",
 			"GORACE": "atexit_sleep_ms=0"}, // a -race binary sleeps 1 s on exit(0) otherwise
-		WorkDir: t.TempDir(),
+		WorkDir:  t.TempDir(),
+		StateDir: t.TempDir(),
 	}
 	p, err := New(cfg)
 	if err != nil {

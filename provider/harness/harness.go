@@ -33,6 +33,11 @@ type Config struct {
 	Env map[string]string
 	// WorkDir is the working directory when the request names none.
 	WorkDir string
+	// StateDir holds each node's own harness state ({state_dir} in a
+	// descriptor is StateDir/<descriptor name>/<node>), such as the session
+	// store a resume must find. Default: $XDG_STATE_HOME/noderun/harness,
+	// else ~/.local/state/noderun/harness.
+	StateDir string
 	// Logger receives debug logs (process start and exit, stderr lines); nil discards.
 	Logger *slog.Logger
 }
@@ -78,6 +83,12 @@ func New(cfg Config) (*Provider, error) {
 			return nil, fmt.Errorf("harness %s: command: %w", d.Name, err)
 		}
 	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = defaultStateDir()
+	}
+	if cfg.StateDir, err = filepath.Abs(cfg.StateDir); err != nil {
+		return nil, fmt.Errorf("harness %s: state dir: %w", d.Name, err)
+	}
 	cfg.Args = slices.Clone(cfg.Args)
 	cfg.Env = maps.Clone(cfg.Env)
 	return &Provider{cfg: cfg, desc: d, log: log, live: map[string]map[int]context.CancelCauseFunc{}}, nil
@@ -101,8 +112,9 @@ func (p *Provider) Capabilities() provider.Capabilities {
 // KindDone. Any other end is a classified error.
 func (p *Provider) Stream(ctx context.Context, req provider.Request, emit provider.Emit) error {
 	dir := p.workDir(req)
-	argv := p.desc.Start.Argv(p.values(req, dir, ""), p.cfg.Args)
-	return p.run(ctx, dir, argv, "", emit)
+	vals := p.values(req, dir, "")
+	argv := p.desc.Start.Argv(vals, p.cfg.Args)
+	return p.run(ctx, dir, argv, vals, "", emit)
 }
 
 // Resume continues the recorded thread cur.Ref with the descriptor's
@@ -117,13 +129,14 @@ func (p *Provider) Resume(ctx context.Context, req provider.Request, cur provide
 		return diagnostics.Wrap(diagnostics.ClassDeterministic, fmt.Errorf("%s: no thread id recorded to resume", name))
 	}
 	dir := p.workDir(req)
-	argv := p.desc.Resume.Argv(p.values(req, dir, cur.Ref), p.cfg.Args)
+	vals := p.values(req, dir, cur.Ref)
+	argv := p.desc.Resume.Argv(vals, p.cfg.Args)
 	d := diagnostics.New(diagnostics.ThreadResumed, fmt.Sprintf("resuming %s thread %s", name, cur.Ref),
 		slog.String("thread_id", cur.Ref))
 	if err := emit(provider.Event{Kind: provider.KindDiagnostic, Diag: &d, Ref: cur.Ref, Seq: -1, Time: time.Now()}); err != nil {
 		return err
 	}
-	return p.run(ctx, dir, argv, cur.Ref, emit)
+	return p.run(ctx, dir, argv, vals, cur.Ref, emit)
 }
 
 // Cancel stops the processes running thread ref, if any. Stream and Resume
@@ -184,6 +197,8 @@ func (p *Provider) values(req provider.Request, dir, thread string) map[string]s
 		"thread_id":        thread,
 		"continue_prompt":  p.desc.ContinuePrompt,
 		"workdir":          dir,
+		"state_dir":        filepath.Join(p.cfg.StateDir, p.desc.Name, pathSafe(req.Node)),
+		"node":             req.Node,
 	}
 	if req.MaxOutputTokens > 0 {
 		v["max_output_tokens"] = strconv.Itoa(req.MaxOutputTokens)
@@ -209,17 +224,72 @@ func (p *Provider) command() string {
 	return p.desc.Command
 }
 
-func (p *Provider) env() []string {
+// env is noderun's environment, then the descriptor's env, then the
+// provider's (later entries win).
+func (p *Provider) env(vals map[string]string) []string {
 	env := os.Environ()
+	for _, k := range slices.Sorted(maps.Keys(p.desc.Env)) {
+		if _, over := p.cfg.Env[k]; !over {
+			env = append(env, k+"="+p.desc.Env[k].Expand(vals))
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(p.cfg.Env)) {
 		env = append(env, k+"="+p.cfg.Env[k])
 	}
 	return env
 }
 
+// prepare creates the node's state directory and writes the descriptor's
+// files, when the descriptor has any env or files.
+func (p *Provider) prepare(vals map[string]string) error {
+	if len(p.desc.Env) == 0 && len(p.desc.Files) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(vals["state_dir"], 0o700); err != nil {
+		return err
+	}
+	for _, f := range p.desc.Files {
+		path := f.Path.Expand(vals)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, []byte(f.Content.Expand(vals)), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func defaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "noderun", "harness")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state", "noderun", "harness")
+	}
+	return filepath.Join(os.TempDir(), "noderun-harness")
+}
+
+// pathSafe makes a node id one path element.
+func pathSafe(s string) string {
+	if s == "" {
+		return "_"
+	}
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '_'
+		}
+	}
+	if s == "." || s == ".." {
+		return "_" + s
+	}
+	return string(b)
+}
+
 // run runs one harness process to its end and reports the outcome. want is
 // the thread a resume must come back with ("" for a new thread).
-func (p *Provider) run(ctx context.Context, dir string, argv []string, want string, emit provider.Emit) error {
+func (p *Provider) run(ctx context.Context, dir string, argv []string, vals map[string]string, want string, emit provider.Emit) error {
 	name := p.desc.Name
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", name, context.Cause(ctx))
@@ -228,9 +298,12 @@ func (p *Provider) run(ctx context.Context, dir string, argv []string, want stri
 	if err != nil {
 		return diagnostics.Wrap(diagnostics.ClassDeterministic, err)
 	}
+	if err := p.prepare(vals); err != nil {
+		return diagnostics.Wrap(diagnostics.ClassDeterministic, fmt.Errorf("%s: state dir: %w", name, err))
+	}
 	runCtx, kill := context.WithCancelCause(ctx)
 	defer kill(nil)
-	proc, err := startProcess(runCtx, bin, argv, dir, p.env(), p.log.With("harness", name))
+	proc, err := startProcess(runCtx, bin, argv, dir, p.env(vals), p.log.With("harness", name))
 	if err != nil {
 		return diagnostics.Wrap(diagnostics.ClassDeterministic, fmt.Errorf("%s: %w", name, err))
 	}
@@ -367,7 +440,11 @@ func (s *session) handle(line []byte) {
 	}
 	s.send(provider.Event{Kind: provider.KindRaw, Raw: line})
 	if o.Output != nil {
-		s.output = *o.Output
+		if d.Output.Delta {
+			s.output += *o.Output
+		} else {
+			s.output = *o.Output
+		}
 	}
 	if o.Progress {
 		clear(s.retries)

@@ -38,6 +38,7 @@ func TestMain(m *testing.M) {
 //	err TEXT        a stderr line
 //	sleep DUR       wait
 //	argv            print {"type":"argv","argv":[...],"dir":...,"env":$FAKE_ECHO}
+//	env NAME        print {"type":"env","name":NAME,"value":$NAME}
 //	spawn FILE      start a sleeper child (same process group, same stdout) that writes its pid to FILE
 //	spawn-setsid F  the same in a new session (outside the process group)
 //	spawn-setsid-clean-env F  the same without the parent's environment
@@ -70,6 +71,9 @@ func fakeAgent() int {
 		case "argv":
 			dir, _ := os.Getwd()
 			b, _ := json.Marshal(map[string]any{"type": "argv", "argv": os.Args[1:], "dir": dir, "env": os.Getenv("FAKE_ECHO")})
+			fmt.Println(string(b))
+		case "env":
+			b, _ := json.Marshal(map[string]any{"type": "env", "name": arg, "value": os.Getenv(arg)})
 			fmt.Println(string(b))
 		case "spawn", "spawn-setsid", "spawn-setsid-clean-env":
 			c := exec.Command(os.Args[0])

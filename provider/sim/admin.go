@@ -14,6 +14,8 @@ func (s *Server) routes() *http.ServeMux {
 	m.HandleFunc("GET /v1/responses/{id}", s.handleGetResponse)
 	m.HandleFunc("POST /v1/responses/{id}/cancel", s.handleCancel)
 	m.HandleFunc("GET /v1/models", s.handleModels)
+	m.HandleFunc("POST /v1/messages", s.handleMessages)
+	m.HandleFunc("POST /v1beta/models/{call}", s.handleGemini)
 	m.HandleFunc("GET /sim/stats", s.handleStats)
 	m.HandleFunc("POST /sim/faults", s.handleAddFault)
 	m.HandleFunc("POST /sim/outage", s.handleOutage)

@@ -1,0 +1,212 @@
+// The Anthropic Messages API (POST /v1/messages), as Claude Code speaks it:
+// streaming SSE with `event:` lines, or one JSON message when stream is false.
+
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// EndpointMessages is the Anthropic Messages API (POST /v1/messages).
+const EndpointMessages = "messages"
+
+// messagesRequest is the part of a Messages API request the simulator
+// reads. Claude Code also sends system, tools, metadata, thinking,
+// context_management and output_config; all are ignored. It puts an entry
+// with role "system" inside messages and sends user content as several
+// text blocks, the first a <system-reminder>: both are accepted.
+type messagesRequest struct {
+	Model     string    `json:"model"`
+	Messages  []message `json:"messages"`
+	MaxTokens int       `json:"max_tokens"`
+	Stream    bool      `json:"stream"`
+}
+
+// MessagesInput derives the input of a Messages API request body: the text
+// blocks of the last message with role "user", without the context blocks a
+// harness injects (a block that starts with <system-reminder>), joined with
+// "\n" ("" when there is none). Like Codex's context, those blocks carry
+// run-specific text (dates, paths), so only the user's own words are
+// something a test can know in advance.
+func MessagesInput(body []byte) (string, error) {
+	var req messagesRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return "", fmt.Errorf("messages request: %w", err)
+	}
+	return req.input(), nil
+}
+
+func (r *messagesRequest) input() string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if m := r.Messages[i]; m.Role == "user" {
+			return userText(m.Content, "<system-reminder>")
+		}
+	}
+	return ""
+}
+
+// userText is the text of a content (a string, or blocks of which only
+// "text" ones count), leaving out text blocks that start with injected.
+func userText(c content, injected string) string {
+	raw := []byte(c)
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &blocks) != nil {
+		return ""
+	}
+	var texts []string
+	for _, b := range blocks {
+		if b.Type == "text" && !strings.HasPrefix(strings.TrimSpace(b.Text), injected) {
+			texts = append(texts, b.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
+// anthropicErrorType is the error type Anthropic sends with a status.
+func anthropicErrorType(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case 529:
+		return "overloaded_error"
+	}
+	if status >= 500 {
+		return "api_error"
+	}
+	return "invalid_request_error"
+}
+
+// writeAnthropicError answers {"type":"error","error":{"type","message"}}.
+func writeAnthropicError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]any{"type": "error",
+		"error": map[string]any{"type": anthropicErrorType(status), "message": msg}})
+}
+
+// anthropicStatusFault answers a status fault in Anthropic's error shape,
+// reporting whether it did.
+func (s *Server) anthropicStatusFault(w http.ResponseWriter, f *Fault, endpoint string) bool {
+	if f == nil || f.Kind != FaultStatus {
+		return false
+	}
+	s.faultActed(f, endpoint)
+	if f.RetryAfter != "" {
+		w.Header().Set("Retry-After", f.RetryAfter)
+	}
+	text := http.StatusText(f.Status)
+	if f.Status == 529 {
+		text = "Overloaded"
+	}
+	writeAnthropicError(w, f.Status, "sim: injected HTTP "+strconv.Itoa(f.Status)+" ("+text+")")
+	return true
+}
+
+// handleMessages serves POST /v1/messages. The text is Text(model, input)
+// as for the OpenAI endpoints; max_tokens (which Claude Code always sends,
+// and large) only cuts it, with stop_reason "max_tokens".
+func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
+	const ep = EndpointMessages
+	n := s.stats.request(ep)
+	var req messagesRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	p, err := s.params(0, nil)
+	if err != nil {
+		writeAnthropicError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if req.MaxTokens > 0 && req.MaxTokens < p.tokens {
+		p.tokens, p.cut = req.MaxTokens, true
+	}
+	f := s.faults.match(ep, n, "")
+	s.log.Debug("sim request", "endpoint", ep, "n", n, "stream", req.Stream, "tokens", p.tokens)
+	if s.anthropicStatusFault(w, f, ep) {
+		return
+	}
+	input := req.input()
+	tokens := Text(req.Model, input, s.cfg.Seed, p.tokens)
+	id := newID("msg_")
+	in := countTokens(input)
+	stop := "end_turn"
+	if p.cut {
+		stop = "max_tokens"
+	}
+	if !req.Stream {
+		if err := s.pace(r.Context(), p, len(tokens)); err != nil {
+			return
+		}
+		s.answer(w, r, ep, f, map[string]any{
+			"id": id, "type": "message", "role": "assistant", "model": req.Model,
+			"content":     []any{map[string]any{"type": "text", "text": strings.Join(tokens, "")}},
+			"stop_reason": stop, "stop_sequence": nil,
+			"usage": map[string]any{"input_tokens": in, "output_tokens": len(tokens)},
+		})
+		return
+	}
+	sw, err := s.startSSE(w, r, ep, f, p.keepalive, nil)
+	if err != nil {
+		return
+	}
+	send := func(typ string, v map[string]any) error {
+		v["type"] = typ
+		b, _ := json.Marshal(v)
+		frame := make([]byte, 0, len(b)+len(typ)+16)
+		frame = append(append(append(frame, "event: "...), typ...), "\ndata: "...)
+		return sw.send(append(append(frame, b...), "\n\n"...))
+	}
+	if send("message_start", map[string]any{"message": map[string]any{
+		"id": id, "type": "message", "role": "assistant", "model": req.Model, "content": []any{},
+		"stop_reason": nil, "stop_sequence": nil,
+		"usage": map[string]any{"input_tokens": in, "output_tokens": 1},
+	}}) != nil {
+		return
+	}
+	if send("content_block_start", map[string]any{"index": 0,
+		"content_block": map[string]any{"type": "text", "text": ""}}) != nil {
+		return
+	}
+	for i, tok := range tokens {
+		if d := p.wait(i, false); d > 0 {
+			if sw.idle(nil, d) != nil {
+				return
+			}
+		}
+		s.stats.tokens.Add(1)
+		if send("content_block_delta", map[string]any{"index": 0,
+			"delta": map[string]any{"type": "text_delta", "text": tok}}) != nil {
+			return
+		}
+	}
+	if send("content_block_stop", map[string]any{"index": 0}) != nil {
+		return
+	}
+	if send("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
+		"usage": map[string]any{"output_tokens": len(tokens)}}) != nil {
+		return
+	}
+	if send("message_stop", map[string]any{}) != nil {
+		return
+	}
+	_ = sw.flush()
+}
