@@ -65,11 +65,11 @@ func (v *liveView) Write(b []byte) (int, error) {
 
 // observe counts what a node's adapter emits (runner.Options.Observe).
 func (v *liveView) observe(node string, ev provider.Event) {
+	n := v.track(node) // a resumed node may stream before any state change
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	n := v.nodes[node]
-	if n == nil {
-		return // not started, or finished
+	if n.gone {
+		return
 	}
 	t := v.now()
 	switch ev.Kind {
@@ -91,49 +91,70 @@ func (v *liveView) observe(node string, ev provider.Event) {
 
 // progress takes a node's state changes (runner.Options.Progress).
 func (v *liveView) progress(node, state string) {
-	v.mu.Lock()
-	n, known := v.nodes[node]
-	if !known {
-		n = &liveNode{started: v.now()}
-		v.nodes[node] = n
+	final := state != "streaming" && !strings.HasPrefix(state, "reconnecting") && !strings.HasPrefix(state, "retrying")
+	if final {
+		v.finish(node, state)
+		return
 	}
-	var finished string
-	var old *mpb.Bar
-	switch {
-	case state == "streaming":
+	n := v.track(node)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if state == "streaming" { // a new attempt
 		n.state, n.step, n.lastData = "streaming", "", time.Time{}
 		n.bytes, n.tokens, n.reasoning = 0, 0, 0
-	case strings.HasPrefix(state, "reconnecting"), strings.HasPrefix(state, "retrying"):
-		n.step, n.stepAt = state, v.now()
-	default: // done, failed, skipped, interrupted, needs attention: final for this run
-		finished = fmt.Sprintf("%6.1fs %-14s %s", v.now().Sub(v.start).Seconds(), node, state)
+		return
+	}
+	n.step, n.stepAt = state, v.now()
+}
+
+// finish prints a node's final state above the live lines and drops its
+// line: done, failed, skipped, interrupted, needs attention.
+func (v *liveView) finish(node, state string) {
+	v.mu.Lock()
+	line := fmt.Sprintf("%6.1fs %-14s %s", v.now().Sub(v.start).Seconds(), node, state)
+	var bar *mpb.Bar
+	if n, ok := v.nodes[node]; ok {
 		if n.tokens > 0 {
-			finished += fmt.Sprintf(" · %d tokens in %s", n.tokens, v.now().Sub(n.started).Round(100*time.Millisecond))
+			line += fmt.Sprintf(" · %d tokens in %s", n.tokens, v.now().Sub(n.started).Round(100*time.Millisecond))
 		}
-		old, n.gone = n.bar, true
+		bar, n.gone = n.bar, true
 		delete(v.nodes, node)
 	}
 	v.mu.Unlock()
-	if !known && !n.gone {
-		bar := v.p.New(0, mpb.NopStyle(), mpb.PrependDecorators(decor.Any(func(decor.Statistics) string {
-			v.mu.Lock()
-			defer v.mu.Unlock()
-			return v.line(node, n)
-		})))
+	_, _ = v.Write([]byte(line + "\n"))
+	if bar != nil {
+		bar.Abort(true) // the line goes; the scrolled-up one stays
+	}
+}
+
+// track returns a node's live state, creating it and its line on first sight.
+// A node finished meanwhile has gone set and no line.
+func (v *liveView) track(node string) *liveNode {
+	v.mu.Lock()
+	n, ok := v.nodes[node]
+	if !ok {
+		n = &liveNode{state: "resuming", started: v.now()}
+		v.nodes[node] = n
+	}
+	v.mu.Unlock()
+	if ok {
+		return n
+	}
+	bar := v.p.New(0, mpb.NopStyle(), mpb.PrependDecorators(decor.Any(func(decor.Statistics) string {
 		v.mu.Lock()
-		if n.gone {
-			old = bar
-		} else {
-			n.bar = bar
-		}
-		v.mu.Unlock()
+		defer v.mu.Unlock()
+		return v.line(node, n)
+	})))
+	v.mu.Lock()
+	gone := n.gone
+	if !gone {
+		n.bar = bar
 	}
-	if finished != "" {
-		_, _ = v.Write([]byte(finished + "\n"))
+	v.mu.Unlock()
+	if gone {
+		bar.Abort(true)
 	}
-	if old != nil {
-		old.Abort(true) // the line goes; the scrolled-up one stays
-	}
+	return n
 }
 
 // line renders one running node. Called with v.mu held.
