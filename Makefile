@@ -29,13 +29,15 @@ demo: build
 	@echo
 	@./$(BIN) diagnose last --db demo.db
 
-# Tests run the real Codex CLI, Claude Code, Gemini CLI and nginx; `tools` installs what is missing.
+# Tests run the real Codex CLI, Claude Code, Gemini CLI, nginx and xmllint (JUnit schema checks); `tools` installs what is missing.
 test: tools
 	$(GO) test -race -count=1 ./...
 
 tools: $(CODEX) $(CLAUDE) $(GEMINI)
 	@command -v nginx >/dev/null 2>&1 || ls /usr/sbin/nginx >/dev/null 2>&1 || \
 		{ echo "installing nginx-light (gateway tests)"; (apt-get update -qq && apt-get install -y -qq nginx-light) >/dev/null; }
+	@command -v xmllint >/dev/null 2>&1 || \
+		{ echo "installing libxml2-utils (xmllint: JUnit schema checks)"; (apt-get update -qq && apt-get install -y -qq libxml2-utils) >/dev/null; }
 	@command -v tmux >/dev/null 2>&1 || \
 		{ echo "installing tmux (live view test)"; (apt-get update -qq && apt-get install -y -qq tmux) >/dev/null; }
 	@command -v chromium >/dev/null 2>&1 || \
@@ -69,6 +71,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzResponsesInput$$' -fuzztime $(FUZZTIME) ./provider/sim/
 	$(GO) test -run '^$$' -fuzz '^FuzzMessagesInput$$' -fuzztime $(FUZZTIME) ./provider/sim/
 	$(GO) test -run '^$$' -fuzz '^FuzzGeminiInput$$' -fuzztime $(FUZZTIME) ./provider/sim/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseMatrix$$' -fuzztime $(FUZZTIME) ./runner/chaos/
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePrices$$' -fuzztime $(FUZZTIME) ./cmd/noderun/
 
 clean:

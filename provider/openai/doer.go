@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/guard"
 )
 
@@ -37,6 +38,7 @@ func (o *observation) classify(err error) error {
 }
 
 func (d *watchingDoer) Do(req *http.Request) (*http.Response, error) {
+	provider.MarkNode(req)
 	resp, err := d.c.Do(req)
 	obs, _ := req.Context().Value(observationKey{}).(*observation)
 	if err != nil || obs == nil {

@@ -18,6 +18,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/guard"
 )
 
@@ -39,6 +40,7 @@ func withCapture(ctx context.Context, c *capture) context.Context {
 type doer struct{ hc *http.Client }
 
 func (d doer) Do(req *http.Request) (*http.Response, error) {
+	provider.MarkNode(req)
 	resp, err := d.hc.Do(req)
 	if resp != nil && resp.StatusCode >= 400 {
 		guard.BoundErrorBody(resp) // go-openai reads all of it, and quotes it in its error
@@ -194,6 +196,7 @@ func (s *session) attach(ctx context.Context) (*conn, error) {
 	}
 	hreq.Header.Set("Accept", "text/event-stream")
 	hreq.Header.Set("Cache-Control", "no-cache")
+	provider.MarkNode(hreq)
 	resp, err := p.hc.Do(hreq)
 	if err != nil {
 		dog.stop()
