@@ -54,6 +54,7 @@ type nodeExec struct {
 	touched    atomic.Int64 // unix nanos of the last event (or step start): the idle watchdog, the silence before a cut
 	deadline   *time.Timer  // cuts a recovery step that outlasts the deadline
 	chunks     coalescer    // deltas on their way to the journal
+	usage      attemptUsage // what the current attempt has cost
 }
 
 // errRecoveryDeadline cuts a recovery step that made no progress in time.
@@ -88,6 +89,7 @@ func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 		x.attempt, x.cur, x.dispatched, action = e.attempt, e.cur, true, e.action
 		x.retries -= min(e.retriesUsed, x.retries)
 		x.out.WriteString(e.out)
+		x.usage = attemptUsage{streamed: estimateTokens(e.out), chain: true}
 		x.recoveries++
 		x.last = &diagnostics.Error{Class: diagnostics.ClassDisconnect, Err: errRunnerStopped}
 		x.recovering = time.Now()
@@ -203,6 +205,7 @@ func (x *nodeExec) act(ctx context.Context, action resume.Action) error {
 	case resume.ActResume:
 		x.resumes++
 		x.checked = false
+		x.usage.reattach()
 		return x.withWatchdog(ctx, func(ctx context.Context, emit provider.Emit) error {
 			return x.prov.(provider.Resumer).Resume(ctx, x.req, x.cur, emit)
 		})
@@ -242,6 +245,9 @@ func (x *nodeExec) record(ctx context.Context) provider.Emit {
 			}
 			x.cur.Seq = ev.Seq
 		}
+		if x.run.observe != nil {
+			x.run.observe(x.node.ID, ev)
+		}
 		rec := journal.Event{RunID: x.run.id, NodeID: x.node.ID, Attempt: x.attempt, Kind: string(ev.Kind),
 			ProviderSeq: ev.Seq, Time: ev.Time}
 		switch ev.Kind {
@@ -269,10 +275,12 @@ func (x *nodeExec) record(ctx context.Context) provider.Emit {
 					slog.String("ref", ev.Ref)))
 			}
 		case provider.KindDelta:
+			x.usage.streamed++
 			x.out.WriteString(ev.Text)
 			x.advance(int64(len(ev.Text)))
 			return x.chunks.add(rec, ev.Text)
 		case provider.KindReasoning:
+			x.usage.reasoning++
 			x.advance(int64(len(ev.Text)))
 			return x.chunks.add(rec, ev.Text)
 		case provider.KindProgress:
@@ -292,6 +300,7 @@ func (x *nodeExec) record(ctx context.Context) provider.Emit {
 			return nil
 		case provider.KindDone:
 			x.done, x.ended = true, true
+			x.usage.reported = ev.Usage
 			if ev.Usage != nil {
 				rec.Payload = jsonBytes(ev.Usage)
 			}
@@ -638,6 +647,7 @@ func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) e
 	x.ground.Restart()
 	x.out.Reset()
 	x.done = false
+	x.usage = attemptUsage{}
 	x.run.progress(x.node.ID, "streaming")
 	n, err := x.run.j.BeginAttempt(bg(ctx), x.run.id, x.node.ID, mode, x.provNm)
 	if err != nil {
@@ -653,6 +663,7 @@ func (x *nodeExec) endAttempt(ctx context.Context, ce *diagnostics.Error) {
 		outcome, class, msg = journal.OutcomeError, string(ce.Class), x.run.red.String(ce.Error())
 	}
 	_ = x.run.j.SetAttemptCursor(bg(ctx), x.run.id, x.node.ID, x.attempt, x.cur.Seq)
+	_ = x.run.j.RecordUsage(x.run.id, x.node.ID, x.attempt, x.usage.record())
 	if err := x.run.j.EndAttempt(bg(ctx), x.run.id, x.node.ID, x.attempt, outcome, class, msg); err != nil {
 		x.run.log.Error("journal: end attempt", "node", x.node.ID, "error", err)
 	}

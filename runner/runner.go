@@ -39,6 +39,11 @@ type Options struct {
 	// Progress is told each node state change ("streaming", "reconnecting
 	// 2/5 in 1.3s (transport_disconnect)", "done", "failed: …").
 	Progress func(node, state string)
+	// Observe, if set, sees every event an adapter emits for a node, as it
+	// comes (from the adapter's goroutine): a live view counts bytes and
+	// tokens and the age of the last data or status poll from it. It must
+	// not block.
+	Observe func(node string, ev provider.Event)
 	// Getenv looks up API keys and base URLs (default os.Getenv).
 	Getenv func(string) string
 	// RunID names the run (default: a new UUID).
@@ -82,6 +87,7 @@ type runState struct {
 	owner    journal.Owner       // this process, holding the run's lock
 	entries  map[string]*entry   // where resumed nodes pick up (noderun resume)
 	onState  func(node, state string)
+	observe  func(node string, ev provider.Event)
 	parallel int
 	halt     context.CancelCauseFunc // stops the run (a journal that cannot record)
 
@@ -194,7 +200,7 @@ func newRunState(ctx context.Context, g *Graph, opts *Options) (*runState, func(
 		return nil, nil, err
 	}
 	r := &runState{id: opts.RunID, g: g, j: opts.Journal, log: opts.Logger.With("run", opts.RunID), red: red, prof: prof,
-		provs: provs, onState: opts.Progress, parallel: opts.Parallel, owner: journal.NewOwner(),
+		provs: provs, onState: opts.Progress, observe: opts.Observe, parallel: opts.Parallel, owner: journal.NewOwner(),
 		outputs: map[string]string{}, results: map[string]*NodeResult{}, breakers: map[string]*breaker{},
 		entries: map[string]*entry{}}
 	for name := range provs {

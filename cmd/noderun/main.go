@@ -61,32 +61,50 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:      "noderun",
 		Usage:     "run goal graphs of streaming LLM calls without losing a node to a dropped socket",
 		Writer:    stdout,
 		ErrWriter: stderr,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "diagnostics on stderr: debug, info, warn, error"},
+			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "diagnostics on stderr when it is not a terminal: text (key=value) or json"},
+			&cli.BoolFlag{Name: "version", Usage: "print the version and commit, and exit"},
 		},
+		Before: func(c *cli.Context) error {
+			if err := oneOf("log-level", c.String("log-level"), "debug", "info", "warn", "error"); err != nil {
+				return err
+			}
+			return oneOf("log-format", c.String("log-format"), "text", "json")
+		},
+		Action:         rootAction,
 		ExitErrHandler: func(*cli.Context, error) {}, // run() maps errors to exit codes
 		Commands: []*cli.Command{
 			runCommand(), resumeCommand(), cancelCommand(), statusCommand(), eventsCommand(), showCommand(),
-			validateCommand(), profilesCommand(), simCommand(), chaosCommand(),
+			diagnoseCommand(), reportCommand(), validateCommand(), profilesCommand(), simCommand(), chaosCommand(),
 		},
 	}
+	applyConventions(app)
+	return app
 }
 
 // newLogger writes diagnostics to stderr: key=value lines, or short lines
 // for a person when stderr is a terminal.
 func newLogger(c *cli.Context) (*slog.Logger, error) {
+	return newLoggerTo(c, c.App.ErrWriter, isTerminal(c.App.ErrWriter))
+}
+
+// newLoggerTo writes diagnostics to w: short lines for a person when tty.
+func newLoggerTo(c *cli.Context, w io.Writer, tty bool) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, usageErr(fmt.Errorf("--log-level: %w", err))
 	}
-	w := c.App.ErrWriter
-	if isTerminal(w) {
+	if tty {
 		return slog.New(&compactHandler{w: w, level: lvl}), nil
+	}
+	if c.String("log-format") == "json" {
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})), nil
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl})), nil
 }

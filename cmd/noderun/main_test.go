@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -124,6 +125,11 @@ nodes:
 			t.Errorf("trial %d: no deltas journaled before the kill (%v)", trial, err)
 		}
 		j.Close()
+		// status counts what the journal holds of an unfinished node, not 0.
+		code, out, errs := runCLI(t, "status", "last", "--db", db, "--json")
+		if code != 0 || !strings.Contains(out, `"bytes": `) || !regexp.MustCompile(`"state": "running",\s+"attempts": 1,\s+"bytes": [1-9]`).MatchString(out) {
+			t.Errorf("trial %d: status of the killed run: exit %d\n%s%s", trial, code, out, errs)
+		}
 	}
 }
 

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -24,15 +26,18 @@ func runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "run a goal graph",
 		ArgsUsage: "GRAPH.yaml",
-		Flags:     execFlags("recovery profile (overrides the graph's)"),
+		Description: "Examples:\n  noderun run testdata/graphs/demo.yaml               # journal: ./noderun.db\n" +
+			"  noderun run g.yaml --db ci.db --profile ci --json    # the result as JSON (docs/json.md)",
+		Flags: execFlags("recovery profile (overrides the graph's)"),
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return usageErr(errors.New("run: give exactly one graph file"))
+			if err := wantArgs(c, 1, 1, "give exactly one graph file"); err != nil {
+				return err
 			}
-			opts, err := execOptions(c)
+			opts, stopView, err := execOptions(c)
 			if err != nil {
 				return err
 			}
+			defer stopView()
 			g, err := runner.LoadGraph(c.Args().First())
 			if err != nil {
 				return usageErr(err)
@@ -48,6 +53,7 @@ func runCommand() *cli.Command {
 			defer j.Close()
 			opts.Journal = j
 			res, err := runner.Run(c.Context, g, opts)
+			stopView()
 			return report(c, opts, res, err)
 		},
 	}
@@ -58,16 +64,19 @@ func resumeCommand() *cli.Command {
 		Name:      "resume",
 		Usage:     "continue a run that did not finish: completed nodes keep their outputs, in-flight ones re-attach, resume or retry",
 		ArgsUsage: "RUN|last",
+		Description: "Examples:\n  noderun resume last                  # continue the newest run\n" +
+			"  noderun resume last --retry deploy   # ... and send deploy's request again",
 		Flags: append(execFlags("recovery profile (default: the run's)"),
 			&cli.StringSliceFlag{Name: "retry", Usage: "send this node's request again even if it may have had side effects (repeatable)"}),
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return usageErr(errors.New("resume: give exactly one run id (or last)"))
+			if err := wantArgs(c, 1, 1, "give exactly one run id (or last)"); err != nil {
+				return err
 			}
-			opts, err := execOptions(c)
+			opts, stopView, err := execOptions(c)
 			if err != nil {
 				return err
 			}
+			defer stopView()
 			j, err := openExisting(c, journal.WithLogger(opts.Logger))
 			if err != nil {
 				return err
@@ -77,12 +86,16 @@ func resumeCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if err := checkRetry(c, j, r.ID, c.StringSlice("retry")); err != nil {
+				return err
+			}
 			if r.Status == journal.RunCompleted && len(c.StringSlice("retry")) == 0 {
 				fmt.Fprintf(c.App.ErrWriter, "noderun: run %s already completed; nothing to resume\n", r.ID)
 				return nil
 			}
 			opts.Journal = j
 			res, err := runner.Resume(c.Context, r.ID, c.StringSlice("retry"), opts)
+			stopView()
 			if err := runErr(err); err != nil {
 				return err
 			}
@@ -103,21 +116,33 @@ func execFlags(profileUsage string) []cli.Flag {
 }
 
 // execOptions reads execFlags into runner options, with the logger and the
-// progress lines on stderr.
-func execOptions(c *cli.Context) (runner.Options, error) {
+// progress on stderr: on a terminal, a live view (stop it before printing
+// anything else; stopping twice is fine); else one log stream.
+func execOptions(c *cli.Context) (runner.Options, func(), error) {
 	if c.Int("parallel") < 1 {
-		return runner.Options{}, usageErr(errors.New("--parallel must be at least 1"))
+		return runner.Options{}, nil, usageErr(errors.New("--parallel must be at least 1"))
 	}
-	log, err := newLogger(c)
-	if err != nil {
-		return runner.Options{}, err
-	}
-	opts := runner.Options{Profile: c.String("profile"), Parallel: c.Int("parallel"), Logger: log,
-		Progress: progressPrinter(c.App.ErrWriter)}
+	opts := runner.Options{Profile: c.String("profile"), Parallel: c.Int("parallel")}
 	if c.Bool("sim") {
 		opts.Sim = &runner.SimOptions{}
 	}
-	return opts, nil
+	if f, ok := terminalFile(c.App.ErrWriter); ok {
+		v := newLiveView(f)
+		log, err := newLoggerTo(c, &lockedWriter{w: v}, true)
+		if err != nil {
+			v.stop()
+			return runner.Options{}, nil, err
+		}
+		var once sync.Once
+		opts.Logger, opts.Progress, opts.Observe = log, v.progress, v.observe
+		return opts, func() { once.Do(v.stop) }, nil
+	}
+	log, err := newLogger(c)
+	if err != nil {
+		return runner.Options{}, nil, err
+	}
+	opts.Logger, opts.Progress = log, progressLogger(log)
+	return opts, func() {}, nil
 }
 
 // cancelCommand stops at the provider what an interrupted run left running.
@@ -132,8 +157,8 @@ func cancelCommand() *cli.Command {
 		ArgsUsage: "RUN|last [NODE...]",
 		Flags:     []cli.Flag{dbFlag},
 		Action: func(c *cli.Context) error {
-			if c.NArg() < 1 {
-				return usageErr(errors.New("cancel: give a run id (or last), and optionally nodes"))
+			if err := wantArgs(c, 1, -1, "give a run id (or last), and optionally nodes"); err != nil {
+				return err
 			}
 			log, err := newLogger(c)
 			if err != nil {
@@ -208,10 +233,14 @@ func report(c *cli.Context, opts runner.Options, res *runner.Result, err error) 
 	if err != nil {
 		return &exitError{exitFailed, err}
 	}
+	var d *diagnosis // the run-level lines of noderun diagnose, and a verdict per node
+	if r, derr := opts.Journal.Run(bg(c.Context), res.RunID); derr == nil {
+		d, _ = diagnose(bg(c.Context), opts.Journal, r, nil)
+	}
 	if c.Bool("json") {
-		err = printResultJSON(c.App.Writer, res)
+		err = printResultJSON(c.App.Writer, res, d)
 	} else {
-		printResult(c.App.Writer, res)
+		printResult(c.App.Writer, res, d, closingHint(c, res))
 	}
 	if err != nil {
 		return &exitError{exitFailed, err}
@@ -307,31 +336,70 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// progressPrinter prints one line per node state change on stderr.
-func progressPrinter(w io.Writer) func(node, state string) {
-	start := time.Now()
-	tty := isTerminal(w)
+// progressLogger puts the node states that no diagnostic reports (a node
+// starts streaming, a node is done) into the log stream, so that a pipe gets
+// one stream, each event once: a recovery step, a failure or a skip is
+// already a diagnostic line.
+func progressLogger(log *slog.Logger) func(node, state string) {
 	return func(node, state string) {
-		if tty {
-			fmt.Fprintf(w, "%6.1fs %-14s %s\n", time.Since(start).Seconds(), node, state)
-			return
+		if state == "streaming" || strings.HasPrefix(state, "done") {
+			log.Info(state, slog.String("node", node))
 		}
-		fmt.Fprintf(w, "noderun: %7.2fs %-14s %s\n", time.Since(start).Seconds(), node, state)
 	}
 }
 
-func printResult(w io.Writer, res *runner.Result) {
+func printResult(w io.Writer, res *runner.Result, d *diagnosis, hint string) {
+	verdicts := map[string]string{}
+	if d != nil {
+		for _, n := range d.Nodes {
+			verdicts[n.ID] = n.Verdict
+		}
+	}
 	fmt.Fprintf(w, "run %s %s\n", res.RunID, res.Status)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSTATE\tBYTES\tNOTE")
 	for _, n := range res.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", n.ID, n.State, len(n.Output), oneLine(n.Reason, 100))
+		note := n.Reason
+		if note == "" {
+			note = verdicts[n.ID]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", n.ID, n.State, len(n.Output), oneLine(note, 100))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "outputs: noderun show %s NODE\n", res.RunID)
+	if d != nil {
+		for _, l := range d.Summary {
+			fmt.Fprintln(w, l)
+		}
+	}
+	fmt.Fprintln(w, hint)
 }
 
-func printResultJSON(w io.Writer, res *runner.Result) error {
+// closingHint is a command that shows an output, as it can be typed: the
+// binary as it was invoked, a node that has an output, and the journal when
+// it is not the default.
+func closingHint(c *cli.Context, res *runner.Result) string {
+	runID, node := res.RunID, "NODE"
+	for _, n := range res.Nodes { // the last node with an output: a command that works verbatim
+		if n.State == journal.NodeCompleted {
+			node = n.ID
+		}
+	}
+	bin := "noderun"
+	if arg0 := os.Args[0]; strings.Contains(arg0, "/") && !strings.HasSuffix(arg0, ".test") {
+		bin = arg0
+	}
+	db := ""
+	if c.String("db") != dbFlag.Value {
+		db = " --db " + c.String("db")
+	}
+	short := runID
+	if len(short) > 8 {
+		short = short[:8] // a unique prefix is enough, and easier to type
+	}
+	return fmt.Sprintf("output: %s show %s %s%s   (what recovery did: %s diagnose %s%s)", bin, short, node, db, bin, short, db)
+}
+
+func printResultJSON(w io.Writer, res *runner.Result, d *diagnosis) error {
 	type node struct {
 		ID     string `json:"id"`
 		State  string `json:"state"`
@@ -339,16 +407,18 @@ func printResultJSON(w io.Writer, res *runner.Result) error {
 		Reason string `json:"reason,omitempty"`
 	}
 	out := struct {
-		RunID  string `json:"run_id"`
-		Status string `json:"status"`
-		Nodes  []node `json:"nodes"`
-	}{RunID: res.RunID, Status: string(res.Status)}
+		RunID   string   `json:"run_id"`
+		Status  string   `json:"status"`
+		Nodes   []node   `json:"nodes"`
+		Summary []string `json:"summary"`
+	}{RunID: res.RunID, Status: string(res.Status), Nodes: []node{}, Summary: []string{}}
 	for _, n := range res.Nodes {
 		out.Nodes = append(out.Nodes, node{n.ID, string(n.State), n.Output, n.Reason})
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	if d != nil {
+		out.Summary = d.Summary
+	}
+	return writeJSON(w, out)
 }
 
 func oneLine(s string, n int) string {
@@ -358,3 +428,7 @@ func oneLine(s string, n int) string {
 	}
 	return s
 }
+
+// bg keeps ctx's values but not its cancellation: an interrupted run still
+// gets its summary.
+func bg(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
