@@ -100,7 +100,7 @@ func chaosAction(c *cli.Context) error {
 	}
 	j, err := journal.Open(c.Context, db, journal.WithLogger(log))
 	if err != nil {
-		return &exitError{exitFailed, err}
+		return journalErr(err)
 	}
 	defer j.Close()
 	w := c.App.ErrWriter

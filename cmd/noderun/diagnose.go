@@ -415,7 +415,7 @@ func diagnoseCommand() *cli.Command {
 					return usageErr(fmt.Errorf("--prices: %w", err))
 				}
 			}
-			j, err := openExisting(c)
+			j, err := openForReading(c)
 			if err != nil {
 				return err
 			}

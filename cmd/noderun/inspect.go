@@ -15,13 +15,42 @@ import (
 	"github.com/noderun/noderun/journal"
 )
 
-// openExisting opens a journal for reading; it refuses to create one.
+// openExisting opens a journal to continue its runs; it refuses to create one.
 func openExisting(c *cli.Context, opts ...journal.Option) (*journal.Journal, error) {
 	path := c.String("db")
 	if !fileExists(path) {
 		return nil, usageErr(fmt.Errorf("no journal at %s (use --db)", path))
 	}
-	return journal.Open(c.Context, path, opts...)
+	j, err := journal.Open(c.Context, path, opts...)
+	return j, journalErr(err)
+}
+
+// openForReading opens a journal only to read it: it works on a file the
+// user cannot write and never changes one. A journal of an older schema is
+// migrated first, when it can be.
+func openForReading(c *cli.Context) (*journal.Journal, error) {
+	path := c.String("db")
+	if !fileExists(path) {
+		return nil, usageErr(fmt.Errorf("no journal at %s (use --db)", path))
+	}
+	j, err := journal.OpenReadOnly(c.Context, path)
+	if errors.Is(err, journal.ErrSchema) && strings.Contains(err.Error(), "older") {
+		if j, err = journal.Open(c.Context, path); err == nil {
+			_ = j.Close()
+			j, err = journal.OpenReadOnly(c.Context, path)
+		}
+	}
+	return j, journalErr(err)
+}
+
+// journalErr is the one form of a journal that cannot be opened, for every
+// command: exit 2 (the operator's to fix: a path, a file, a version), with
+// the journal's own message, which names the file.
+func journalErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return usageErr(err)
 }
 
 // findRun resolves "last", a full run id, or a unique prefix of one.
@@ -66,7 +95,7 @@ func statusCommand() *cli.Command {
 			if err := wantArgs(c, 0, 1, "give at most one run id (or last)"); err != nil {
 				return err
 			}
-			j, err := openExisting(c)
+			j, err := openForReading(c)
 			if err != nil {
 				return err
 			}
@@ -176,7 +205,7 @@ func eventsCommand() *cli.Command {
 					return err
 				}
 			}
-			j, err := openExisting(c)
+			j, err := openForReading(c)
 			if err != nil {
 				return err
 			}
@@ -212,6 +241,11 @@ func eventsCommand() *cli.Command {
 					}
 					if cur.Status != journal.RunRunning {
 						return nil
+					}
+					if j.Abandoned(cur) {
+						// Nothing more will come: say so rather than wait forever.
+						return &exitError{exitFailed, fmt.Errorf("run %s did not finish and its runner is gone; continue it with: %s",
+							cur.ID, resumeLine(c, cur.ID))}
 					}
 					select {
 					case <-c.Context.Done():
@@ -301,7 +335,7 @@ func showCommand() *cli.Command {
 			if err := wantArgs(c, 2, 2, "give RUN (or last) and NODE"); err != nil {
 				return err
 			}
-			j, err := openExisting(c)
+			j, err := openForReading(c)
 			if err != nil {
 				return err
 			}

@@ -38,7 +38,7 @@ func reportCommand() *cli.Command {
 					return usageErr(fmt.Errorf("--prices: %w", err))
 				}
 			}
-			j, err := openExisting(c)
+			j, err := openForReading(c)
 			if err != nil {
 				return err
 			}

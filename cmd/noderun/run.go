@@ -48,7 +48,7 @@ func runCommand() *cli.Command {
 			}
 			j, err := journal.Open(c.Context, c.String("db"), journal.WithLogger(opts.Logger))
 			if err != nil {
-				return &exitError{exitFailed, err}
+				return journalErr(err)
 			}
 			defer j.Close()
 			opts.Journal = j
