@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
@@ -103,10 +104,39 @@ func newLoggerTo(c *cli.Context, w io.Writer, tty bool) (*slog.Logger, error) {
 	if tty {
 		return slog.New(&compactHandler{w: w, level: lvl}), nil
 	}
+	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: boundAttr}
 	if c.String("log-format") == "json" {
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})), nil
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl})), nil
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// maxLogValue bounds one message or value on stderr: a server's error body
+// (kept to 8 KiB) is quoted whole in the journal, not on every log line.
+const maxLogValue = 2 << 10
+
+// bounded cuts s to maxLogValue bytes, saying how long it was.
+func bounded(s string) string {
+	if len(s) <= maxLogValue {
+		return s
+	}
+	cut := maxLogValue
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… [%d bytes; the journal has it whole]", s[:cut], len(s))
+}
+
+func boundAttr(_ []string, a slog.Attr) slog.Attr {
+	switch {
+	case a.Value.Kind() == slog.KindString && len(a.Value.String()) > maxLogValue:
+		return slog.String(a.Key, bounded(a.Value.String()))
+	case a.Value.Kind() == slog.KindAny:
+		if err, ok := a.Value.Any().(error); ok && len(err.Error()) > maxLogValue {
+			return slog.String(a.Key, bounded(err.Error()))
+		}
+	}
+	return a
 }
 
 func isTerminal(w io.Writer) bool {
