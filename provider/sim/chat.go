@@ -45,6 +45,7 @@ type chatCall struct {
 	created int64
 	model   string
 	tokens  []string
+	echo    string // a repeated prefix sent before the tokens (Config.ContinuationEcho)
 	p       params
 	usage   chatUsage
 	// prefix and suffix of a content chunk's frame around the JSON string
@@ -74,12 +75,26 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if s.statusFault(w, f, EndpointChat) {
 		return
 	}
+	cont, status, msg, param := s.continuation(&req)
+	if status != 0 {
+		writeError(w, status, msg, param)
+		return
+	}
 	input := req.input()
 	c := &chatCall{
 		id: newID("chatcmpl-"), created: unixNow(), model: req.Model, p: p,
 		tokens: Text(req.Model, input, s.cfg.Seed, p.tokens),
 	}
-	c.usage = chatUsage{PromptTokens: countTokens(input), CompletionTokens: len(c.tokens)}
+	prompt := countTokens(input)
+	if cont != nil {
+		s.stats.continued.Add(1)
+		c.tokens = s.rest(req.Model, input, c.tokens, cont.prefix)
+		prompt += countTokens(cont.prefix) // the partial answer is input again
+		if s.cfg.ContinuationEcho {
+			c.echo = cont.prefix
+		}
+	}
+	c.usage = chatUsage{PromptTokens: prompt, CompletionTokens: len(c.tokens)}
 	c.usage.TotalTokens = c.usage.PromptTokens + c.usage.CompletionTokens
 	if !req.Stream {
 		if err := s.pace(r.Context(), p, len(c.tokens)); err != nil {
@@ -116,13 +131,22 @@ func (s *Server) streamChat(sw *sseWriter, c *chatCall, includeUsage bool) error
 	if err := sw.send(c.frame(chunkDelta{Role: "assistant", Content: &empty}, nil)); err != nil {
 		return err
 	}
+	if c.echo != "" { // repeated, not generated
+		if err := sw.send(c.contentFrame(c.echo)); err != nil {
+			return err
+		}
+	}
 	for i, tok := range c.tokens {
 		if d := c.p.wait(i, false); d > 0 {
 			if err := sw.idle(nil, d); err != nil {
 				return err
 			}
 		}
-		s.stats.tokens.Add(1)
+		// A token whose frame a cut fault halves is never delivered: not
+		// counted, since a continuation generates it (once) again.
+		if !sw.cutNext {
+			s.stats.tokens.Add(1)
+		}
 		if err := sw.send(c.contentFrame(tok)); err != nil {
 			return err
 		}
@@ -174,7 +198,7 @@ func (c *chatCall) completion() map[string]any {
 		"system_fingerprint": fingerprint,
 		"choices": []any{map[string]any{
 			"index":         0,
-			"message":       map[string]any{"role": "assistant", "content": strings.Join(c.tokens, ""), "refusal": nil},
+			"message":       map[string]any{"role": "assistant", "content": c.echo + strings.Join(c.tokens, ""), "refusal": nil},
 			"logprobs":      nil,
 			"finish_reason": c.finishReason(),
 		}},

@@ -22,6 +22,9 @@ type Stats struct {
 	TokensGenerated int64 `json:"tokens_generated"`
 	// ReasoningTokens counts reasoning summary tokens produced.
 	ReasoningTokens int64 `json:"reasoning_tokens"`
+	// ContinuedRequests counts chat requests that continued a partial
+	// answer (any form); their tokens_generated is only what followed it.
+	ContinuedRequests int64 `json:"continued_requests"`
 	// Faults counts faults that acted, per kind.
 	Faults map[string]int64 `json:"faults"`
 }
@@ -35,6 +38,7 @@ type counters struct {
 	responses   atomic.Int64
 	tokens      atomic.Int64
 	reasoning   atomic.Int64
+	continued   atomic.Int64
 }
 
 // request counts a request to endpoint and returns its 1-based number.
@@ -61,12 +65,13 @@ func (c *counters) snapshot() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := Stats{
-		Requests:         maps.Clone(c.requests),
-		Connections:      c.connections.Load(),
-		ResponsesCreated: c.responses.Load(),
-		TokensGenerated:  c.tokens.Load(),
-		ReasoningTokens:  c.reasoning.Load(),
-		Faults:           maps.Clone(c.faults),
+		Requests:          maps.Clone(c.requests),
+		Connections:       c.connections.Load(),
+		ResponsesCreated:  c.responses.Load(),
+		TokensGenerated:   c.tokens.Load(),
+		ReasoningTokens:   c.reasoning.Load(),
+		ContinuedRequests: c.continued.Load(),
+		Faults:            maps.Clone(c.faults),
 	}
 	if st.Requests == nil {
 		st.Requests = map[string]int64{}
