@@ -24,13 +24,15 @@ demo: build
 	@echo "recovery steps, as journaled:"
 	@./$(BIN) events last --db demo.db --kind diagnostic | grep -E 'NR1|NR2' || true
 
-# Tests run the real Codex CLI, Claude Code, Gemini CLI and nginx; `tools` installs what is missing.
+# Tests run the real Codex CLI, Claude Code, Gemini CLI, nginx and xmllint (JUnit schema checks); `tools` installs what is missing.
 test: tools
 	$(GO) test -race -count=1 ./...
 
 tools: $(CODEX) $(CLAUDE) $(GEMINI)
 	@command -v nginx >/dev/null 2>&1 || ls /usr/sbin/nginx >/dev/null 2>&1 || \
 		{ echo "installing nginx-light (gateway tests)"; (apt-get update -qq && apt-get install -y -qq nginx-light) >/dev/null; }
+	@command -v xmllint >/dev/null 2>&1 || \
+		{ echo "installing libxml2-utils (xmllint: JUnit schema checks)"; (apt-get update -qq && apt-get install -y -qq libxml2-utils) >/dev/null; }
 
 # The agent CLIs, pinned, in one install (npm would otherwise re-resolve the others).
 # Claude Code's native binary comes as the npm package @anthropic-ai/claude-code-linux-x64.
@@ -60,6 +62,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzResponsesInput$$' -fuzztime $(FUZZTIME) ./provider/sim/
 	$(GO) test -run '^$$' -fuzz '^FuzzMessagesInput$$' -fuzztime $(FUZZTIME) ./provider/sim/
 	$(GO) test -run '^$$' -fuzz '^FuzzGeminiInput$$' -fuzztime $(FUZZTIME) ./provider/sim/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseMatrix$$' -fuzztime $(FUZZTIME) ./runner/chaos/
 
 clean:
 	rm -rf bin demo.db demo.db-wal demo.db-shm

@@ -78,13 +78,14 @@ type entry struct {
 // was tried. The partial output of a failed attempt stays in the journal.
 func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 	action := resume.ActRetry // the first attempt is a fresh request
+	var err error
 	switch {
 	case e == nil:
-		x.beginAttempt(ctx, journal.ModeStart)
+		err = x.beginAttempt(ctx, journal.ModeStart)
 	case e.action == resume.ActRetry: // this retry comes out of the budget too
 		x.attempt, x.dispatched = e.attempt, true
 		x.retries -= min(e.retriesUsed+1, x.retries)
-		x.beginAttempt(ctx, journal.ModeRetry)
+		err = x.beginAttempt(ctx, journal.ModeRetry)
 	default: // re-attach to, or check on, the attempt that was in flight
 		x.attempt, x.cur, x.dispatched, action = e.attempt, e.cur, true, e.action
 		x.retries -= min(e.retriesUsed, x.retries)
@@ -92,6 +93,9 @@ func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 		x.recoveries++
 		x.last = &diagnostics.Error{Class: diagnostics.ClassDisconnect, Err: errRunnerStopped}
 		x.recovering = time.Now()
+	}
+	if err != nil {
+		return "", x.stop(ctx, err)
 	}
 	for {
 		err := x.take(ctx, action)
@@ -110,16 +114,24 @@ func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 		}
 		x.announce(ctx, d, ce, delay)
 		if err := sleep(ctx, delay); err != nil {
-			ce := diagnostics.Classify(err)
-			return "", x.fail(ctx, resume.Decide(resume.Input{Class: ce.Class}), ce)
+			return "", x.stop(ctx, err)
 		}
 		if d.Action == resume.ActRetry {
 			x.endAttempt(ctx, ce)
 			x.retries--
-			x.beginAttempt(ctx, journal.ModeRetry)
+			if err := x.beginAttempt(ctx, journal.ModeRetry); err != nil {
+				return "", x.stop(ctx, err)
+			}
 		}
 		action = d.Action
 	}
+}
+
+// stop fails the node for an error outside the recovery loop's steps: an
+// interruption while waiting, a journal that cannot begin an attempt.
+func (x *nodeExec) stop(ctx context.Context, err error) error {
+	ce := diagnostics.Classify(err)
+	return x.fail(ctx, resume.Decide(resume.Input{Class: ce.Class}), ce)
 }
 
 // succeed closes the attempt that reached terminal evidence.
@@ -178,7 +190,7 @@ func (x *nodeExec) take(ctx context.Context, action resume.Action) error {
 	}
 	err := x.act(ctx, action)
 	if ferr := x.chunks.flush(); ferr != nil && err == nil {
-		err = ferr
+		err = x.journalErr(ferr)
 	}
 	br.record(err != nil && diagnostics.Classify(err).Class == diagnostics.ClassConnect)
 	return err
@@ -211,8 +223,24 @@ func (x *nodeExec) act(ctx context.Context, action resume.Action) error {
 }
 
 // emit receives the adapter's events: it journals them, tracks the cursor and
-// output, and feeds the idle watchdog.
+// output, and feeds the idle watchdog. A journal that cannot record stops the
+// stream at once (class journal_unavailable): no provider work the journal
+// cannot record.
 func (x *nodeExec) emit(ctx context.Context) provider.Emit {
+	record := x.record(ctx)
+	return func(ev provider.Event) error { return x.journalErr(record(ev)) }
+}
+
+// journalErr classifies an error of the journal's.
+func (x *nodeExec) journalErr(err error) error {
+	var ce *diagnostics.Error
+	if err == nil || errors.As(err, &ce) {
+		return err
+	}
+	return &diagnostics.Error{Class: diagnostics.ClassJournal, Err: fmt.Errorf("%w: %s: %w", diagnostics.ErrJournal, x.run.j.Path(), err)}
+}
+
+func (x *nodeExec) record(ctx context.Context) provider.Emit {
 	return func(ev provider.Event) error {
 		x.touched.Store(time.Now().UnixNano())
 		if ev.Seq >= 0 && ev.Kind != provider.KindRef {
@@ -262,7 +290,7 @@ func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 			x.healthy()
 			return nil
 		case provider.KindRaw:
-			rec.Payload = ev.Raw
+			rec.Payload = x.run.red.Bytes(ev.Raw) // a harness's own error lines may quote credentials
 		case provider.KindReset:
 			x.out.Reset()
 		case provider.KindDiagnostic:
@@ -276,7 +304,7 @@ func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 				rec.Payload = jsonBytes(ev.Usage)
 			}
 		default:
-			return fmt.Errorf("adapter emitted unknown event kind %q", ev.Kind)
+			return &diagnostics.Error{Class: diagnostics.ClassDeterministic, Err: fmt.Errorf("adapter emitted unknown event kind %q", ev.Kind)}
 		}
 		return x.run.j.Append(rec)
 	}
@@ -531,7 +559,8 @@ func (x *nodeExec) announce(ctx context.Context, d resume.Decision, ce *diagnost
 
 // fail ends the attempt and reports why the node failed and what was tried.
 func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.Error) error {
-	if ce.Class != diagnostics.ClassCanceled {
+	stopped := ce.Class == diagnostics.ClassCanceled || ce.Class == diagnostics.ClassJournal
+	if !stopped {
 		x.release(ctx) // abandoned for good: leave nothing of ours running
 	}
 	x.endAttempt(ctx, ce)
@@ -540,9 +569,13 @@ func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.
 		x.run.g.Providers[x.provNm].Kind != ProviderKindHarness { // a harness explains its own credentials
 		d.Reason = fmt.Sprintf("authentication failed (HTTP %d): check the API key named by the provider's api_key_env; %s", ce.Status, d.Reason)
 	}
-	if ce.Class == diagnostics.ClassCanceled { // interrupted, not failed: resumable
-		x.diag(ctx, diagnostics.New(diagnostics.NodeCanceled, fmt.Sprintf("interrupted after %d bytes of output", x.out.Len()),
-			slog.String("tried", tried)))
+	if stopped { // interrupted, not failed: resumable
+		code := diagnostics.NodeCanceled
+		if ce.Class == diagnostics.ClassJournal {
+			code = diagnostics.JournalUnavailable
+		}
+		x.diag(ctx, diagnostics.New(code, fmt.Sprintf("interrupted after %d bytes of output", x.out.Len()),
+			slog.String("tried", tried), slog.String("error", ce.Error())))
 		ne := &NodeError{Node: x.node.ID, Class: ce.Class, Code: d.Code, Reason: d.Reason, Tried: tried, Err: ce}
 		if x.remote() && !x.inProcess {
 			// Interruption detaches: the response goes on at the provider and
@@ -614,7 +647,7 @@ func (x *nodeExec) cancelWork(ctx context.Context, code diagnostics.Code, msg st
 	x.diag(ctx, diagnostics.New(code, msg, slog.String("ref", x.cur.Ref)))
 }
 
-func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) {
+func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) error {
 	x.cur = provider.Cursor{Seq: -1}
 	x.ground.Restart()
 	x.out.Reset()
@@ -623,16 +656,16 @@ func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) {
 	x.run.progress(x.node.ID, "streaming")
 	n, err := x.run.j.BeginAttempt(bg(ctx), x.run.id, x.node.ID, mode, x.provNm)
 	if err != nil {
-		x.run.log.Error("journal: begin attempt", "node", x.node.ID, "error", err)
-		n = x.attempt + 1
+		return x.journalErr(err) // no request the journal cannot record
 	}
 	x.attempt = n
+	return nil
 }
 
 func (x *nodeExec) endAttempt(ctx context.Context, ce *diagnostics.Error) {
 	outcome, class, msg := journal.OutcomeOK, "", ""
 	if ce != nil && ce.Class != diagnostics.ClassNone {
-		outcome, class, msg = journal.OutcomeError, string(ce.Class), ce.Error()
+		outcome, class, msg = journal.OutcomeError, string(ce.Class), x.run.red.String(ce.Error())
 	}
 	_ = x.run.j.SetAttemptCursor(bg(ctx), x.run.id, x.node.ID, x.attempt, x.cur.Seq)
 	if err := x.run.j.EndAttempt(bg(ctx), x.run.id, x.node.ID, x.attempt, outcome, class, msg); err != nil {

@@ -80,6 +80,9 @@ func simCommand() *cli.Command {
 		Subcommands: []*cli.Command{{
 			Name:  "serve",
 			Usage: "serve the simulator until interrupted; prints its base URL",
+			Description: "The config/fault file schema, every fault kind, the admin endpoints (/sim/stats,\n" +
+				"/sim/faults, /sim/reset, /sim/outage) and examples: docs/simulator.md.\n" +
+				"To prove a graph survives disconnects in CI, `noderun chaos GRAPH` does it all (docs/ci.md).",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "addr", Value: "127.0.0.1:0", Usage: "listen address"},
 				&cli.StringFlag{Name: "faults", Usage: "YAML file of simulator settings and scripted faults"},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner"
 )
@@ -97,6 +98,7 @@ func execFlags(profileUsage string) []cli.Flag {
 		&cli.StringFlag{Name: "profile", Usage: profileUsage},
 		&cli.IntFlag{Name: "parallel", Value: 4, Usage: "nodes run at once"},
 		&cli.BoolFlag{Name: "json", Usage: "print the result as JSON on stdout"},
+		&cli.BoolFlag{Name: "sim", Usage: "run every provider on the embedded simulator (same API, no keys, no network; docs/simulator.md)"},
 	}
 }
 
@@ -110,8 +112,12 @@ func execOptions(c *cli.Context) (runner.Options, error) {
 	if err != nil {
 		return runner.Options{}, err
 	}
-	return runner.Options{Profile: c.String("profile"), Parallel: c.Int("parallel"), Logger: log,
-		Progress: progressPrinter(c.App.ErrWriter)}, nil
+	opts := runner.Options{Profile: c.String("profile"), Parallel: c.Int("parallel"), Logger: log,
+		Progress: progressPrinter(c.App.ErrWriter)}
+	if c.Bool("sim") {
+		opts.Sim = &runner.SimOptions{}
+	}
+	return opts, nil
 }
 
 // cancelCommand stops at the provider what an interrupted run left running.
@@ -193,6 +199,12 @@ func runErr(err error) error {
 
 // report prints a run's result and maps it to an exit code.
 func report(c *cli.Context, opts runner.Options, res *runner.Result, err error) error {
+	if err != nil && res != nil && errors.Is(err, diagnostics.ErrJournal) {
+		// Nothing more was sent once the journal could not record it; what
+		// it holds is intact and resumable.
+		return &exitError{exitInterrupted, fmt.Errorf("%w\nthe run is interrupted: free space on the disk that holds %s (or fix the file), then continue it: %s",
+			err, c.String("db"), resumeLine(c, res.RunID))}
+	}
 	if err != nil {
 		return &exitError{exitFailed, err}
 	}
@@ -218,17 +230,14 @@ func report(c *cli.Context, opts runner.Options, res *runner.Result, err error) 
 // waits a moment for a second one, which cancels that work now.
 func interrupted(c *cli.Context, opts runner.Options, res *runner.Result) error {
 	w := c.App.ErrWriter
-	db := ""
-	if c.IsSet("db") {
-		db = " --db " + shellQuote(c.String("db"))
-	}
+	db := dbArg(c)
 	var running []string
 	for _, n := range res.Nodes {
 		if n.Running != "" {
 			running = append(running, n.ID)
 		}
 	}
-	resumeCmd := fmt.Sprintf("noderun resume %s%s", res.RunID, db)
+	resumeCmd := resumeLine(c, res.RunID)
 	if len(running) == 0 {
 		return &exitError{exitInterrupted, fmt.Errorf("run %s interrupted; continue it with: %s", res.RunID, resumeCmd)}
 	}
@@ -261,6 +270,20 @@ func interrupted(c *cli.Context, opts runner.Options, res *runner.Result) error 
 		return &exitError{exitInterrupted, err}
 	}
 	return &exitError{exitInterrupted, errors.New("")}
+}
+
+// dbArg is the --db flag that names this journal, for a command to print;
+// empty for the default journal.
+func dbArg(c *cli.Context) string {
+	if c.IsSet("db") {
+		return " --db " + shellQuote(c.String("db"))
+	}
+	return ""
+}
+
+// resumeLine is the command that continues a run, as the operator would type it.
+func resumeLine(c *cli.Context, runID string) string {
+	return "noderun resume " + runID + dbArg(c)
 }
 
 // waitFor is how long an interrupted run waits for the signal that cancels

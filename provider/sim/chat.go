@@ -31,10 +31,26 @@ type chunkDelta struct {
 	Content *string `json:"content,omitempty"`
 }
 
+// chatUsage is the usage object with the details objects the real API
+// always sends (the official SDKs read them without a nil check).
 type chatUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens      int                `json:"prompt_tokens"`
+	CompletionTokens  int                `json:"completion_tokens"`
+	TotalTokens       int                `json:"total_tokens"`
+	PromptDetails     *promptDetails     `json:"prompt_tokens_details"`
+	CompletionDetails *completionDetails `json:"completion_tokens_details"`
+}
+
+type promptDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+	AudioTokens  int `json:"audio_tokens"`
+}
+
+type completionDetails struct {
+	ReasoningTokens          int `json:"reasoning_tokens"`
+	AudioTokens              int `json:"audio_tokens"`
+	AcceptedPredictionTokens int `json:"accepted_prediction_tokens"`
+	RejectedPredictionTokens int `json:"rejected_prediction_tokens"`
 }
 
 const fingerprint = "fp_noderun_sim"
@@ -48,6 +64,7 @@ type chatCall struct {
 	echo    string // a repeated prefix sent before the tokens (Config.ContinuationEcho)
 	p       params
 	usage   chatUsage
+	count   tokenCounter
 	// prefix and suffix of a content chunk's frame around the JSON string
 	prefix, suffix []byte
 }
@@ -60,19 +77,20 @@ func (c *chatCall) finishReason() string {
 }
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
-	n := s.stats.request(EndpointChat)
 	var req chatRequest
 	if !readJSON(w, r, &req) {
+		s.count(EndpointChat, r, nil)
 		return
 	}
+	at := s.count(EndpointChat, r, req.Metadata)
 	p, err := s.params(req.maxTokens(), req.Metadata)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), "metadata")
 		return
 	}
-	f := s.faults.match(EndpointChat, n, "")
-	s.log.Debug("sim request", "endpoint", EndpointChat, "n", n, "stream", req.Stream, "tokens", p.tokens)
-	if s.statusFault(w, f, EndpointChat) {
+	f := s.faults.match(at)
+	s.log.Debug("sim request", "endpoint", EndpointChat, "n", at.n, "node", at.node, "stream", req.Stream, "tokens", p.tokens)
+	if s.earlyFault(w, r, f, EndpointChat) {
 		return
 	}
 	cont, status, msg, param := s.continuation(&req)
@@ -83,7 +101,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	input := req.input()
 	c := &chatCall{
 		id: newID("chatcmpl-"), created: unixNow(), model: req.Model, p: p,
-		tokens: Text(req.Model, input, s.cfg.Seed, p.tokens),
+		tokens: Text(req.Model, input, s.cfg.Seed, p.tokens), count: s.stats.tokensFor(at.node),
 	}
 	prompt := countTokens(input)
 	if cont != nil {
@@ -94,10 +112,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			c.echo = cont.prefix
 		}
 	}
-	c.usage = chatUsage{PromptTokens: prompt, CompletionTokens: len(c.tokens)}
+	c.usage = chatUsage{PromptTokens: prompt, CompletionTokens: len(c.tokens),
+		PromptDetails: &promptDetails{}, CompletionDetails: &completionDetails{}}
 	c.usage.TotalTokens = c.usage.PromptTokens + c.usage.CompletionTokens
 	if !req.Stream {
-		if err := s.pace(r.Context(), p, len(c.tokens)); err != nil {
+		if err := s.pace(r.Context(), p, len(c.tokens), c.count); err != nil {
 			return
 		}
 		s.answer(w, r, EndpointChat, f, c.completion())
@@ -112,12 +131,12 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 
 // pace produces n tokens at the request's pace, counting them, for an
 // answer that is not streamed.
-func (s *Server) pace(ctx context.Context, p params, n int) error {
+func (s *Server) pace(ctx context.Context, p params, n int, count tokenCounter) error {
 	for i := range n {
 		if err := sleep(ctx, p.wait(i, false)); err != nil {
 			return err
 		}
-		s.stats.tokens.Add(1)
+		count.add()
 	}
 	return nil
 }
@@ -145,7 +164,7 @@ func (s *Server) streamChat(sw *sseWriter, c *chatCall, includeUsage bool) error
 		// A token whose frame a cut fault halves is never delivered: not
 		// counted, since a continuation generates it (once) again.
 		if !sw.cutNext {
-			s.stats.tokens.Add(1)
+			c.count.add()
 		}
 		if err := sw.send(c.contentFrame(tok)); err != nil {
 			return err
