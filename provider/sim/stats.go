@@ -158,14 +158,14 @@ func (c *counters) snapshot() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := Stats{
-		Requests:         maps.Clone(c.requests),
-		Connections:      c.connections.Load(),
-		ResponsesCreated: c.responses.Load(),
-		TokensGenerated:  c.tokens.Load(),
-		ReasoningTokens:  c.reasoning.Load(),
+		Requests:          maps.Clone(c.requests),
+		Connections:       c.connections.Load(),
+		ResponsesCreated:  c.responses.Load(),
+		TokensGenerated:   c.tokens.Load(),
+		ReasoningTokens:   c.reasoning.Load(),
 		ContinuedRequests: c.continued.Load(),
-		Faults:           maps.Clone(c.faults),
-		Nodes:            make(map[string]NodeStats, len(c.nodes)),
+		Faults:            maps.Clone(c.faults),
+		Nodes:             make(map[string]NodeStats, len(c.nodes)),
 	}
 	for name, nc := range c.nodes {
 		st.Nodes[name] = NodeStats{Requests: maps.Clone(nc.requests), TokensGenerated: nc.tokens.Load(), Events: nc.events.Load()}
