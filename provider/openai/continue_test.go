@@ -181,3 +181,48 @@ func TestSplitWhole(t *testing.T) {
 		}
 	}
 }
+
+// FuzzContinuation: whatever the answer, wherever the drop cut it (inside a
+// character too), however the server splits its chunks and whether it
+// repeats the prefix, the delivered bytes followed by what the filter emits
+// are the answer, byte for byte.
+func FuzzContinuation(f *testing.F) {
+	f.Add("Café 🚀 naïve über", uint(4), uint(3), false)
+	f.Add("Café 🚀 naïve über", uint(7), uint(1), true)
+	f.Add("日本 — crème", uint(2), uint(5), true)
+	f.Add("abc", uint(0), uint(0), false)
+	f.Fuzz(func(t *testing.T, full string, cut, split uint, echo bool) {
+		have := full[:cut%uint(len(full)+1)]
+		prefix, tail := provider.SplitWhole(have)
+		rest := full[len(prefix):]
+		if !echo && prefix != "" && strings.HasPrefix(rest, prefix) {
+			return // a continuation that repeats the whole prefix is taken for a repeat (docs/providers.md)
+		}
+		sent := rest
+		if echo {
+			sent = prefix + rest
+		}
+		at := split % uint(len(sent)+1)
+		out := have
+		c := &continuation{prefix: prefix, tail: tail, out: func(ev provider.Event) error {
+			switch ev.Kind {
+			case provider.KindDelta:
+				out += ev.Text
+			case provider.KindReset:
+				out = ""
+			}
+			return nil
+		}}
+		for _, chunk := range []string{sent[:at], sent[at:]} {
+			if err := c.emit(provider.Event{Kind: provider.KindDelta, Text: chunk, Seq: -1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.emit(provider.Event{Kind: provider.KindDone, Seq: -1}); err != nil {
+			t.Fatal(err)
+		}
+		if out != full {
+			t.Fatalf("have %q, sent %q: got %q, want %q", have, sent, out, full)
+		}
+	})
+}
