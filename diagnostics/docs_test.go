@@ -40,17 +40,24 @@ func TestDocsListEveryCode(t *testing.T) {
 	} {
 		fmt.Fprintf(&b, "| `%s` | %v | %s |\n", c.c, c.c.Transient(), c.ex)
 	}
+	// What follows the generated part (from its "## Limits" heading on) is
+	// written by hand; the packages that own each limit check it states them.
 	const path = "../docs/diagnostics.md"
-	if *update {
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	got, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("%v (regenerate with: go test ./diagnostics -update)", err)
 	}
-	if string(got) != b.String() {
+	rest := ""
+	if i := strings.Index(string(got), "\n## Limits"); i >= 0 {
+		rest = string(got[i:])
+	}
+	if *update {
+		if err := os.WriteFile(path, []byte(b.String()+rest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if string(got) != b.String()+rest {
 		t.Errorf("%s is out of date; regenerate with: go test ./diagnostics -update", path)
 	}
 }
