@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/noderun/noderun/diagnostics"
@@ -359,5 +361,37 @@ func TestGraphContinuationForms(t *testing.T) {
 	}
 	if !slices.Equal(graphContinuations, want) {
 		t.Fatalf("graph forms %v, provider forms %v", graphContinuations, want)
+	}
+}
+
+// Ctrl-C, then `noderun resume`: the interrupted chat answer is continued
+// from its journaled output, not generated again.
+func TestResumeContinuesInterruptedChatNode(t *testing.T) {
+	srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: contTokens, TokensPerSecond: 40})
+	g := contGraph(t, srv.BaseURL(), "continue_final_message", "slow", "")
+	j := openJournal(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(400*time.Millisecond, cancel)
+	res, err := Run(ctx, g, Options{Journal: j})
+	if err != nil || res.Status != journal.RunInterrupted {
+		t.Fatalf("run %v %v", res, err)
+	}
+	part, err := j.RebuildOutput(context.Background(), res.RunID, "slow", 1)
+	k := tokensIn("slow", len(part))
+	if err != nil || k <= 0 || k >= contTokens {
+		t.Fatalf("journaled %q (%d tokens, %v): want a partial answer", part, k, err)
+	}
+	res, err = Resume(context.Background(), res.RunID, nil, Options{Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := res.Nodes[0]; n.State != journal.NodeCompleted || n.Output != contAnswer("slow") {
+		t.Fatalf("resumed node %s (%v)\n got %q\nwant %q", n.State, n.Err, n.Output, contAnswer("slow"))
+	}
+	if got := doneUsage(t, j, res.RunID, "slow").OutputTokens; got != contTokens-k {
+		t.Errorf("the resumed request generated %d tokens, want %d (after the %d journaled)", got, contTokens-k, k)
+	}
+	if st := srv.Stats(); st.ContinuedRequests != 1 || st.Requests[sim.EndpointChat] != 2 {
+		t.Errorf("%d chat requests, %d continued: want 2 and 1", st.Requests[sim.EndpointChat], st.ContinuedRequests)
 	}
 }
