@@ -75,6 +75,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzGeminiInput$$' -fuzztime $(FUZZTIME) ./provider/sim/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseMatrix$$' -fuzztime $(FUZZTIME) ./runner/chaos/
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePrices$$' -fuzztime $(FUZZTIME) ./cmd/noderun/
+	$(GO) test -run '^$$' -fuzz '^FuzzContinuation$$' -fuzztime $(FUZZTIME) ./provider/openai/
 
 clean:
 	rm -rf bin demo.db demo.db-wal demo.db-shm

@@ -25,6 +25,10 @@ var (
 	IdleTimeout        = Code{"NR107", "idle_timeout", slog.LevelWarn, "no data arrived within the profile's idle window"}
 	Recovered          = Code{"NR108", "recovered", slog.LevelInfo, "the node completed after one or more recovery steps"}
 	IdleCutLearnt      = Code{"NR109", "idle_cut_learnt", slog.LevelWarn, "a stream was cut after N s of silence: an intermediary likely cuts idle streams; the node now polls sooner"}
+	ContinueScheduled  = Code{"NR110", "continue_scheduled", slog.LevelWarn, "a dropped chat stream is continued from its journaled output (continued_from bytes) as the final assistant message; nothing delivered is generated again"}
+	ContinueAccepted   = Code{"NR111", "continue_accepted", slog.LevelInfo, "the server continued the answer: it returned only the continuation, or repeated the prefix, which was stripped"}
+	ContinueRejected   = Code{"NR112", "continue_rejected", slog.LevelWarn, "the server rejected the continuation form (HTTP 400/422): continuation is off for this provider for the rest of the run; retrying from scratch"}
+	ContinueRealigned  = Code{"NR113", "continue_realigned", slog.LevelWarn, "the continuation did not start with the bytes of a character cut short; the output was rewritten from the whole-character prefix"}
 
 	Reattached       = Code{"NR201", "reattached", slog.LevelInfo, "re-attached to the response from sequence N; nothing regenerated"}
 	PollingStarted   = Code{"NR202", "polling_started", slog.LevelInfo, "the stream was silent; switched to polling the response status"}
@@ -64,6 +68,7 @@ var (
 func Codes() []Code {
 	return []Code{
 		DisconnectDetected, ReconnectScheduled, RetryStarted, RateLimitWait, ProviderError, ConnectFailed, IdleTimeout, Recovered, IdleCutLearnt,
+		ContinueScheduled, ContinueAccepted, ContinueRejected, ContinueRealigned,
 		Reattached, PollingStarted, StatusChecked, StuckCancelled, FellBackToRetry, OutputFromStatus, ResponseCreated, WorkCancelled, WorkDetached,
 		ThreadStarted, HarnessRetrying, ThreadResumed, ThreadMismatch, HarnessFailed,
 		RunStarted, RunFinished, RunInterrupted, NodeSkipped, BreakerOpen,

@@ -95,6 +95,9 @@ type Capabilities struct {
 	// IdleHandled: the adapter handles silence itself (polls instead of
 	// holding an idle stream), so the executor must not cut it for idleness.
 	IdleHandled bool
+	// Continue: a dropped stream can be continued from the output delivered
+	// so far (Continuer), regenerating nothing; the request is re-sent.
+	Continue bool
 }
 
 // Provider is a model provider adapter.

@@ -38,6 +38,8 @@ type nodeExec struct {
 	attempt    int             // current attempt number, 1-based; a retry starts a new one
 	cur        provider.Cursor // where the current attempt's work stands
 	out        strings.Builder // output of the current attempt
+	deltas     int             // delta events of the current attempt, about a token each
+	cost       recoveryCost    // what recovery re-sent and regenerated (continue.go)
 	done       bool            // terminal evidence seen
 	progressed bool            // healthy progress since the last recovery step
 	ground     resume.Ground   // how far this attempt got, against the node's earlier ones
@@ -139,7 +141,7 @@ func (x *nodeExec) succeed(ctx context.Context) string {
 	x.endAttempt(ctx, nil)
 	if x.recoveries > 0 {
 		x.diag(ctx, diagnostics.New(diagnostics.Recovered, "node completed after recovery",
-			slog.Int("recovery_steps", x.recoveries), slog.Int("attempts", x.attempt)))
+			append([]slog.Attr{slog.Int("recovery_steps", x.recoveries), slog.Int("attempts", x.attempt)}, x.cost.total()...)...))
 	}
 	return x.out.String()
 }
@@ -209,6 +211,11 @@ func (x *nodeExec) act(ctx context.Context, action resume.Action) error {
 		return x.withWatchdog(ctx, func(ctx context.Context, emit provider.Emit) error {
 			return x.prov.(provider.Resumer).Resume(ctx, x.req, x.cur, emit)
 		})
+	case resume.ActContinue:
+		x.resumes++
+		return x.withWatchdog(ctx, func(ctx context.Context, emit provider.Emit) error {
+			return x.prov.(provider.Continuer).Continue(ctx, x.req, x.out.String(), emit)
+		})
 	default:
 		x.checked = false
 		x.wasSent, x.dispatched = x.dispatched, true // undone by noteFailure if it provably never left
@@ -277,6 +284,7 @@ func (x *nodeExec) record(ctx context.Context) provider.Emit {
 		case provider.KindDelta:
 			x.usage.streamed++
 			x.out.WriteString(ev.Text)
+			x.deltas++
 			x.advance(int64(len(ev.Text)))
 			return x.chunks.add(rec, ev.Text)
 		case provider.KindReasoning:
@@ -425,8 +433,9 @@ func (x *nodeExec) noteFailure(ctx context.Context, action resume.Action, ce *di
 		x.dispatched = x.wasSent // this request never left
 	}
 	x.last = ce
-	if action == resume.ActCheck || ce.Class == diagnostics.ClassStuck || ce.Class == diagnostics.ClassCanceled {
-		return // reported by the status check, the adapter, or fail
+	if action == resume.ActCheck || ce.Class == diagnostics.ClassStuck || ce.Class == diagnostics.ClassCanceled ||
+		errors.Is(ce, provider.ErrContinueRejected) {
+		return // reported by the status check, the adapter, fail, or the retry (NR112)
 	}
 	code := diagnostics.DetectedCode(ce.Class)
 	switch {
@@ -499,6 +508,8 @@ func (x *nodeExec) input(ce *diagnostics.Error) resume.Input {
 		Class:            ce.Class,
 		CanResume:        caps.Resume && x.cur.Ref != "",
 		CanCheck:         caps.Check && x.cur.Ref != "",
+		CanContinue:      caps.Continue && x.out.Len() > 0,
+		ContinueRejected: errors.Is(ce, provider.ErrContinueRejected),
 		Checked:          x.checked,
 		Dispatched:       x.dispatched,
 		SideEffects:      x.side,
@@ -539,6 +550,8 @@ func (x *nodeExec) announce(ctx context.Context, d resume.Decision, ce *diagnost
 		return // check reports its own result
 	case resume.ActResume:
 		line = fmt.Sprintf("reconnecting %d/%d in %s (%s)", x.resumes+1, x.prof.Reconnects, delay.Round(time.Millisecond), ce.Class)
+	case resume.ActContinue:
+		line = fmt.Sprintf("continuing from byte %d, %d/%d in %s (%s)", x.out.Len(), x.resumes+1, x.prof.Reconnects, delay.Round(time.Millisecond), ce.Class)
 	case resume.ActRetry:
 		line = fmt.Sprintf("retrying %d/%d in %s (%s)", x.total-x.retries+1, x.total, delay.Round(time.Millisecond), ce.Class)
 	}
@@ -546,9 +559,10 @@ func (x *nodeExec) announce(ctx context.Context, d resume.Decision, ce *diagnost
 	if d.Action == resume.ActRetry {
 		left-- // this retry is taken from the budget
 	}
-	x.diag(ctx, diagnostics.New(d.Code, line, slog.String("class", string(ce.Class)), slog.Duration("delay", delay),
+	attrs := []slog.Attr{slog.String("class", string(ce.Class)), slog.Duration("delay", delay),
 		slog.Int("backoff_step", x.backoffN-1), // the delay was drawn from [0, base*factor^step]
-		slog.Int("retries_left", left), slog.Int("reconnects_left", x.prof.Reconnects-x.resumes)))
+		slog.Int("retries_left", left), slog.Int("reconnects_left", x.prof.Reconnects-x.resumes)}
+	x.diag(ctx, diagnostics.New(d.Code, line, append(attrs, x.cost.step(d.Action, x.out.Len(), x.deltas)...)...))
 	x.run.progress(x.node.ID, line)
 }
 
@@ -646,6 +660,7 @@ func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) e
 	x.cur = provider.Cursor{Seq: -1}
 	x.ground.Restart()
 	x.out.Reset()
+	x.deltas = 0
 	x.done = false
 	x.usage = attemptUsage{}
 	x.run.progress(x.node.ID, "streaming")

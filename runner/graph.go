@@ -66,6 +66,9 @@ type ProviderSpec struct {
 	Model string
 	// API (sim): SimAPIChat or SimAPIResponses; set to SimAPIChat when omitted.
 	API string
+	// Continuation (openai, sim chat): the server's form for continuing a
+	// partial answer (provider.Continuation); empty means none.
+	Continuation string
 	// Harness (harness): a built-in descriptor name, or a descriptor file.
 	// Command (harness): the binary. A Harness or Command value that contains
 	// a path separator is made absolute against the graph file's directory;

@@ -33,6 +33,8 @@ var (
 	graphReasoningLevel = []string{"none", "minimal", "low", "medium", "high"}
 	graphSideEffects    = []string{string(SideNone), string(SideIdempotent), string(SideUnsafe)}
 	graphSimAPIs        = []string{SimAPIChat, SimAPIResponses}
+	// graphContinuations are provider.Continuations().
+	graphContinuations = []string{"none", "prefix", "continue_final_message", "assistant_last"}
 	// graphProviderFields lists, for each provider field, the kinds it is
 	// valid for; nil means every kind.
 	graphProviderFields = map[string][]string{
@@ -48,6 +50,9 @@ var (
 		"env":         {ProviderKindHarness},
 		"workdir":     {ProviderKindHarness},
 		"state_dir":   {ProviderKindHarness},
+		// continuation (openai, sim with api: chat): how the server continues
+		// a partial answer (provider.Continuation).
+		"continuation": {ProviderKindOpenAI, ProviderKindSim},
 	}
 )
 
@@ -624,6 +629,13 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 				}
 				spec.WorkDir = p.resolvePath(w)
 			}
+		case "continuation":
+			if c, ok := p.str(s, f); ok {
+				if !slices.Contains(graphContinuations, c) {
+					p.report(s, f.val.Line, name, "continuation must be one of %s, not %s", strings.Join(graphContinuations, ", "), graphQuote(c))
+				}
+				spec.Continuation = c
+			}
 		case "state_dir":
 			if d, ok := p.str(s, f); ok {
 				if strings.TrimSpace(d) == "" {
@@ -635,6 +647,9 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 	}
 	if spec.Kind == ProviderKindSim && spec.API == "" {
 		spec.API = SimAPIChat
+	}
+	if spec.API == SimAPIResponses && spec.Continuation != "" && spec.Continuation != "none" {
+		p.report(s, spec.Line, "continuation", "continuation is for chat servers; a Responses API stream is re-attached by id instead")
 	}
 	return spec
 }

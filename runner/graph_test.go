@@ -57,9 +57,12 @@ func TestParseGraphRejects(t *testing.T) {
 		// providers
 		{"unknown kind", "name: t\nproviders:\n  p: {kind: anthropic}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": unknown kind "anthropic" (want one of sim, openai, responses, harness)`},
 		{"missing kind", "name: t\nproviders:\n  p: {model: x}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": missing kind`},
+		{"unknown continuation", "name: t\nproviders:\n  p: {kind: openai, model: m, continuation: prefill}\nnodes:\n  - {id: a, prompt: x}\n", 3, `continuation must be one of none, prefix, continue_final_message, assistant_last, not "prefill"`},
+		{"continuation of a harness", "name: t\nproviders:\n  p: {kind: harness, continuation: prefix}\nnodes:\n  - {id: a, prompt: x}\n", 3, `field "continuation" is not valid for kind "harness"`},
+		{"continuation of a sim responses", "name: t\nproviders:\n  p: {kind: sim, api: responses, continuation: prefix}\nnodes:\n  - {id: a, prompt: x}\n", 3, "continuation is for chat servers"},
 		{"null provider", "name: t\nproviders:\n  p:\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": missing kind`},
 		{"misspelt kind", "name: t\nproviders:\n  p: {knd: sim}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": unknown field "knd" (did you mean "kind"?)`},
-		{"unknown provider field", "name: t\nproviders:\n  p: {kind: sim, colour: red}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": unknown field "colour" (known fields: api, kind, model, sim)`},
+		{"unknown provider field", "name: t\nproviders:\n  p: {kind: sim, colour: red}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": unknown field "colour" (known fields: api, continuation, kind, model, sim)`},
 		{"sim on openai", "name: t\nproviders:\n  p:\n    kind: openai\n    model: m\n    sim: {}\nnodes:\n  - {id: a, prompt: x}\n", 6, `provider "p": field "sim" is not valid for kind "openai" (it is for sim)`},
 		{"base_url on sim", "name: t\nproviders:\n  p: {kind: sim, base_url: 'http://x'}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": field "base_url" is not valid for kind "sim" (it is for openai, responses)`},
 		{"command on openai", "name: t\nproviders:\n  p: {kind: openai, model: m, command: codex}\nnodes:\n  - {id: a, prompt: x}\n", 3, `field "command" is not valid for kind "openai" (it is for harness)`},
@@ -267,6 +270,7 @@ providers:
     base_url: http://127.0.0.1:8080/v1
     api_key_env: MY_KEY
     model: gpt-x
+    continuation: continue_final_message
   bg:
     kind: responses
     model: gpt-y
@@ -332,7 +336,8 @@ nodes:
 		t.Errorf("local.Sim: %+v", local.Sim)
 	}
 	remote := g.Providers["remote"]
-	if remote.Kind != ProviderKindOpenAI || remote.BaseURL != "http://127.0.0.1:8080/v1" || remote.APIKeyEnv != "MY_KEY" || remote.API != "" {
+	if remote.Kind != ProviderKindOpenAI || remote.BaseURL != "http://127.0.0.1:8080/v1" || remote.APIKeyEnv != "MY_KEY" || remote.API != "" ||
+		remote.Continuation != "continue_final_message" {
 		t.Errorf("remote: %+v", remote)
 	}
 	agent := g.Providers["agent"]
@@ -346,7 +351,7 @@ nodes:
 	}
 
 	plan := g.Node("plan")
-	if plan == nil || plan.Line != 30 || plan.Provider != "local" || plan.Model != "sim-1" || plan.System != "You plan." ||
+	if plan == nil || plan.Line != 31 || plan.Provider != "local" || plan.Model != "sim-1" || plan.System != "You plan." ||
 		plan.ReasoningEffort != "high" || plan.MaxOutputTokens != 400 || plan.Retries == nil || *plan.Retries != 0 ||
 		plan.SideEffects != SideNone || len(plan.Needs) != 0 {
 		t.Errorf("plan: %+v", plan)

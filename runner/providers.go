@@ -232,7 +232,7 @@ func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, l
 			}
 			bp.p = p
 		case ProviderKindOpenAI:
-			bp.p = openai.New(openai.Config{BaseURL: baseURL, APIKey: key})
+			bp.p = openai.New(openai.Config{BaseURL: baseURL, APIKey: key, Continuation: provider.Continuation(spec.Continuation)})
 		case ProviderKindResponses:
 			p, err := responses.New(responses.Config{BaseURL: baseURL, APIKey: key, Logger: log})
 			if err != nil {

@@ -156,6 +156,7 @@ func (r *runState) entryFor(ctx context.Context, n *Node, force bool) (*entry, r
 		Class:       diagnostics.ClassDisconnect,
 		CanResume:   caps.Resume && last.Ref != "",
 		CanCheck:    caps.Check && last.Ref != "",
+		CanContinue: caps.Continue && e.out != "", // a chat answer continues from its journaled output
 		Dispatched:  true,
 		SideEffects: resume.SideEffects(n.SideEffects),
 		ResumesLeft: r.prof.Reconnects,
