@@ -72,8 +72,8 @@ func CheckEnvironment(g *Graph, opts *Options) error {
 		var err error
 		if opts.Sim == nil { // a simulated run needs no keys
 			_, _, err = endpoint(spec, getenv)
-		} else if spec.Kind == ProviderKindHarness && spec.Harness != "" && spec.Harness != "codex" {
-			err = fmt.Errorf("harness %q cannot be pointed at the simulator: only the Codex descriptor says how", spec.Harness)
+		} else if spec.Kind == ProviderKindHarness && spec.Harness != "" && !slices.Contains(simulatedHarnesses, spec.Harness) {
+			err = fmt.Errorf("harness %q cannot be pointed at the simulator: only the built-in %v can", spec.Harness, simulatedHarnesses)
 		}
 		if err == nil && spec.Kind == ProviderKindHarness {
 			var p *harness.Provider
