@@ -213,6 +213,7 @@ func (x *nodeExec) act(ctx context.Context, action resume.Action) error {
 		})
 	case resume.ActContinue:
 		x.resumes++
+		x.usage.reattach() // a continue keeps what was streamed, as a re-attach does
 		return x.withWatchdog(ctx, func(ctx context.Context, emit provider.Emit) error {
 			return x.prov.(provider.Continuer).Continue(ctx, x.req, x.out.String(), emit)
 		})
