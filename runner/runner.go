@@ -1,4 +1,4 @@
-// Package runner runs goal graphs: it validates graph files, schedules nodes
+// Package runner runs goal graphs (package graph): it schedules nodes
 // in dependency order, and executes each node with the recovery loop that
 // makes a dropped stream a recoverable event rather than a failed node.
 package runner

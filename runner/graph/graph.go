@@ -1,4 +1,4 @@
-package runner
+package graph
 
 import (
 	"container/heap"
@@ -11,7 +11,7 @@ import (
 )
 
 // Graph is a validated goal graph, as read from a YAML file. A *Graph
-// returned by LoadGraph or ParseGraph is acyclic, every need names a defined
+// returned by Load or Parse is acyclic, every need names a defined
 // node, every node names a defined provider, and every prompt template refers
 // only to the outputs of the node's needs. It is not modified after parsing
 // and is safe for concurrent use.
@@ -23,7 +23,7 @@ type Graph struct {
 	// ProfilesPath is the profiles file, made absolute against the graph
 	// file's directory ("" when the file sets none).
 	ProfilesPath string
-	// Path is the graph file as given to LoadGraph or ParseGraph.
+	// Path is the graph file as given to Load or Parse.
 	Path string
 	// Source is the file's text and Hash its sha256, in hex.
 	Source []byte
@@ -130,15 +130,15 @@ type Node struct {
 	systemTmpl *template.Template
 }
 
-// LoadGraph reads and validates a graph file. A file that cannot be read is
-// a plain error; a file that is not a valid graph is a *GraphError listing
+// Load reads and validates a graph file. A file that cannot be read is
+// a plain error; a file that is not a valid graph is an *Error listing
 // every problem found.
-func LoadGraph(path string) (*Graph, error) {
+func Load(path string) (*Graph, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("graph: %w", err)
 	}
-	return ParseGraph(path, src)
+	return Parse(path, src)
 }
 
 // Node returns the node with the given id, or nil.
@@ -212,9 +212,9 @@ func (h *graphIntHeap) Pop() any {
 	return x
 }
 
-// GraphError is a graph file that is not valid: every problem found, in line
+// Error is a graph file that is not valid: every problem found, in line
 // order.
-type GraphError struct {
+type Error struct {
 	Path     string
 	Problems []Problem
 }
@@ -240,7 +240,7 @@ func (p Problem) String() string {
 }
 
 // Error lists every problem, one per line, as "path:line: message".
-func (e *GraphError) Error() string {
+func (e *Error) Error() string {
 	path := e.Path
 	if path == "" {
 		path = "<graph>"

@@ -1,4 +1,4 @@
-package runner
+package graph
 
 import (
 	"bytes"
@@ -54,10 +54,10 @@ var (
 // graphMergeBudget bounds the work merge keys (<<) can cause in one file.
 const graphMergeBudget = 10000
 
-// ParseGraph parses and validates a graph file's text. path is used in
+// Parse parses and validates a graph file's text. path is used in
 // messages and to resolve relative paths in the file; it is not read. Every
-// problem found is returned in one *GraphError.
-func ParseGraph(path string, src []byte) (*Graph, error) {
+// problem found is returned in one *Error.
+func Parse(path string, src []byte) (*Graph, error) {
 	sum := sha256.Sum256(src)
 	g := &Graph{
 		Path:      path,
@@ -71,11 +71,11 @@ func ParseGraph(path string, src []byte) (*Graph, error) {
 	}
 	if len(p.problems) > 0 {
 		sort.SliceStable(p.problems, func(i, j int) bool { return p.problems[i].Line < p.problems[j].Line })
-		return nil, &GraphError{Path: path, Problems: p.problems}
+		return nil, &Error{Path: path, Problems: p.problems}
 	}
 	g.index()
 	if len(g.order) != len(g.Nodes) { // cannot happen: cycles are problems
-		return nil, &GraphError{Path: path, Problems: []Problem{{Msg: "internal error: graph has a cycle"}}}
+		return nil, &Error{Path: path, Problems: []Problem{{Msg: "internal error: graph has a cycle"}}}
 	}
 	return g, nil
 }

@@ -1,4 +1,4 @@
-package runner
+package graph
 
 import (
 	"errors"
@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// FuzzParseGraph feeds ParseGraph untrusted text: it must never panic, a
-// rejection is a *GraphError whose every line names the file, and an accepted
+// FuzzParseGraph feeds Parse untrusted text: it must never panic, a
+// rejection is a *Error whose every line names the file, and an accepted
 // graph is acyclic with every need and provider defined.
 func FuzzParseGraph(f *testing.F) {
 	for _, pattern := range []string{"*.yaml", "valid/*.yaml", "invalid/*.yaml"} {
@@ -35,9 +35,9 @@ func FuzzParseGraph(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
-		g, err := ParseGraph("f.yaml", src)
+		g, err := Parse("f.yaml", src)
 		if err != nil {
-			var ge *GraphError
+			var ge *Error
 			if !errors.As(err, &ge) {
 				t.Fatalf("error is %T: %v", err, err)
 			}
@@ -45,7 +45,7 @@ func FuzzParseGraph(f *testing.F) {
 				t.Fatal("graph returned with an error")
 			}
 			if len(ge.Problems) == 0 {
-				t.Fatal("GraphError without problems")
+				t.Fatal("Error without problems")
 			}
 			for _, p := range ge.Problems {
 				if p.Line < 0 || p.Msg == "" {
