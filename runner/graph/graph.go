@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"text/template"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -28,6 +29,10 @@ type Graph struct {
 	// Source is the file's text and Hash its sha256, in hex.
 	Source []byte
 	Hash   string
+	// Inputs are the values a run takes (`noderun run --input name=value`),
+	// in file order; InputsLine is where `inputs:` is (0 when absent).
+	Inputs     []*Input
+	InputsLine int
 	// Providers by name.
 	Providers map[string]*ProviderSpec
 	// Nodes in file order.
@@ -53,7 +58,7 @@ const (
 )
 
 // ProviderSpec is one entry of a graph's providers mapping. Only the fields
-// valid for its Kind can be set (see the package's graph file format).
+// valid for its Kind can be set (see ProviderFields and docs/graph.md).
 type ProviderSpec struct {
 	Name string
 	// Kind is one of the ProviderKind constants.
@@ -123,6 +128,14 @@ type Node struct {
 	// SideEffects is as set, or when omitted SideUnsafe for harness
 	// providers and SideNone otherwise.
 	SideEffects SideEffects
+	// Timeout bounds the node's wall time, recovery included (0: none).
+	Timeout time.Duration
+	// ContinueOnFailure: when the node fails, its dependents still run; they
+	// see an empty output and `failed "id"` true. The run still fails.
+	ContinueOnFailure bool
+	// Env is added to the environment of the node's harness process, over
+	// the provider's Env (harness providers only).
+	Env map[string]string
 	// Line is where the node's entry starts in the file.
 	Line int
 

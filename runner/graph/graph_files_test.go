@@ -26,13 +26,20 @@ func TestGraphFilesValid(t *testing.T) {
 				t.Fatal(err)
 			}
 			graphCheckInvariants(t, g)
+			given := map[string]string{}
+			for _, in := range g.Inputs {
+				if in.Required {
+					given[in.Name] = "value of " + in.Name
+				}
+			}
+			inputs, err := g.ResolveInputs(given)
+			if err != nil {
+				t.Fatal(err)
+			}
 			outs := map[string]string{}
 			for _, id := range g.Order() {
 				n := g.Node(id)
-				if _, err := n.RenderSystem(outs); err != nil {
-					t.Errorf("%s: %v", id, err)
-				}
-				p, err := n.RenderPrompt(outs)
+				_, p, err := n.Render(Values{Outputs: outs, Inputs: inputs})
 				if err != nil {
 					t.Errorf("%s: %v", id, err)
 				}

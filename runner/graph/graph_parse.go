@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -25,39 +26,42 @@ var (
 	graphDigitsPattern  = regexp.MustCompile(`^[-+]?[0-9_]+$`)
 )
 
-// Field names, for unknown-field messages and suggestions.
+// Field names, for unknown-field messages and suggestions (fields.go).
 var (
-	graphRootFields     = []string{"name", "profile", "profiles", "providers", "nodes"}
-	graphNodeFields     = []string{"id", "needs", "provider", "model", "system", "prompt", "reasoning_effort", "max_output_tokens", "retries", "side_effects"}
-	graphProviderKinds  = []string{ProviderKindSim, ProviderKindOpenAI, ProviderKindResponses, ProviderKindHarness}
-	graphReasoningLevel = []string{"none", "minimal", "low", "medium", "high"}
-	graphSideEffects    = []string{string(SideNone), string(SideIdempotent), string(SideUnsafe)}
-	graphSimAPIs        = []string{SimAPIChat, SimAPIResponses}
+	graphRootFields  = fieldNames(GraphFields)
+	graphNodeFields  = fieldNames(NodeFields)
+	graphInputFields = fieldNames(InputFields)
 	// graphProviderFields lists, for each provider field, the kinds it is
 	// valid for; nil means every kind.
-	graphProviderFields = map[string][]string{
-		"kind":        nil,
-		"model":       nil,
-		"base_url":    {ProviderKindOpenAI, ProviderKindResponses},
-		"api_key_env": {ProviderKindOpenAI, ProviderKindResponses},
-		"api":         {ProviderKindSim},
-		"sim":         {ProviderKindSim},
-		"harness":     {ProviderKindHarness},
-		"command":     {ProviderKindHarness},
-		"args":        {ProviderKindHarness},
-		"env":         {ProviderKindHarness},
-		"workdir":     {ProviderKindHarness},
-		"state_dir":   {ProviderKindHarness},
-	}
+	graphProviderFields = func() map[string][]string {
+		m := make(map[string][]string, len(ProviderFields))
+		for _, f := range ProviderFields {
+			m[f.Name] = f.Kinds
+		}
+		return m
+	}()
 )
 
 // graphMergeBudget bounds the work merge keys (<<) can cause in one file.
 const graphMergeBudget = 10000
 
+// Options change how a graph file is read.
+type Options struct {
+	// Kinds are provider kinds beyond the built-in ones, as registered with
+	// the runner (runner.Options.Kinds). A provider of such a kind may set
+	// only kind and model.
+	Kinds []string
+}
+
 // Parse parses and validates a graph file's text. path is used in
 // messages and to resolve relative paths in the file; it is not read. Every
 // problem found is returned in one *Error.
 func Parse(path string, src []byte) (*Graph, error) {
+	return ParseWith(path, src, Options{})
+}
+
+// ParseWith is Parse with options.
+func ParseWith(path string, src []byte, opts Options) (*Graph, error) {
 	sum := sha256.Sum256(src)
 	g := &Graph{
 		Path:      path,
@@ -65,7 +69,8 @@ func Parse(path string, src []byte) (*Graph, error) {
 		Hash:      hex.EncodeToString(sum[:]),
 		Providers: map[string]*ProviderSpec{},
 	}
-	p := &graphParser{dir: filepath.Dir(path), mergeBudget: graphMergeBudget}
+	p := &graphParser{dir: filepath.Dir(path), mergeBudget: graphMergeBudget, inputs: map[string]*Input{},
+		kinds: append(slices.Clone(graphProviderKinds), opts.Kinds...)}
 	if root := p.document(src); root != nil {
 		p.graph(g, root)
 	}
@@ -87,6 +92,8 @@ type graphParser struct {
 	// mergeReported: the merge budget's exhaustion is reported once.
 	mergeReported bool
 	nodes         []*graphParsedNode
+	inputs        map[string]*Input // declared, by name, for template checks
+	kinds         []string          // provider kinds known
 }
 
 // graphParsedNode is a node with what the checks across nodes need.
@@ -348,6 +355,18 @@ func (p *graphParser) integer(s graphScope, f graphPair) (int, bool) {
 	return n, true
 }
 
+// boolean reads true or false.
+func (p *graphParser) boolean(s graphScope, f graphPair) (bool, bool) {
+	v := graphResolve(f.val)
+	if v == nil || v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" {
+		p.report(s, f.val.Line, f.key.Value, "%s must be true or false", f.key.Value)
+		return false, false
+	}
+	var b bool
+	_ = v.Decode(&b)
+	return b, true
+}
+
 // strList reads a list of strings, with the line of each entry.
 func (p *graphParser) strList(s graphScope, f graphPair) ([]string, []int, bool) {
 	v := graphResolve(f.val)
@@ -461,6 +480,10 @@ func (p *graphParser) graph(g *Graph, root *yaml.Node) {
 		}
 	}
 
+	if f, ok := fields["inputs"]; ok {
+		p.inputsBlock(g, f)
+	}
+
 	if f, ok := fields["providers"]; ok {
 		switch v := graphResolve(f.val); {
 		case v != nil && graphIsNull(v):
@@ -521,7 +544,7 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 	}
 	v := graphResolve(val)
 	if v == nil || graphIsNull(v) {
-		p.report(s, key.Line, "kind", "missing kind (one of %s)", strings.Join(graphProviderKinds, ", "))
+		p.report(s, key.Line, "kind", "missing kind (one of %s)", strings.Join(p.kinds, ", "))
 		return spec
 	}
 	if v.Kind != yaml.MappingNode {
@@ -535,21 +558,21 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 			kindLine = f.key.Line
 			if k, ok := p.str(s, f); ok {
 				spec.Kind = k
-				if !slices.Contains(graphProviderKinds, k) {
-					p.report(s, f.val.Line, "kind", "unknown kind %s (want one of %s)", graphQuote(k), strings.Join(graphProviderKinds, ", "))
+				if !slices.Contains(p.kinds, k) {
+					p.report(s, f.val.Line, "kind", "unknown kind %s (want one of %s)", graphQuote(k), strings.Join(p.kinds, ", "))
 				}
 			}
 		}
 	}
-	kindKnown := slices.Contains(graphProviderKinds, spec.Kind)
-	if spec.Kind == "" && !graphMisspelt(fields, "kind", graphProviderFieldsFor("")) {
-		p.report(s, kindLine, "kind", "missing kind (one of %s)", strings.Join(graphProviderKinds, ", "))
+	kindKnown := slices.Contains(p.kinds, spec.Kind)
+	if spec.Kind == "" && !graphMisspelt(fields, "kind", p.providerFieldsFor("")) {
+		p.report(s, kindLine, "kind", "missing kind (one of %s)", strings.Join(p.kinds, ", "))
 	}
 	for _, f := range fields {
 		name := f.key.Value
 		kinds, known := graphProviderFields[name]
 		if !known {
-			p.unknownField(s, f.key, graphProviderFieldsFor(spec.Kind))
+			p.unknownField(s, f.key, p.providerFieldsFor(spec.Kind))
 			continue
 		}
 		if kinds != nil && kindKnown && !slices.Contains(kinds, spec.Kind) {
@@ -650,10 +673,10 @@ func graphMisspelt(fields []graphPair, want string, known []string) bool {
 	return false
 }
 
-// graphProviderFieldsFor lists the fields valid for a provider kind (all of
+// providerFieldsFor lists the fields valid for a provider kind (all of
 // them when the kind is unknown), sorted.
-func graphProviderFieldsFor(kind string) []string {
-	known := slices.Contains(graphProviderKinds, kind)
+func (p *graphParser) providerFieldsFor(kind string) []string {
+	known := slices.Contains(p.kinds, kind)
 	var out []string
 	for f, kinds := range graphProviderFields {
 		if kinds == nil || !known || slices.Contains(kinds, kind) {
@@ -803,6 +826,35 @@ func (p *graphParser) node(g *Graph, idx int, item *yaml.Node) {
 		n.SideEffects = SideUnsafe
 	} else {
 		n.SideEffects = SideNone
+	}
+
+	// timeout, continue_on_failure, env
+	if f, ok := byName["timeout"]; ok {
+		if v, ok := p.str(s, f); ok {
+			d, err := time.ParseDuration(v)
+			switch {
+			case err != nil:
+				p.report(s, f.val.Line, "timeout", "timeout must be a duration like 90s, 20m or 1h30m, not %s", graphQuote(v))
+			case d <= 0:
+				p.report(s, f.val.Line, "timeout", "timeout must be > 0 (omit it for no timeout)")
+			}
+			n.Timeout = d
+		}
+	}
+	if f, ok := byName["continue_on_failure"]; ok {
+		n.ContinueOnFailure, _ = p.boolean(s, f)
+	}
+	if f, ok := byName["env"]; ok {
+		env, _ := p.strMap(s, f)
+		for _, k := range graphSortedKeys(env) {
+			if !graphEnvNamePattern.MatchString(k) {
+				p.report(s, f.val.Line, "env", "env: %s is not a valid environment variable name", graphQuote(k))
+			}
+		}
+		if spec != nil && spec.Kind != ProviderKindHarness && len(env) > 0 {
+			p.report(s, f.key.Line, "env", "env is only for nodes of harness providers (provider %s is %s)", graphQuote(spec.Name), spec.Kind)
+		}
+		n.Env = env
 	}
 
 	// system and prompt templates

@@ -38,7 +38,7 @@ func TestParseGraphRejects(t *testing.T) {
 		{"merge of a scalar", graphHead + "  - {id: a, prompt: x, <<: 3}\n", 5, "merge key (<<) must merge a mapping"},
 
 		// top level
-		{"unknown top field", "name: t\ndescr: x\nproviders:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n", 2, `unknown field "descr" (known fields: name, profile, profiles, providers, nodes)`},
+		{"unknown top field", "name: t\ndescr: x\nproviders:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n", 2, `unknown field "descr" (known fields: name, profile, profiles, inputs, providers, nodes)`},
 		{"misspelt name", "nmae: t\nproviders:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n", 1, `unknown field "nmae" (did you mean "name"?)`},
 		{"duplicate top field", "name: t\nname: u\nproviders:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n", 2, `field "name" appears twice (first at line 1)`},
 		{"missing name", "providers:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n", 1, "missing name"},
@@ -144,8 +144,8 @@ func TestParseGraphRejects(t *testing.T) {
 		{"piped output", graphTwo("  - {id: b, needs: [a], prompt: '{{ \"a\" | output }}'}\n"), 6, `output takes one node id in quotes`},
 		{"output without id", graphTwo("  - {id: b, needs: [a], prompt: '{{ output }}'}\n"), 6, `output takes one node id in quotes`},
 		{"output as a value", graphTwo("  - {id: b, needs: [a], prompt: '{{ printf \"%s\" output }}'}\n"), 6, `output must be called with a node id in quotes`},
-		{"unknown data field", graphHead + "  - {id: a, prompt: '{{ .Output.a }}'}\n", 5, `prompt: unknown field .Output (a template can use .Outputs.<id> and output "id")`},
-		{"unknown root field", graphHead + "  - {id: a, prompt: '{{ with \"s\" }}{{ $.Inputs }}{{ end }}'}\n", 5, "unknown field .Inputs"},
+		{"unknown data field", graphHead + "  - {id: a, prompt: '{{ .Output.a }}'}\n", 5, `prompt: unknown field .Output (a template can use .Outputs.<id>, output "id", .Inputs.<name>, input "name" and failed "id")`},
+		{"unknown root field", graphHead + "  - {id: a, prompt: '{{ with \"s\" }}{{ $.Inptus }}{{ end }}'}\n", 5, "unknown field .Inptus"},
 		{"undefined template", graphHead + "  - {id: a, prompt: '{{ template \"nope\" . }}'}\n", 5, `prompt: template "nope" is not defined`},
 	}
 	for _, tc := range cases {
