@@ -41,6 +41,9 @@ const (
 	// with no progress, or one the provider reports cancelled or no longer
 	// knows; it cannot be resumed, only cancelled and retried.
 	ClassStuck Class = "stuck"
+	// ClassTimeout: the node's own timeout (its wall time, recovery
+	// included) passed; it is not retried.
+	ClassTimeout Class = "node_timeout"
 )
 
 // Transient reports whether an error of this class may go away on its own.

@@ -54,6 +54,7 @@ var (
 	DeadlineExceeded    = Code{"NR904", "deadline_exceeded", slog.LevelError, "the profile's recovery deadline passed"}
 	UnsafeReplayRefused = Code{"NR905", "unsafe_replay_refused", slog.LevelError, "the request may have had side effects; not replayed"}
 	NodeCanceled        = Code{"NR906", "node_canceled", slog.LevelWarn, "the node was canceled"}
+	NodeTimeout         = Code{"NR907", "node_timeout", slog.LevelError, "the node's timeout (its wall time, recovery included) passed; it is not retried"}
 )
 
 // Codes lists every code, in order, for docs and lookups.
@@ -63,7 +64,7 @@ func Codes() []Code {
 		Reattached, PollingStarted, StatusChecked, StuckCancelled, FellBackToRetry, OutputFromStatus, ResponseCreated, WorkCancelled, WorkDetached,
 		ThreadStarted, HarnessRetrying, ThreadResumed, ThreadMismatch, HarnessFailed,
 		RunStarted, RunFinished, RunInterrupted, NodeSkipped, BreakerOpen,
-		NodeFailed, DeterministicError, BudgetExhausted, DeadlineExceeded, UnsafeReplayRefused, NodeCanceled,
+		NodeFailed, DeterministicError, BudgetExhausted, DeadlineExceeded, UnsafeReplayRefused, NodeCanceled, NodeTimeout,
 	}
 }
 
@@ -102,6 +103,8 @@ func DetectedCode(c Class) Code {
 		return DeterministicError
 	case ClassCanceled:
 		return NodeCanceled
+	case ClassTimeout:
+		return NodeTimeout
 	}
 	return DisconnectDetected
 }

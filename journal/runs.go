@@ -72,7 +72,7 @@ type Run struct {
 	GraphHash string // hex SHA-256 of GraphText; CreateRun computes it if empty
 	// Inputs are the values of the graph's inputs the run was started with
 	// (file inputs hold the file's content), which a resume reuses; nil when none.
-	Inputs map[string]string
+	Inputs    map[string]string
 	Profile   string
 	Status    RunStatus
 	Started   time.Time

@@ -108,7 +108,7 @@ func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 		}
 		x.announce(ctx, d, ce, delay)
 		if err := sleep(ctx, delay); err != nil {
-			ce := diagnostics.Classify(err)
+			ce := x.classify(ctx, err)
 			return "", x.fail(ctx, resume.Decide(resume.Input{Class: ce.Class}), ce)
 		}
 		if d.Action == resume.ActRetry {
@@ -138,6 +138,13 @@ func (x *nodeExec) classify(ctx context.Context, err error) *diagnostics.Error {
 	ce := diagnostics.Classify(err)
 	if ce.Class == diagnostics.ClassCanceled && ctx.Err() == nil {
 		ce = &diagnostics.Error{Class: diagnostics.ClassDisconnect, Err: err} // our own idle watchdog
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, ErrNodeTimeout) { // the node's own timeout, not an interruption
+		during := "while streaming"
+		if !x.recovering.IsZero() {
+			during = fmt.Sprintf("during recovery (last: %s)", x.last.Class)
+		}
+		ce = &diagnostics.Error{Class: diagnostics.ClassTimeout, Err: fmt.Errorf("%w %s after %d bytes of output", cause, during, x.out.Len())}
 	}
 	return ce
 }
@@ -242,6 +249,7 @@ func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 			}
 		case provider.KindDelta:
 			x.out.WriteString(ev.Text)
+			x.run.onProg.data(x.node.ID, x.out.Len(), 0, false)
 			x.advance(int64(len(ev.Text)))
 			return x.chunks.add(rec, ev.Text)
 		case provider.KindReasoning:
@@ -266,6 +274,7 @@ func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 			x.done, x.ended = true, true
 			if ev.Usage != nil {
 				rec.Payload = jsonBytes(ev.Usage)
+				x.run.onProg.data(x.node.ID, x.out.Len(), ev.Usage.OutputTokens, true)
 			}
 		default:
 			return fmt.Errorf("adapter emitted unknown event kind %q", ev.Kind)
@@ -388,7 +397,7 @@ func (x *nodeExec) noteFailure(ctx context.Context, action resume.Action, ce *di
 		x.dispatched = x.wasSent // this request never left
 	}
 	x.last = ce
-	if action == resume.ActCheck || ce.Class == diagnostics.ClassStuck || ce.Class == diagnostics.ClassCanceled {
+	if action == resume.ActCheck || ce.Class == diagnostics.ClassStuck || ce.Class == diagnostics.ClassCanceled || ce.Class == diagnostics.ClassTimeout {
 		return // reported by the status check, the adapter, or fail
 	}
 	code := diagnostics.DetectedCode(ce.Class)
@@ -612,6 +621,7 @@ func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) {
 		n = x.attempt + 1
 	}
 	x.attempt = n
+	x.run.onProg.attempt(x.node.ID, n)
 }
 
 func (x *nodeExec) endAttempt(ctx context.Context, ce *diagnostics.Error) {

@@ -23,7 +23,8 @@ func runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "run a goal graph",
 		ArgsUsage: "GRAPH.yaml",
-		Flags:     execFlags("recovery profile (overrides the graph's)"),
+		Flags: append(execFlags("recovery profile (overrides the graph's)"),
+			&cli.GenericFlag{Name: "input", Value: &inputFlag{}, Usage: "a value of the graph's inputs: name=value, or name=@FILE for a file's content (repeatable)"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return usageErr(errors.New("run: give exactly one graph file"))
@@ -36,7 +37,13 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return usageErr(err)
 			}
+			if opts.Inputs, err = inputsOf(c, g); err != nil {
+				return usageErr(err)
+			}
 			// Everything that can be wrong with the input is found before the journal is touched.
+			if _, err := g.ResolveInputs(opts.Inputs); err != nil {
+				return usageErr(err)
+			}
 			if err := errors.Join(runner.Check(g, &opts), runner.CheckEnvironment(g, &opts)); err != nil {
 				return usageErr(err)
 			}
