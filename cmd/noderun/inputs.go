@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -54,4 +55,22 @@ func inputsOf(c *cli.Context, g *runner.Graph) (map[string]string, error) {
 		out[name] = val
 	}
 	return out, nil
+}
+
+// schemaCommand prints the JSON Schema of graph files.
+func schemaCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "schema",
+		Usage: "print the JSON Schema of graph files (for editors: docs/graph.md)",
+		Description: "Editors that use the YAML language server check and complete graph files that start with\n" +
+			"  # yaml-language-server: $schema=PATH-OR-URL-OF-THE-SCHEMA\n" +
+			"Save this output (or use docs/graph.schema.json) and point the comment at it.",
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 0 {
+				return usageErr(errors.New("schema: takes no arguments"))
+			}
+			_, err := c.App.Writer.Write(graph.Schema())
+			return err
+		},
+	}
 }

@@ -159,3 +159,12 @@ func runOf(t *testing.T, db, id string) journal.Run {
 	}
 	return r
 }
+
+// noderun schema prints the schema in docs/graph.schema.json.
+func TestSchemaCommand(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "schema")
+	want, err := os.ReadFile("../../docs/graph.schema.json")
+	if code != exitOK || err != nil || stdout != string(want) {
+		t.Fatalf("exit %d, %v; stdout is %d bytes, docs/graph.schema.json %d\n%s", code, err, len(stdout), len(want), stderr)
+	}
+}
