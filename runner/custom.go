@@ -67,3 +67,7 @@ func buildCustom(g *Graph, spec *ProviderSpec, f ProviderFunc) (builtProvider, e
 	}
 	return builtProvider{p: p, model: spec.Model}, nil
 }
+
+// KindNames lists the kinds registered in kinds, sorted: what graph.Options
+// needs to parse or build a graph that uses them.
+func KindNames(kinds map[string]ProviderFunc) []string { return kindNames(kinds) }
