@@ -131,7 +131,9 @@ func ykv(m *yaml.Node, k string, v *yaml.Node) {
 // yscalar is a string that reads back as the same string (quoted when YAML
 // would take it for a number, a boolean or null).
 func yscalar(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
-func yint(i int) *yaml.Node      { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(i)} }
+func yint(i int) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(i)}
+}
 func ybool(b bool) *yaml.Node {
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(b)}
 }
