@@ -39,11 +39,11 @@ func sortedNames(fs []graph.Field) []string {
 }
 
 func TestProfileFieldsMatchPackageProfile(t *testing.T) {
-	if got, want := sortedNames(graph.ProfileFields), yamlTags(reflect.TypeFor[profile.Profile]()); !slices.Equal(got, want) {
-		t.Errorf("graph.ProfileFields %v, profile.Profile %v", got, want)
+	if got, want := sortedNames(graph.BlockFields("profile")), yamlTags(reflect.TypeFor[profile.Profile]()); !slices.Equal(got, want) {
+		t.Errorf("graph block profile: %v, profile.Profile %v", got, want)
 	}
-	if got, want := sortedNames(graph.BackoffFields), yamlTags(reflect.TypeFor[profile.Backoff]()); !slices.Equal(got, want) {
-		t.Errorf("graph.BackoffFields %v, profile.Backoff %v", got, want)
+	if got, want := sortedNames(graph.BlockFields("backoff")), yamlTags(reflect.TypeFor[profile.Backoff]()); !slices.Equal(got, want) {
+		t.Errorf("graph block backoff: %v, profile.Backoff %v", got, want)
 	}
 	def := profile.Builtins()["default"]
 	want := map[string]string{
@@ -53,12 +53,12 @@ func TestProfileFieldsMatchPackageProfile(t *testing.T) {
 		"poll_interval": def.PollInterval.D().String(), "stuck_after": def.StuckAfter.D().String(), "max_retry_after": def.MaxRetryAfter.D().String(),
 		"breaker": strconv.Itoa(def.Breaker), "breaker_cooldown": def.BreakerCooldown.D().String(),
 	}
-	for _, f := range graph.ProfileFields {
+	for _, f := range graph.BlockFields("profile") {
 		if f.Default != want[f.Name] {
 			t.Errorf("profile field %s: documented default %q, the default profile has %q", f.Name, f.Default, want[f.Name])
 		}
 	}
-	for _, f := range graph.BackoffFields {
+	for _, f := range graph.BlockFields("backoff") {
 		w := map[string]string{"base": def.Backoff.Base.D().String(), "factor": strconv.FormatFloat(def.Backoff.Factor, 'g', -1, 64), "cap": def.Backoff.Cap.D().String()}[f.Name]
 		if f.Default != w {
 			t.Errorf("backoff field %s: documented default %q, the default profile has %q", f.Name, f.Default, w)
@@ -67,7 +67,7 @@ func TestProfileFieldsMatchPackageProfile(t *testing.T) {
 	// Every documented example is a value the profiles parser takes.
 	var b strings.Builder
 	b.WriteString("example:\n")
-	for _, f := range graph.ProfileFields {
+	for _, f := range graph.BlockFields("profile") {
 		b.WriteString("  " + f.Name + ": " + f.Example + "\n")
 	}
 	if _, err := profile.Parse("example.yaml", []byte(b.String())); err != nil {
@@ -83,16 +83,16 @@ func TestSimFieldsMatchPackageSim(t *testing.T) {
 	}
 	known := strings.Split(m[1], ", ")
 	slices.Sort(known)
-	if got := sortedNames(graph.SimFields); !slices.Equal(got, known) {
-		t.Errorf("graph.SimFields %v, package sim %v", got, known)
+	if got := sortedNames(graph.BlockFields("simulator")); !slices.Equal(got, known) {
+		t.Errorf("graph block simulator: %v, package sim %v", got, known)
 	}
-	for _, f := range graph.SimFields {
+	for _, f := range graph.BlockFields("simulator") {
 		if _, err := sim.ParseConfig([]byte(f.Name + ": " + f.Example + "\n")); err != nil {
 			t.Errorf("sim field %s: the documented example does not parse: %v", f.Name, err)
 		}
 	}
-	if got, want := sortedNames(graph.FaultFields), yamlTags(reflect.TypeFor[sim.Fault]()); !slices.Equal(got, want) {
-		t.Errorf("graph.FaultFields %v, sim.Fault %v", got, want)
+	if got, want := sortedNames(graph.BlockFields("fault")), yamlTags(reflect.TypeFor[sim.Fault]()); !slices.Equal(got, want) {
+		t.Errorf("graph block fault: %v, sim.Fault %v", got, want)
 	}
 	var schema struct {
 		Defs struct {
@@ -112,7 +112,7 @@ func TestSimFieldsMatchPackageSim(t *testing.T) {
 		t.Errorf("the schema's fault kinds %v, package sim's %v", enum, kinds)
 	}
 	for _, k := range kinds {
-		if !strings.Contains(graph.FaultFields[0].Doc, string(k)) || !slices.Contains(enum, string(k)) {
+		if !strings.Contains(graph.BlockFields("fault")[0].Doc, string(k)) || !slices.Contains(enum, string(k)) {
 			t.Errorf("fault kind %q is missing from the fault block's doc or the schema", k)
 		}
 	}

@@ -1,6 +1,25 @@
 // Package runner runs goal graphs (package graph): it schedules nodes
 // in dependency order, and executes each node with the recovery loop that
 // makes a dropped stream a recoverable event rather than a failed node.
+//
+// # Embedding
+//
+// A program runs a graph in four steps: get a *graph.Graph (graph.Load of a
+// file, the language of docs/graph.md, or graph.Build of one made in code),
+// open a journal (journal.Open), call Run, read the Result. Everything the
+// run does is in the journal, and Resume continues a run that did not
+// finish, with the inputs it started with.
+//
+// A program adds its own providers by kind name (Options.Kinds): anything
+// that implements provider.Provider, and optionally provider.Resumer,
+// provider.Checker and provider.Canceler, gets the same recovery loop as the
+// built-in adapters, as long as it reports a stream that ended without
+// terminal evidence as diagnostics.ErrDisconnected (see the example).
+// Options.OnProgress receives every state change, the bytes and tokens
+// streamed, and every recovery step with its diagnostic code.
+//
+// Graph, Node, LoadGraph, ParseGraph and the other graph names here are
+// aliases of package graph's, kept for existing callers.
 package runner
 
 import (

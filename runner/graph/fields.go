@@ -1,5 +1,7 @@
 package graph
 
+import "slices"
+
 // The field tables below are the one description of the graph language: the
 // parser takes its field names (and, for providers, the kinds each field is
 // valid for) from them, Schema turns them into the JSON Schema of graph
@@ -82,8 +84,8 @@ func toAny(vals []string) []any {
 	return out
 }
 
-// GraphFields are the top-level fields of a graph file.
-var GraphFields = []Field{
+// fieldsGraph are the top-level fields of a graph file.
+var fieldsGraph = []Field{
 	{Name: "name", Type: "string", Required: true, Doc: "The graph's name, shown in `noderun status` and journaled with every run.",
 		Example: "research", schema: sNonEmpty()},
 	{Name: "profile", Type: "string", Default: "default", Doc: "The recovery profile: `default`, `ci`, `patient`, or one from the `profiles` file. `noderun run --profile` overrides it.",
@@ -111,8 +113,8 @@ const (
 	InputFile = "file"
 )
 
-// InputFields are the fields of one entry of `inputs:`.
-var InputFields = []Field{
+// fieldsInput are the fields of one entry of `inputs:`.
+var fieldsInput = []Field{
 	{Name: "description", Type: "string", Doc: "What the input is for; shown when it is missing.",
 		Example: "The question to research", schema: sString()},
 	{Name: "type", Type: "string", Default: "string", Doc: "One of string, int, bool, file. A file input's value is a path; templates read the file's content.",
@@ -123,8 +125,8 @@ var InputFields = []Field{
 		Example: "true", schema: sBool()},
 }
 
-// ProviderFields are the fields of one entry of `providers:`.
-var ProviderFields = []Field{
+// fieldsProvider are the fields of one entry of `providers:`.
+var fieldsProvider = []Field{
 	{Name: "kind", Type: "string", Required: true, Doc: "sim (the embedded simulator), openai (Chat Completions), responses (the Responses API in background mode) or harness (an agent CLI).",
 		Example: "responses", schema: sEnum(graphProviderKinds)},
 	{Name: "model", Type: "string", Default: "none (sim: `sim`)", Doc: "The default model of the provider's nodes; openai and responses nodes need one here or on the node.",
@@ -151,8 +153,8 @@ var ProviderFields = []Field{
 		Example: ".noderun-state", Kinds: []string{ProviderKindHarness}, schema: sNonEmpty()},
 }
 
-// NodeFields are the fields of one entry of `nodes:`.
-var NodeFields = []Field{
+// fieldsNode are the fields of one entry of `nodes:`.
+var fieldsNode = []Field{
 	{Name: "id", Type: "string", Required: true, Doc: "The node's id: letters, digits, `_` and `-`, unique in the graph.",
 		Example: "plan", schema: map[string]any{"type": "string", "pattern": `^[A-Za-z0-9_-]+$`}},
 	{Name: "needs", Type: "list of node ids", Doc: "The nodes that must complete first; their outputs are what the templates may read.",
@@ -181,9 +183,9 @@ var NodeFields = []Field{
 		Example: "{CODEX_PROFILE: review}", schema: sEnv()},
 }
 
-// SimFields are the fields of a sim provider's `sim:` block (package
+// fieldsSim are the fields of a sim provider's `sim:` block (package
 // provider/sim decodes it; a test checks this table against it).
-var SimFields = []Field{
+var fieldsSim = []Field{
 	{Name: "seed", Type: "whole number", Default: "0", Doc: "Seeds the generated text: the same seed and prompt give the same output.", Example: "7", schema: map[string]any{"type": "integer"}},
 	{Name: "tokens", Type: "whole number >= 0", Default: "64", Doc: "Output tokens when the request sets no max_output_tokens.", Example: "200", schema: sInt(0)},
 	{Name: "tokens_per_second", Type: "number >= 0", Default: "0 (as fast as possible)", Doc: "The pace of the stream.", Example: "800", schema: map[string]any{"type": "number", "minimum": 0}},
@@ -194,8 +196,8 @@ var SimFields = []Field{
 		schema: map[string]any{"type": "array", "items": sRef("fault")}},
 }
 
-// FaultFields are the fields of one entry of a sim block's `faults:`.
-var FaultFields = []Field{
+// fieldsFault are the fields of one entry of a sim block's `faults:`.
+var fieldsFault = []Field{
 	{Name: "kind", Type: "string", Required: true, Doc: "close, reset, cut, silence, status, queued or refuse (see `go doc ./provider/sim FaultKind`).", Example: "cut", schema: sEnum(graphFaultKinds)},
 	{Name: "endpoint", Type: "string", Default: "any", Doc: "chat, responses.create, responses.get, responses.stream, responses.cancel, models, messages, gemini.stream or gemini.generate.", Example: "responses.create", schema: sString()},
 	{Name: "requests", Type: "list of whole numbers", Default: "every request", Doc: "1-based request numbers, counted per endpoint (connections, for refuse).", Example: "[1, 3]", schema: map[string]any{"type": "array", "items": map[string]any{"type": "integer", "minimum": 1}}},
@@ -207,9 +209,9 @@ var FaultFields = []Field{
 	{Name: "retry_after", Type: "string", Doc: "The Retry-After header of a status fault (seconds or an HTTP date).", Example: `"2"`, schema: map[string]any{"type": []any{"string", "integer"}}},
 }
 
-// ProfileFields are the fields of one profile in a profiles file (package
+// fieldsProfile are the fields of one profile in a profiles file (package
 // profile decodes it; a test checks this table and its defaults against it).
-var ProfileFields = []Field{
+var fieldsProfile = []Field{
 	{Name: "retries", Type: "whole number >= 0", Default: "3", Doc: "The per-node budget of requests sent again from scratch.", Example: "5"},
 	{Name: "reconnects", Type: "whole number >= 0", Default: "8", Doc: "Re-attaches and thread resumes in a row without progress (they regenerate nothing and do not spend retries).", Example: "30"},
 	{Name: "backoff", Type: "backoff block", Default: "{base: 1s, factor: 2, cap: 30s}", Doc: "The delay before each recovery step: full jitter in [0, min(cap, base × factor^step)].", Example: "{base: 2s, factor: 2, cap: 2m}"},
@@ -223,25 +225,47 @@ var ProfileFields = []Field{
 	{Name: "breaker_cooldown", Type: "duration", Default: "5s", Doc: "How long an open circuit waits before one probe.", Example: "30s"},
 }
 
-// BackoffFields are the fields of a profile's backoff.
-var BackoffFields = []Field{
+// fieldsBackoff are the fields of a profile's backoff.
+var fieldsBackoff = []Field{
 	{Name: "base", Type: "duration", Default: "1s", Doc: "The ceiling of the first delay.", Example: "2s"},
 	{Name: "factor", Type: "number >= 1", Default: "2", Doc: "The ceiling's growth per step.", Example: "2"},
 	{Name: "cap", Type: "duration", Default: "30s", Doc: "The largest ceiling.", Example: "2m"},
 }
 
 // Blocks lists every block of the language, in the order docs/graph.md
-// documents them.
+// documents them. The result is a copy: changing it changes nothing else.
 func Blocks() []Block {
+	bs := blocks()
+	for i := range bs {
+		bs[i].Fields = slices.Clone(bs[i].Fields)
+		for j := range bs[i].Fields {
+			bs[i].Fields[j].Kinds = slices.Clone(bs[i].Fields[j].Kinds)
+			bs[i].Fields[j].schema = nil
+		}
+	}
+	return bs
+}
+
+// BlockFields returns the fields of the named block (see Blocks), or nil.
+func BlockFields(name string) []Field {
+	for _, b := range Blocks() {
+		if b.Name == name {
+			return b.Fields
+		}
+	}
+	return nil
+}
+
+func blocks() []Block {
 	return []Block{
-		{Name: "graph", Where: "the top level of a graph file", Fields: GraphFields},
-		{Name: "input", Where: "each entry of `inputs:`, keyed by the input's name (letters, digits, `_`)", Fields: InputFields},
-		{Name: "provider", Where: "each entry of `providers:`, keyed by the provider's name", Fields: ProviderFields},
-		{Name: "node", Where: "each entry of `nodes:`", Fields: NodeFields},
-		{Name: "simulator", Where: "the `sim:` field of a provider of kind sim", Fields: SimFields},
-		{Name: "fault", Where: "each entry of a simulator block's `faults:`", Fields: FaultFields},
-		{Name: "profile", Where: "each entry of a profiles file (`profiles:`), keyed by the profile's name; a built-in name overrides only the fields given, a new name starts from `default`", Fields: ProfileFields},
-		{Name: "backoff", Where: "the `backoff:` field of a profile", Fields: BackoffFields},
+		{Name: "graph", Where: "the top level of a graph file", Fields: fieldsGraph},
+		{Name: "input", Where: "each entry of `inputs:`, keyed by the input's name (letters, digits, `_`)", Fields: fieldsInput},
+		{Name: "provider", Where: "each entry of `providers:`, keyed by the provider's name", Fields: fieldsProvider},
+		{Name: "node", Where: "each entry of `nodes:`", Fields: fieldsNode},
+		{Name: "simulator", Where: "the `sim:` field of a provider of kind sim", Fields: fieldsSim},
+		{Name: "fault", Where: "each entry of a simulator block's `faults:`", Fields: fieldsFault},
+		{Name: "profile", Where: "each entry of a profiles file (`profiles:`), keyed by the profile's name; a built-in name overrides only the fields given, a new name starts from `default`", Fields: fieldsProfile},
+		{Name: "backoff", Where: "the `backoff:` field of a profile", Fields: fieldsBackoff},
 	}
 }
 

@@ -58,7 +58,7 @@ const (
 )
 
 // ProviderSpec is one entry of a graph's providers mapping. Only the fields
-// valid for its Kind can be set (see ProviderFields and docs/graph.md).
+// valid for its Kind can be set (see fieldsProvider and docs/graph.md).
 type ProviderSpec struct {
 	Name string
 	// Kind is one of the ProviderKind constants.

@@ -28,14 +28,14 @@ var (
 
 // Field names, for unknown-field messages and suggestions (fields.go).
 var (
-	graphRootFields  = fieldNames(GraphFields)
-	graphNodeFields  = fieldNames(NodeFields)
-	graphInputFields = fieldNames(InputFields)
+	graphRootFields  = fieldNames(fieldsGraph)
+	graphNodeFields  = fieldNames(fieldsNode)
+	graphInputFields = fieldNames(fieldsInput)
 	// graphProviderFields lists, for each provider field, the kinds it is
 	// valid for; nil means every kind.
 	graphProviderFields = func() map[string][]string {
-		m := make(map[string][]string, len(ProviderFields))
-		for _, f := range ProviderFields {
+		m := make(map[string][]string, len(fieldsProvider))
+		for _, f := range fieldsProvider {
 			m[f.Name] = f.Kinds
 		}
 		return m

@@ -22,7 +22,7 @@ func Schema() []byte {
 	for _, k := range graphProviderKinds {
 		kinds[k] = nil
 	}
-	for _, f := range ProviderFields {
+	for _, f := range fieldsProvider {
 		for _, k := range graphProviderKinds {
 			if f.Kinds == nil || slices.Contains(f.Kinds, k) {
 				kinds[k] = append(kinds[k], f.Name)
@@ -36,21 +36,21 @@ func Schema() []byte {
 			"then": map[string]any{"propertyNames": map[string]any{"enum": toAny(kinds[k])}},
 		})
 	}
-	provider := object("A model endpoint or agent harness.", ProviderFields)
+	provider := object("A model endpoint or agent harness.", fieldsProvider)
 	provider["allOf"] = perKind
-	input := object("A value a run takes: `noderun run --input name=value`.", InputFields)
+	input := object("A value a run takes: `noderun run --input name=value`.", fieldsInput)
 	// A required input has no default.
 	input["not"] = map[string]any{"properties": map[string]any{"required": map[string]any{"const": true}}, "required": []any{"required", "default"}}
-	s := object("A noderun goal graph: docs/graph.md.", GraphFields)
+	s := object("A noderun goal graph: docs/graph.md.", fieldsGraph)
 	s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
 	s["$id"] = SchemaID
 	s["title"] = "noderun goal graph"
 	s["$defs"] = map[string]any{
 		"input":    map[string]any{"anyOf": []any{map[string]any{"type": "null"}, input}},
 		"provider": provider,
-		"node":     object("One model call or agent turn.", NodeFields),
-		"sim":      object("The embedded simulator: how it generates and fails.", SimFields),
-		"fault":    object("A scripted failure of the simulator.", FaultFields),
+		"node":     object("One model call or agent turn.", fieldsNode),
+		"sim":      object("The embedded simulator: how it generates and fails.", fieldsSim),
+		"fault":    object("A scripted failure of the simulator.", fieldsFault),
 	}
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {

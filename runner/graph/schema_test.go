@@ -108,7 +108,7 @@ func TestSchemaAgainstTestdata(t *testing.T) {
 }
 
 // The schema's closed blocks list exactly the parser's fields, and the
-// kind-specific provider fields exactly ProviderFields' kinds.
+// kind-specific provider fields exactly fieldsProvider' kinds.
 func TestSchemaCoversEveryField(t *testing.T) {
 	var s map[string]any
 	if err := json.Unmarshal(Schema(), &s); err != nil {
@@ -127,8 +127,8 @@ func TestSchemaCoversEveryField(t *testing.T) {
 		block  any
 		fields []Field
 	}{
-		{s, GraphFields}, {defs["node"], NodeFields}, {defs["provider"], ProviderFields},
-		{defs["input"].(map[string]any)["anyOf"].([]any)[1], InputFields}, {defs["sim"], SimFields}, {defs["fault"], FaultFields},
+		{s, fieldsGraph}, {defs["node"], fieldsNode}, {defs["provider"], fieldsProvider},
+		{defs["input"].(map[string]any)["anyOf"].([]any)[1], fieldsInput}, {defs["sim"], fieldsSim}, {defs["fault"], fieldsFault},
 	} {
 		want := fieldNames(c.fields)
 		slices.Sort(want)
@@ -136,7 +136,7 @@ func TestSchemaCoversEveryField(t *testing.T) {
 			t.Errorf("schema block has %v, want %v", got, want)
 		}
 	}
-	if !slices.Equal(graphRootFields, fieldNames(GraphFields)) || !slices.Equal(graphNodeFields, fieldNames(NodeFields)) {
+	if !slices.Equal(graphRootFields, fieldNames(fieldsGraph)) || !slices.Equal(graphNodeFields, fieldNames(fieldsNode)) {
 		t.Error("the parser's field lists are not the tables'")
 	}
 }
@@ -187,7 +187,7 @@ func TestEveryFieldFileSetsEveryField(t *testing.T) {
 		}
 	}
 	walk(&doc)
-	for _, fs := range [][]Field{GraphFields, InputFields, ProviderFields, NodeFields} {
+	for _, fs := range [][]Field{fieldsGraph, fieldsInput, fieldsProvider, fieldsNode} {
 		for _, f := range fs {
 			if !keys[f.Name] {
 				t.Errorf("every-field.yaml does not set %q", f.Name)
