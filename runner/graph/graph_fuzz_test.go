@@ -28,6 +28,9 @@ func FuzzParseGraph(f *testing.F) {
 		graphHead + "  - {id: a, prompt: x}\n  - {id: b, needs: [a], prompt: '{{ output \"a\" }}{{ .Outputs.a }}{{ index .Outputs \"a\" }}'}\n",
 		graphHead + "  - &n {id: a, prompt: x}\n  - {<<: *n, id: b}\n  - {<<: [*n, *n], id: c}\n",
 		"name: &a [*a]\n",
+		"name: t\ninputs:\n  goal: {description: x}\n  n: {type: int, default: 2}\n  f: {type: file, required: false}\n" +
+			"providers:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: '{{ input \"goal\" }}{{ .Inputs.n }}', timeout: 1m, continue_on_failure: true}\n" +
+			"  - {id: b, needs: [a], prompt: '{{ if failed \"a\" }}x{{ end }}'}\n",
 		"a: &a\n  b: *a\nname: t\nnodes: *a\n",
 		graphHead + "  - {id: a, prompt: '{{ define \"t\" }}{{ template \"t\" . }}{{ end }}x'}\n",
 		graphHead + "  - {id: a, prompt: '{{ with $x := 1 }}{{ $.Outputs }}{{ end }}'}\n",
@@ -60,6 +63,11 @@ func FuzzParseGraph(f *testing.F) {
 			return
 		}
 		graphCheckInvariants(t, g)
+		// What parses can be rebuilt from its fields (graphs made in code and
+		// journaled as YAML take that path).
+		if _, err := Build(g, Options{}); err != nil {
+			t.Fatalf("an accepted graph does not rebuild: %v", err)
+		}
 		outs := map[string]string{}
 		for _, id := range g.Order() {
 			outs[id] = "out-" + id
