@@ -168,3 +168,37 @@ func TestSchemaCommand(t *testing.T) {
 		t.Fatalf("exit %d, %v; stdout is %d bytes, docs/graph.schema.json %d\n%s", code, err, len(stdout), len(want), stderr)
 	}
 }
+
+// continue_on_failure: the graph finishes, the dependent runs, and the exit
+// code is 1 because a node failed.
+func TestContinueOnFailureExit1(t *testing.T) {
+	dir := t.TempDir()
+	graph := filepath.Join(dir, "g.yaml")
+	src := `name: optional
+profile: ci
+providers:
+  chat:
+    kind: sim
+    sim:
+      tokens: 20
+      faults: [{endpoint: chat, requests: [1], kind: status, status: 400}]
+nodes:
+  - {id: lint, prompt: lint it, continue_on_failure: true}
+  - {id: report, needs: [lint], prompt: '{{ if failed "lint" }}without lint{{ else }}{{ output "lint" }}{{ end }}'}
+`
+	if err := os.WriteFile(graph, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "j.db")
+	code, stdout, stderr := runCLI(t, "run", "--db", db, graph)
+	if code != exitFailed {
+		t.Fatalf("exit %d, want 1\n%s\n%s", code, stdout, stderr)
+	}
+	run, outs := nodeOutputs(t, db)
+	if run.Status != journal.RunFailed || len(outs) != 1 || outs["report"] == "" {
+		t.Fatalf("run %s, completed %v", run.Status, outs)
+	}
+	if !strings.Contains(stdout, "lint    failed") || !strings.Contains(stdout, "report  completed") {
+		t.Errorf("result table:\n%s", stdout)
+	}
+}
