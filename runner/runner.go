@@ -65,7 +65,7 @@ type Options struct {
 	OnProgress func(Progress)
 	// Inputs are the values given for the graph's inputs (name to value, as
 	// on the command line); Run resolves them (graph.ResolveInputs) and
-	// journals the result, which Resume reuses.
+	// journals the result, which Resume reuses (Resume ignores this field).
 	Inputs map[string]string
 	// Kinds registers provider kinds beyond the built-in ones: a graph's
 	// provider whose kind is a key here is built by its function. Parse such
