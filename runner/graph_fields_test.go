@@ -94,6 +94,12 @@ func TestSimFieldsMatchPackageSim(t *testing.T) {
 	if got, want := sortedNames(graph.BlockFields("fault")), yamlTags(reflect.TypeFor[sim.Fault]()); !slices.Equal(got, want) {
 		t.Errorf("graph block fault: %v, sim.Fault %v", got, want)
 	}
+	for _, e := range []string{sim.EndpointChat, sim.EndpointResponsesCreate, sim.EndpointResponsesGet, sim.EndpointResponsesStream,
+		sim.EndpointResponsesCancel, sim.EndpointModels, sim.EndpointMessages, sim.EndpointGeminiStream, sim.EndpointGeminiGenerate} {
+		if !strings.Contains(graph.BlockFields("fault")[1].Doc, e) {
+			t.Errorf("the fault block's endpoint doc lacks %q", e)
+		}
+	}
 	var schema struct {
 		Defs struct {
 			Fault struct {
