@@ -222,7 +222,7 @@ func TestOnProgress(t *testing.T) {
 	if err != nil || res.Status != journal.RunCompleted {
 		t.Fatalf("run: %v %v", res, err)
 	}
-	var states, steps []string
+	var states, steps, attempts []string
 	maxBytes := 0
 	for _, p := range got {
 		if p.Node != "a" {
@@ -235,10 +235,14 @@ func TestOnProgress(t *testing.T) {
 			maxBytes = max(maxBytes, p.Bytes)
 		default:
 			states = append(states, p.State)
+			attempts = append(attempts, fmt.Sprint(p.Attempt))
 		}
 	}
 	if want := []string{"streaming", "recovering", "streaming", "done"}; !slices.Equal(states, want) {
 		t.Errorf("states %v, want %v", states, want)
+	}
+	if want := []string{"1", "1", "2", "2"}; !slices.Equal(attempts, want) {
+		t.Errorf("attempts %v, want %v", attempts, want)
 	}
 	if !slices.Contains(steps, "NR101 disconnect_detected") || !slices.Contains(steps, "NR103 retry_started") || !slices.Contains(steps, "NR108 recovered") {
 		t.Errorf("steps %v lack the disconnect, the retry or the recovery", steps)

@@ -89,6 +89,9 @@ func (s *progressSink) state(id, text string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.node(id)
+	if state == "streaming" { // a new attempt starts (its number is confirmed by attempt)
+		n.attempt, n.bytes, n.tokens = n.attempt+1, 0, 0
+	}
 	s.send(id, n, Progress{State: state, Text: text})
 }
 
