@@ -14,8 +14,11 @@ export NODERUN_GEMINI ?= $(GEMINI)
 
 .PHONY: build demo test tools bench lint fuzz clean
 
+# The commit goes in by -X too: --version prints it even where the go command stamps no VCS info.
+COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/noderun
+	$(GO) build -ldflags "-X main.buildCommit=$(COMMIT)" -o $(BIN) ./cmd/noderun
 
 # The demo drops streams on purpose and shows noderun recovering them.
 demo: build
@@ -23,14 +26,22 @@ demo: build
 	@echo
 	@echo "recovery steps, as journaled:"
 	@./$(BIN) events last --db demo.db --kind diagnostic | grep -E 'NR1|NR2' || true
+	@echo
+	@./$(BIN) diagnose last --db demo.db
 
-# Tests run the real Codex CLI, Claude Code, Gemini CLI and nginx; `tools` installs what is missing.
+# Tests run the real Codex CLI, Claude Code, Gemini CLI, nginx and xmllint (JUnit schema checks); `tools` installs what is missing.
 test: tools
 	$(GO) test -race -count=1 ./...
 
 tools: $(CODEX) $(CLAUDE) $(GEMINI)
 	@command -v nginx >/dev/null 2>&1 || ls /usr/sbin/nginx >/dev/null 2>&1 || \
 		{ echo "installing nginx-light (gateway tests)"; (apt-get update -qq && apt-get install -y -qq nginx-light) >/dev/null; }
+	@command -v xmllint >/dev/null 2>&1 || \
+		{ echo "installing libxml2-utils (xmllint: JUnit schema checks)"; (apt-get update -qq && apt-get install -y -qq libxml2-utils) >/dev/null; }
+	@command -v tmux >/dev/null 2>&1 || \
+		{ echo "installing tmux (live view test)"; (apt-get update -qq && apt-get install -y -qq tmux) >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 || \
+		{ echo "installing chromium (run report test)"; (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null; }
 
 # The agent CLIs, pinned, in one install (npm would otherwise re-resolve the others).
 # Claude Code's native binary comes as the npm package @anthropic-ai/claude-code-linux-x64.
@@ -54,12 +65,16 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseGraph$$' -fuzztime $(FUZZTIME) ./runner/graph/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./profile/
 	$(GO) test -run '^$$' -fuzz '^FuzzSSE$$' -fuzztime $(FUZZTIME) ./provider/sse/
+	$(GO) test -run '^$$' -fuzz '^FuzzChatStream$$' -fuzztime $(FUZZTIME) ./provider/openai/
+	$(GO) test -run '^$$' -fuzz '^FuzzString$$' -fuzztime $(FUZZTIME) ./internal/redact/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEvent$$' -fuzztime $(FUZZTIME) ./provider/harness/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./provider/sim/
 	$(GO) test -run '^$$' -fuzz '^FuzzChatInput$$' -fuzztime $(FUZZTIME) ./provider/sim/
 	$(GO) test -run '^$$' -fuzz '^FuzzResponsesInput$$' -fuzztime $(FUZZTIME) ./provider/sim/
 	$(GO) test -run '^$$' -fuzz '^FuzzMessagesInput$$' -fuzztime $(FUZZTIME) ./provider/sim/
 	$(GO) test -run '^$$' -fuzz '^FuzzGeminiInput$$' -fuzztime $(FUZZTIME) ./provider/sim/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseMatrix$$' -fuzztime $(FUZZTIME) ./runner/chaos/
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePrices$$' -fuzztime $(FUZZTIME) ./cmd/noderun/
 
 clean:
 	rm -rf bin demo.db demo.db-wal demo.db-shm

@@ -4,6 +4,7 @@ package diagnostics
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +42,18 @@ const (
 	// with no progress, or one the provider reports cancelled or no longer
 	// knows; it cannot be resumed, only cancelled and retried.
 	ClassStuck Class = "stuck"
+	// ClassProtocol: the server's answer is not the protocol: a 200 that is
+	// not an event stream, an event that is not JSON, a redirect elsewhere.
+	// Sending the request again would get the same answer.
+	ClassProtocol Class = "protocol"
+	// ClassLimit: an input or an answer exceeded one of noderun's documented
+	// bounds (a graph file, a rendered prompt, one stream event), which keep
+	// memory bounded whatever a file or a server holds.
+	ClassLimit Class = "limit_exceeded"
+	// ClassJournal: the journal cannot record (disk full, read-only, I/O
+	// error). The node stops at once: no provider work the journal cannot
+	// record. Resumable work is left resumable.
+	ClassJournal Class = "journal_unavailable"
 	// ClassTimeout: the node's own timeout (its wall time, recovery
 	// included) passed; it is not retried.
 	ClassTimeout Class = "node_timeout"
@@ -63,6 +76,12 @@ var (
 	ErrIdleTimeout = errors.New("stream idle timeout")
 	// ErrStuck is the error of work the provider holds without progress.
 	ErrStuck = errors.New("response made no progress")
+	// ErrProtocol is the error of an answer that is not the protocol.
+	ErrProtocol = errors.New("protocol violation")
+	// ErrLimit is the error of an input or answer past a documented bound.
+	ErrLimit = errors.New("limit exceeded")
+	// ErrJournal is the error of a journal that cannot record.
+	ErrJournal = errors.New("journal unavailable")
 )
 
 // Error is a classified error. Adapters return it when they know better than
@@ -121,6 +140,12 @@ func Classify(err error) *Error {
 		out.Class = ClassCanceled
 	case errors.Is(err, ErrStuck):
 		out.Class = ClassStuck
+	case errors.Is(err, ErrJournal):
+		out.Class = ClassJournal
+	case errors.Is(err, ErrLimit):
+		out.Class = ClassLimit
+	case errors.Is(err, ErrProtocol):
+		out.Class = ClassProtocol
 	case errors.Is(err, ErrIdleTimeout), errors.Is(err, context.DeadlineExceeded):
 		out.Class = ClassDisconnect
 	case errors.As(err, &apiErr) && apiErr.HTTPStatusCode != 0:
@@ -132,6 +157,8 @@ func Classify(err error) *Error {
 	case errors.As(err, &reqErr) && reqErr.HTTPStatusCode != 0:
 		out.Status = reqErr.HTTPStatusCode
 		out.Class = FromStatus(reqErr.HTTPStatusCode)
+	case isJSON(err): // after the status cases: an error answer's body need not be JSON
+		out.Class = ClassProtocol
 	case errors.Is(err, syscall.ECONNREFUSED), isDial(err, &opErr):
 		out.Class = ClassConnect
 	case errors.Is(err, ErrDisconnected), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
@@ -146,6 +173,14 @@ func Classify(err error) *Error {
 		out.Class = ClassDisconnect
 	}
 	return out
+}
+
+// isJSON: an answer that does not decode is a protocol violation, not a
+// dropped connection to retry.
+func isJSON(err error) bool {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	return errors.As(err, &se) || errors.As(err, &te)
 }
 
 func isDial(err error, op **net.OpError) bool {

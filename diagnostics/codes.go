@@ -14,7 +14,7 @@ type Code struct {
 func (c Code) String() string { return c.ID + " " + c.Name }
 
 // The catalogue. Group by hundreds: 1xx transport recovery, 2xx Responses
-// resume, 3xx harness, 4xx run-level, 9xx node outcome.
+// resume, 3xx harness, 4xx run-level, 5xx limits and hostile input, 9xx node outcome.
 var (
 	DisconnectDetected = Code{"NR101", "disconnect_detected", slog.LevelWarn, "the stream ended without terminal evidence; recovery begins"}
 	ReconnectScheduled = Code{"NR102", "reconnect_scheduled", slog.LevelWarn, "a reconnect is scheduled: attempt k of n, delay and cause"}
@@ -48,6 +48,10 @@ var (
 	NodeSkipped    = Code{"NR404", "node_skipped", slog.LevelWarn, "a node was skipped because a node it needs failed"}
 	BreakerOpen    = Code{"NR405", "breaker_open", slog.LevelError, "the provider's circuit breaker is open; failing fast"}
 
+	LimitExceeded      = Code{"NR501", "limit_exceeded", slog.LevelError, "an input or an answer exceeded a documented bound (graph file, prompt, stream event); not retried"}
+	ProtocolViolation  = Code{"NR502", "protocol_violation", slog.LevelError, "the server's answer is not the protocol (content type, undecodable event, redirect); not retried"}
+	JournalUnavailable = Code{"NR503", "journal_unavailable", slog.LevelError, "the journal cannot record (disk full, read-only): the node stops, resumable work is left resumable"}
+
 	NodeFailed          = Code{"NR901", "node_failed", slog.LevelError, "the node failed: class and what was tried"}
 	DeterministicError  = Code{"NR902", "deterministic_error", slog.LevelError, "the provider rejected the request; it is not retried"}
 	BudgetExhausted     = Code{"NR903", "budget_exhausted", slog.LevelError, "the retry or reconnect budget is spent"}
@@ -64,6 +68,7 @@ func Codes() []Code {
 		Reattached, PollingStarted, StatusChecked, StuckCancelled, FellBackToRetry, OutputFromStatus, ResponseCreated, WorkCancelled, WorkDetached,
 		ThreadStarted, HarnessRetrying, ThreadResumed, ThreadMismatch, HarnessFailed,
 		RunStarted, RunFinished, RunInterrupted, NodeSkipped, BreakerOpen,
+		LimitExceeded, ProtocolViolation, JournalUnavailable,
 		NodeFailed, DeterministicError, BudgetExhausted, DeadlineExceeded, UnsafeReplayRefused, NodeCanceled, NodeTimeout,
 	}
 }
@@ -103,6 +108,12 @@ func DetectedCode(c Class) Code {
 		return DeterministicError
 	case ClassCanceled:
 		return NodeCanceled
+	case ClassProtocol:
+		return ProtocolViolation
+	case ClassLimit:
+		return LimitExceeded
+	case ClassJournal:
+		return JournalUnavailable
 	case ClassTimeout:
 		return NodeTimeout
 	}

@@ -34,20 +34,30 @@ func TestDocsListEveryCode(t *testing.T) {
 		{ClassStuck, "a background response left queued past the profile's stuck_after, or cancelled or unknown to the provider when checked: it cannot be resumed, only retried"},
 		{ClassDeterministic, "400, 401, 403, 404, 422, context length, a failed or incomplete response, a harness thread mismatch"},
 		{ClassCanceled, "Ctrl-C, node cancel"},
+		{ClassProtocol, "a 200 that is not an event stream (text/html from a portal), an event that is not JSON, a redirect"},
+		{ClassLimit, "a stream event or line past 32 MiB, a graph file or rendered prompt past its bound"},
+		{ClassJournal, "disk full, a read-only or vanished journal file: the node stops at once, resumable work stays resumable"},
 	} {
 		fmt.Fprintf(&b, "| `%s` | %v | %s |\n", c.c, c.c.Transient(), c.ex)
 	}
+	// What follows the generated part (from its "## Limits" heading on) is
+	// written by hand; the packages that own each limit check it states them.
 	const path = "../docs/diagnostics.md"
-	if *update {
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	got, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("%v (regenerate with: go test ./diagnostics -update)", err)
 	}
-	if string(got) != b.String() {
+	rest := ""
+	if i := strings.Index(string(got), "\n## Limits"); i >= 0 {
+		rest = string(got[i:])
+	}
+	if *update {
+		if err := os.WriteFile(path, []byte(b.String()+rest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if string(got) != b.String()+rest {
 		t.Errorf("%s is out of date; regenerate with: go test ./diagnostics -update", path)
 	}
 }

@@ -119,6 +119,7 @@ type Journal struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	readOnly  bool // OpenReadOnly: only rdb is open
 }
 
 // Option configures Open.
@@ -214,6 +215,76 @@ func Open(ctx context.Context, path string, opts ...Option) (*Journal, error) {
 	return j, nil
 }
 
+// ErrReadOnly is the error of a write to a journal opened with OpenReadOnly.
+var ErrReadOnly = errors.New("journal opened read-only")
+
+// ErrSchema: the journal's schema is not this build's.
+var ErrSchema = errors.New("journal schema version differs")
+
+// OpenReadOnly opens an existing journal for reading only: no writer, no
+// migration, no run lock, and no file is created. It reads a journal the
+// user cannot write (a CI artifact, a read-only mount, another user's file)
+// and never changes one that a runner is writing. Every write returns
+// ErrReadOnly. A journal of an older or newer schema than this build's is
+// refused (ErrSchema): an older one is migrated by Open.
+func OpenReadOnly(ctx context.Context, path string, opts ...Option) (*Journal, error) {
+	j := &Journal{path: path, log: slog.Default(), readOnly: true, err: ErrReadOnly, staleAfter: DefaultStaleAfter,
+		quit: make(chan struct{}), done: make(chan struct{}), ckptDone: make(chan struct{}), held: map[string]*heldRun{}}
+	for _, o := range opts {
+		o(j)
+	}
+	close(j.done)
+	close(j.ckptDone)
+	j.host, _ = os.Hostname() // to tell whether a run's owner is alive (Abandoned)
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return nil, j.errorf("open: %w", err)
+	case st.IsDir():
+		return nil, j.errorf("open: %w: is a directory", ErrInvalid)
+	}
+	// mode=ro reads a WAL journal whose -shm it may create; a journal in a
+	// directory it cannot write is read as immutable (nothing else may be
+	// writing to it then).
+	for _, params := range []string{"mode=ro&" + readerParams, "mode=ro&immutable=1&" + readerParams} {
+		var db *sql.DB
+		if db, err = openDB(path, params); err != nil {
+			continue
+		}
+		if err = checkVersion(ctx, db); err == nil {
+			db.SetMaxOpenConns(4)
+			j.rdb = db
+			return j, nil
+		}
+		db.Close()
+		if errors.Is(err, ErrSchema) || errors.Is(err, ErrInvalid) {
+			break // a fact about the file, not about how it was opened
+		}
+	}
+	return nil, j.errorf("open: %w", err)
+}
+
+// checkVersion reads the schema version of a journal opened read-only.
+func checkVersion(ctx context.Context, db *sql.DB) error {
+	var v int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	var tables int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'runs'").Scan(&tables); err != nil {
+		return fmt.Errorf("read schema: %w", err)
+	}
+	switch {
+	case v > len(migrations):
+		return fmt.Errorf("%w: version %d is newer than this build knows (%d): upgrade noderun", ErrSchema, v, len(migrations))
+	case v == 0 || tables == 0:
+		return fmt.Errorf("%w: not a noderun journal (no schema)", ErrInvalid)
+	case v < len(migrations):
+		return fmt.Errorf("%w: version %d is older than this build's (%d): open it for writing once to migrate it", ErrSchema, v, len(migrations))
+	}
+	return nil
+}
+
 // Path returns the journal's file path as given to Open.
 func (j *Journal) Path() string { return j.path }
 
@@ -230,6 +301,10 @@ func (j *Journal) Flush(ctx context.Context) error {
 // failure if it had one. Calls after Close return ErrClosed.
 func (j *Journal) Close() error {
 	j.closeOnce.Do(func() {
+		if j.readOnly {
+			j.closeErr = j.rdb.Close()
+			return
+		}
 		j.releaseAll()
 		j.mu.Lock()
 		j.closed = true

@@ -39,6 +39,7 @@ func Parse(name string, data []byte) (Set, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("%s:%d: profiles file must be a mapping of name to profile", name, root.Line)
 	}
+	var errs []error // every problem of every profile, not only the first
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		key, val := root.Content[i], root.Content[i+1]
 		p, ok := set[key.Value]
@@ -47,14 +48,29 @@ func Parse(name string, data []byte) (Set, error) {
 		}
 		p.Name = key.Value
 		if err := decodeStrict(val, &p); err != nil {
-			return nil, fmt.Errorf("%s:%d: profile %q: %w", name, val.Line, key.Value, err)
+			errs = append(errs, fmt.Errorf("%s:%d: profile %q: %w", name, val.Line, key.Value, err))
+			continue
 		}
 		if err := p.Validate(); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", name, val.Line, err)
+			for _, e := range unjoin(err) {
+				errs = append(errs, fmt.Errorf("%s:%d: %w", name, val.Line, e))
+			}
+			continue
 		}
 		set[key.Value] = p
 	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
 	return set, nil
+}
+
+// unjoin lists the errors an errors.Join holds.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // decodeStrict decodes n into v, rejecting unknown fields.

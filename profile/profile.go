@@ -3,6 +3,7 @@
 package profile
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -77,25 +78,58 @@ func (b Backoff) Ceiling(n int) time.Duration {
 	return time.Duration(c)
 }
 
-// Validate reports a profile that cannot work.
+// MaxRetriesWithoutBreaker bounds the retry budget of a profile without a
+// circuit breaker: past it, a provider that is down is hammered by every node.
+const MaxRetriesWithoutBreaker = 10
+
+// Validate reports every field of a profile that cannot work, or that
+// would disable a safety bound, each with the reason; nil if there is none.
 func (p Profile) Validate() error {
-	switch {
-	case p.Retries < 0:
-		return fmt.Errorf("profile %q: retries must be >= 0, got %d", p.Name, p.Retries)
-	case p.Reconnects < 0:
-		return fmt.Errorf("profile %q: reconnects must be >= 0, got %d", p.Name, p.Reconnects)
-	case p.Backoff.Base.D() < 0 || p.Backoff.Cap.D() < 0:
-		return fmt.Errorf("profile %q: backoff durations must be >= 0", p.Name)
-	case p.Backoff.Factor != 0 && p.Backoff.Factor < 1:
-		return fmt.Errorf("profile %q: backoff.factor must be >= 1, got %g", p.Name, p.Backoff.Factor)
-	case p.Deadline.D() <= 0:
-		return fmt.Errorf("profile %q: deadline must be > 0", p.Name)
-	case p.PollAfter.D() <= 0:
-		return fmt.Errorf("profile %q: poll_after must be > 0", p.Name)
-	case p.PollInterval.D() <= 0:
-		return fmt.Errorf("profile %q: poll_interval must be > 0", p.Name)
-	case p.Breaker < 0 || (p.Breaker > 0 && p.BreakerCooldown.D() <= 0):
-		return fmt.Errorf("profile %q: breaker must be >= 0, with a breaker_cooldown > 0", p.Name)
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("profile %q: %s: %s", p.Name, field, fmt.Sprintf(format, args...)))
+	}
+	if p.Retries < 0 {
+		bad("retries", "must be >= 0, got %d", p.Retries)
+	}
+	if p.Reconnects < 0 {
+		bad("reconnects", "must be >= 0, got %d", p.Reconnects)
+	}
+	if p.Backoff.Base.D() < 0 || p.Backoff.Cap.D() < 0 {
+		bad("backoff", "durations must be >= 0")
+	} else if p.Backoff.Base.D() == 0 && (p.Retries > 0 || p.Reconnects > 0) {
+		bad("backoff.base", "0 would send every retry and reconnect with no pause at all, hammering a provider that is down; use at least a few milliseconds")
+	}
+	if p.Backoff.Factor != 0 && p.Backoff.Factor < 1 {
+		bad("backoff.factor", "must be >= 1, got %g", p.Backoff.Factor)
+	}
+	if p.Deadline.D() <= 0 {
+		bad("deadline", "must be > 0")
+	}
+	if p.IdleTimeout.D() < 0 {
+		bad("idle_timeout", "must be >= 0")
+	}
+	if p.PollAfter.D() <= 0 {
+		bad("poll_after", "must be > 0")
+	}
+	if p.PollInterval.D() <= 0 {
+		bad("poll_interval", "must be > 0")
+	}
+	if p.Breaker < 0 || (p.Breaker > 0 && p.BreakerCooldown.D() <= 0) {
+		bad("breaker", "must be >= 0, with a breaker_cooldown > 0")
+	} else if p.Breaker == 0 && p.Retries > MaxRetriesWithoutBreaker {
+		bad("breaker", "0 (no circuit breaker) with %d retries per node would hammer a provider that is down; keep a breaker, or at most %d retries",
+			p.Retries, MaxRetriesWithoutBreaker)
+	}
+	return errors.Join(errs...)
+}
+
+// CheckIdle reports a profile whose idle_timeout is 0 (no idle watchdog)
+// used with an adapter that cannot poll through silence: a server that sends
+// only keepalives would then hold the run forever.
+func (p Profile) CheckIdle(polls bool) error {
+	if p.IdleTimeout.D() == 0 && !polls {
+		return fmt.Errorf("profile %q: idle_timeout: 0 turns off the idle watchdog, and a chat stream cannot be polled: a server that sends only keepalives would hang the run; set a window (default 90s)", p.Name)
 	}
 	return nil
 }

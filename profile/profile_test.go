@@ -78,7 +78,7 @@ func TestParse(t *testing.T) {
 func TestParseErrors(t *testing.T) {
 	cases := map[string]string{
 		"ci:\n  retires: 1\n":            "retires",
-		"ci:\n  retries: -1\n":           "retries must be >= 0",
+		"ci:\n  retries: -1\n":           "retries: must be >= 0",
 		"ci:\n  deadline: soon\n":        "invalid duration",
 		"- a\n- b\n":                     "mapping",
 		"x:\n  backoff: {factor: 0.5}\n": "factor",
@@ -88,6 +88,52 @@ func TestParseErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "p.yaml") {
 			t.Errorf("Parse(%q) error = %v, want it to name p.yaml and mention %q", src, err, want)
 		}
+	}
+}
+
+// Every bad field of every profile is reported, each with its line and reason,
+// including values that would turn a safety bound off.
+func TestParseReportsEveryProblem(t *testing.T) {
+	src := "a:\n  retries: -1\n  deadline: 0s\n  poll_after: 0s\nb:\n  backoff: {base: 0s}\n  breaker: 0\n  retries: 50\n"
+	_, err := Parse("p.yaml", []byte(src))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{`p.yaml:2: profile "a": retries:`, `profile "a": deadline:`, `profile "a": poll_after:`,
+		`p.yaml:6: profile "b": backoff.base: 0 would send every retry`, `profile "b": breaker: 0 (no circuit breaker) with 50 retries`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestValidateSafety(t *testing.T) {
+	ok := Builtins()["default"]
+	cases := []struct {
+		name string
+		edit func(*Profile)
+		want string // "" = valid
+	}{
+		{"builtin", func(*Profile) {}, ""},
+		{"zero base, no retries or reconnects", func(p *Profile) { p.Backoff.Base, p.Retries, p.Reconnects = 0, 0, 0 }, ""},
+		{"zero base with retries", func(p *Profile) { p.Backoff.Base = 0 }, "backoff.base"},
+		{"no breaker, few retries", func(p *Profile) { p.Breaker = 0 }, ""},
+		{"no breaker, many retries", func(p *Profile) { p.Breaker, p.Retries = 0, MaxRetriesWithoutBreaker+1 }, "breaker: 0"},
+		{"breaker, many retries", func(p *Profile) { p.Retries = 1000 }, ""},
+		{"negative idle", func(p *Profile) { p.IdleTimeout = D(-time.Second) }, "idle_timeout"},
+	}
+	for _, c := range cases {
+		p := ok
+		c.edit(&p)
+		err := p.Validate()
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: Validate() = %v, want %q", c.name, err, c.want)
+		}
+	}
+	p := ok
+	p.IdleTimeout = 0
+	if p.CheckIdle(true) != nil || p.CheckIdle(false) == nil {
+		t.Error("idle_timeout 0 is fine only for an adapter that polls")
 	}
 }
 

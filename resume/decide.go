@@ -73,6 +73,15 @@ func Decide(in Input) Decision {
 	case in.Class == diagnostics.ClassDeterministic:
 		return Decision{ActFail, diagnostics.DeterministicError,
 			"the provider rejected the request, so it is not retried: sending it again would fail the same way"}
+	case in.Class == diagnostics.ClassJournal:
+		return Decision{ActFail, diagnostics.JournalUnavailable,
+			"the journal cannot record, so no more provider work is done: free space (or fix the journal file), then `noderun resume` continues"}
+	case in.Class == diagnostics.ClassProtocol:
+		return Decision{ActFail, diagnostics.ProtocolViolation,
+			"the server's answer is not the protocol, so it is not retried: sending it again would get the same answer; check base_url"}
+	case in.Class == diagnostics.ClassLimit:
+		return Decision{ActFail, diagnostics.LimitExceeded,
+			"the answer exceeded a bound that keeps memory bounded, so it is not retried (see docs/diagnostics.md for the limits)"}
 	case !in.Class.Transient():
 		return Decision{ActFail, diagnostics.NodeFailed, fmt.Sprintf("error class %q is not recoverable", in.Class)}
 	case in.DeadlineExceeded:

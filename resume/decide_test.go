@@ -42,6 +42,9 @@ var gone = []diagnostics.Class{diagnostics.ClassDisconnect, diagnostics.ClassCon
 var table = []row{
 	{classes: []diagnostics.Class{diagnostics.ClassCanceled}, action: ActFail, code: diagnostics.NodeCanceled},
 	{classes: []diagnostics.Class{diagnostics.ClassDeterministic}, action: ActFail, code: diagnostics.DeterministicError},
+	{classes: []diagnostics.Class{diagnostics.ClassJournal}, action: ActFail, code: diagnostics.JournalUnavailable},
+	{classes: []diagnostics.Class{diagnostics.ClassProtocol}, action: ActFail, code: diagnostics.ProtocolViolation},
+	{classes: []diagnostics.Class{diagnostics.ClassLimit}, action: ActFail, code: diagnostics.LimitExceeded},
 	{classes: []diagnostics.Class{diagnostics.ClassNone}, action: ActFail, code: diagnostics.NodeFailed},
 	{deadline: yes, action: ActFail, code: diagnostics.DeadlineExceeded},
 	{classes: gone, canCheck: yes, checked: no, action: ActCheck, code: diagnostics.StatusChecked},
@@ -83,7 +86,7 @@ func lookup(t []row, in Input) int {
 func allInputs() []Input {
 	classes := []diagnostics.Class{diagnostics.ClassNone, diagnostics.ClassDisconnect, diagnostics.ClassConnect,
 		diagnostics.ClassRateLimited, diagnostics.ClassServer, diagnostics.ClassDeterministic,
-		diagnostics.ClassCanceled, diagnostics.ClassStuck}
+		diagnostics.ClassCanceled, diagnostics.ClassStuck, diagnostics.ClassJournal, diagnostics.ClassProtocol, diagnostics.ClassLimit}
 	sides := []SideEffects{SideNone, SideIdempotent, SideUnsafe}
 	bools := []bool{false, true}
 	var out []Input
@@ -113,7 +116,7 @@ func allInputs() []Input {
 
 func TestDecideMatchesTable(t *testing.T) {
 	inputs := allInputs()
-	if len(inputs) != 8*2*2*2*2*3*2*2*2 {
+	if len(inputs) != 11*2*2*2*2*3*2*2*2 {
 		t.Fatalf("enumerated %d inputs", len(inputs))
 	}
 	for _, in := range inputs {

@@ -34,6 +34,10 @@ type coalescer struct {
 func (c *coalescer) add(ev journal.Event, text string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.err; err != nil { // a timed flush failed: the stream must stop now, not at its end
+		c.err = nil
+		return err
+	}
 	if c.ev.Kind != "" && (c.ev.Kind != ev.Kind || c.ev.Attempt != ev.Attempt) {
 		if err := c.flushLocked(); err != nil {
 			return err

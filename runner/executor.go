@@ -54,6 +54,7 @@ type nodeExec struct {
 	touched    atomic.Int64 // unix nanos of the last event (or step start): the idle watchdog, the silence before a cut
 	deadline   *time.Timer  // cuts a recovery step that outlasts the deadline
 	chunks     coalescer    // deltas on their way to the journal
+	usage      attemptUsage // what the current attempt has cost
 }
 
 // errRecoveryDeadline cuts a recovery step that made no progress in time.
@@ -76,20 +77,25 @@ type entry struct {
 // was tried. The partial output of a failed attempt stays in the journal.
 func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 	action := resume.ActRetry // the first attempt is a fresh request
+	var err error
 	switch {
 	case e == nil:
-		x.beginAttempt(ctx, journal.ModeStart)
+		err = x.beginAttempt(ctx, journal.ModeStart)
 	case e.action == resume.ActRetry: // this retry comes out of the budget too
 		x.attempt, x.dispatched = e.attempt, true
 		x.retries -= min(e.retriesUsed+1, x.retries)
-		x.beginAttempt(ctx, journal.ModeRetry)
+		err = x.beginAttempt(ctx, journal.ModeRetry)
 	default: // re-attach to, or check on, the attempt that was in flight
 		x.attempt, x.cur, x.dispatched, action = e.attempt, e.cur, true, e.action
 		x.retries -= min(e.retriesUsed, x.retries)
 		x.out.WriteString(e.out)
+		x.usage = attemptUsage{streamed: estimateTokens(e.out), chain: true}
 		x.recoveries++
 		x.last = &diagnostics.Error{Class: diagnostics.ClassDisconnect, Err: errRunnerStopped}
 		x.recovering = time.Now()
+	}
+	if err != nil {
+		return "", x.stop(ctx, err)
 	}
 	for {
 		err := x.take(ctx, action)
@@ -108,16 +114,24 @@ func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 		}
 		x.announce(ctx, d, ce, delay)
 		if err := sleep(ctx, delay); err != nil {
-			ce := x.classify(ctx, err)
-			return "", x.fail(ctx, resume.Decide(resume.Input{Class: ce.Class}), ce)
+			return "", x.stop(ctx, err)
 		}
 		if d.Action == resume.ActRetry {
 			x.endAttempt(ctx, ce)
 			x.retries--
-			x.beginAttempt(ctx, journal.ModeRetry)
+			if err := x.beginAttempt(ctx, journal.ModeRetry); err != nil {
+				return "", x.stop(ctx, err)
+			}
 		}
 		action = d.Action
 	}
+}
+
+// stop fails the node for an error outside the recovery loop's steps: an
+// interruption while waiting, a journal that cannot begin an attempt.
+func (x *nodeExec) stop(ctx context.Context, err error) error {
+	ce := x.classify(ctx, err)
+	return x.fail(ctx, resume.Decide(resume.Input{Class: ce.Class}), ce)
 }
 
 // succeed closes the attempt that reached terminal evidence.
@@ -183,7 +197,7 @@ func (x *nodeExec) take(ctx context.Context, action resume.Action) error {
 	}
 	err := x.act(ctx, action)
 	if ferr := x.chunks.flush(); ferr != nil && err == nil {
-		err = ferr
+		err = x.journalErr(ferr)
 	}
 	br.record(err != nil && diagnostics.Classify(err).Class == diagnostics.ClassConnect)
 	return err
@@ -198,6 +212,7 @@ func (x *nodeExec) act(ctx context.Context, action resume.Action) error {
 	case resume.ActResume:
 		x.resumes++
 		x.checked = false
+		x.usage.reattach()
 		return x.withWatchdog(ctx, func(ctx context.Context, emit provider.Emit) error {
 			return x.prov.(provider.Resumer).Resume(ctx, x.req, x.cur, emit)
 		})
@@ -211,8 +226,24 @@ func (x *nodeExec) act(ctx context.Context, action resume.Action) error {
 }
 
 // emit receives the adapter's events: it journals them, tracks the cursor and
-// output, and feeds the idle watchdog.
+// output, and feeds the idle watchdog. A journal that cannot record stops the
+// stream at once (class journal_unavailable): no provider work the journal
+// cannot record.
 func (x *nodeExec) emit(ctx context.Context) provider.Emit {
+	record := x.record(ctx)
+	return func(ev provider.Event) error { return x.journalErr(record(ev)) }
+}
+
+// journalErr classifies an error of the journal's.
+func (x *nodeExec) journalErr(err error) error {
+	var ce *diagnostics.Error
+	if err == nil || errors.As(err, &ce) {
+		return err
+	}
+	return &diagnostics.Error{Class: diagnostics.ClassJournal, Err: fmt.Errorf("%w: %s: %w", diagnostics.ErrJournal, x.run.j.Path(), err)}
+}
+
+func (x *nodeExec) record(ctx context.Context) provider.Emit {
 	return func(ev provider.Event) error {
 		x.touched.Store(time.Now().UnixNano())
 		if ev.Seq >= 0 && ev.Kind != provider.KindRef {
@@ -220,6 +251,9 @@ func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 				return nil // already seen before a re-attach; never journal an event twice
 			}
 			x.cur.Seq = ev.Seq
+		}
+		if x.run.observe != nil {
+			x.run.observe(x.node.ID, ev)
 		}
 		rec := journal.Event{RunID: x.run.id, NodeID: x.node.ID, Attempt: x.attempt, Kind: string(ev.Kind),
 			ProviderSeq: ev.Seq, Time: ev.Time}
@@ -248,11 +282,13 @@ func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 					slog.String("ref", ev.Ref)))
 			}
 		case provider.KindDelta:
+			x.usage.streamed++
 			x.out.WriteString(ev.Text)
 			x.run.onProg.data(x.node.ID, x.out.Len(), 0, false)
 			x.advance(int64(len(ev.Text)))
 			return x.chunks.add(rec, ev.Text)
 		case provider.KindReasoning:
+			x.usage.reasoning++
 			x.advance(int64(len(ev.Text)))
 			return x.chunks.add(rec, ev.Text)
 		case provider.KindProgress:
@@ -262,7 +298,7 @@ func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 			x.healthy()
 			return nil
 		case provider.KindRaw:
-			rec.Payload = ev.Raw
+			rec.Payload = x.run.red.Bytes(ev.Raw) // a harness's own error lines may quote credentials
 		case provider.KindReset:
 			x.out.Reset()
 		case provider.KindDiagnostic:
@@ -272,12 +308,13 @@ func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 			return nil
 		case provider.KindDone:
 			x.done, x.ended = true, true
+			x.usage.reported = ev.Usage
 			if ev.Usage != nil {
 				rec.Payload = jsonBytes(ev.Usage)
 				x.run.onProg.data(x.node.ID, x.out.Len(), ev.Usage.OutputTokens, true)
 			}
 		default:
-			return fmt.Errorf("adapter emitted unknown event kind %q", ev.Kind)
+			return &diagnostics.Error{Class: diagnostics.ClassDeterministic, Err: fmt.Errorf("adapter emitted unknown event kind %q", ev.Kind)}
 		}
 		return x.run.j.Append(rec)
 	}
@@ -526,7 +563,8 @@ func (x *nodeExec) announce(ctx context.Context, d resume.Decision, ce *diagnost
 
 // fail ends the attempt and reports why the node failed and what was tried.
 func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.Error) error {
-	if ce.Class != diagnostics.ClassCanceled {
+	stopped := ce.Class == diagnostics.ClassCanceled || ce.Class == diagnostics.ClassJournal
+	if !stopped {
 		x.release(ctx) // abandoned for good: leave nothing of ours running
 	}
 	x.endAttempt(ctx, ce)
@@ -535,9 +573,13 @@ func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.
 		x.run.g.Providers[x.provNm].Kind != ProviderKindHarness { // a harness explains its own credentials
 		d.Reason = fmt.Sprintf("authentication failed (HTTP %d): check the API key named by the provider's api_key_env; %s", ce.Status, d.Reason)
 	}
-	if ce.Class == diagnostics.ClassCanceled { // interrupted, not failed: resumable
-		x.diag(ctx, diagnostics.New(diagnostics.NodeCanceled, fmt.Sprintf("interrupted after %d bytes of output", x.out.Len()),
-			slog.String("tried", tried)))
+	if stopped { // interrupted, not failed: resumable
+		code := diagnostics.NodeCanceled
+		if ce.Class == diagnostics.ClassJournal {
+			code = diagnostics.JournalUnavailable
+		}
+		x.diag(ctx, diagnostics.New(code, fmt.Sprintf("interrupted after %d bytes of output", x.out.Len()),
+			slog.String("tried", tried), slog.String("error", ce.Error())))
 		ne := &NodeError{Node: x.node.ID, Class: ce.Class, Code: d.Code, Reason: d.Reason, Tried: tried, Err: ce}
 		if x.remote() && !x.inProcess {
 			// Interruption detaches: the response goes on at the provider and
@@ -609,27 +651,29 @@ func (x *nodeExec) cancelWork(ctx context.Context, code diagnostics.Code, msg st
 	x.diag(ctx, diagnostics.New(code, msg, slog.String("ref", x.cur.Ref)))
 }
 
-func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) {
+func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) error {
 	x.cur = provider.Cursor{Seq: -1}
 	x.ground.Restart()
 	x.out.Reset()
 	x.done = false
+	x.usage = attemptUsage{}
 	x.run.progress(x.node.ID, "streaming")
 	n, err := x.run.j.BeginAttempt(bg(ctx), x.run.id, x.node.ID, mode, x.provNm)
 	if err != nil {
-		x.run.log.Error("journal: begin attempt", "node", x.node.ID, "error", err)
-		n = x.attempt + 1
+		return x.journalErr(err) // no request the journal cannot record
 	}
 	x.attempt = n
 	x.run.onProg.attempt(x.node.ID, n)
+	return nil
 }
 
 func (x *nodeExec) endAttempt(ctx context.Context, ce *diagnostics.Error) {
 	outcome, class, msg := journal.OutcomeOK, "", ""
 	if ce != nil && ce.Class != diagnostics.ClassNone {
-		outcome, class, msg = journal.OutcomeError, string(ce.Class), ce.Error()
+		outcome, class, msg = journal.OutcomeError, string(ce.Class), x.run.red.String(ce.Error())
 	}
 	_ = x.run.j.SetAttemptCursor(bg(ctx), x.run.id, x.node.ID, x.attempt, x.cur.Seq)
+	_ = x.run.j.RecordUsage(x.run.id, x.node.ID, x.attempt, x.usage.record())
 	if err := x.run.j.EndAttempt(bg(ctx), x.run.id, x.node.ID, x.attempt, outcome, class, msg); err != nil {
 		x.run.log.Error("journal: end attempt", "node", x.node.ID, "error", err)
 	}

@@ -35,7 +35,8 @@ type builtProvider struct {
 // beyond its syntax: the profile, simulator settings, harness descriptors.
 // Its errors name the graph file, the line and the provider.
 func Check(g *Graph, opts *Options) error {
-	if _, err := Prepare(g, opts); err != nil {
+	prof, err := Prepare(g, opts)
+	if err != nil {
 		return err
 	}
 	var errs []error
@@ -47,6 +48,12 @@ func Check(g *Graph, opts *Options) error {
 			_, err = simConfig(spec)
 		case ProviderKindHarness:
 			_, err = newHarness(g, spec, getenvOf(opts), nil)
+		}
+		if err == nil {
+			// Responses streams are polled and harnesses watch themselves;
+			// a chat stream has only the idle watchdog.
+			chat := spec.Kind == ProviderKindOpenAI || (spec.Kind == ProviderKindSim && spec.API != SimAPIResponses)
+			err = prof.CheckIdle(!chat)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s:%d: provider %q: %w", g.Path, spec.Line, name, err))
@@ -63,7 +70,12 @@ func CheckEnvironment(g *Graph, opts *Options) error {
 	var errs []error
 	for _, name := range sortedProviderNames(g) {
 		spec := g.Providers[name]
-		_, _, err := endpoint(spec, getenv)
+		var err error
+		if opts.Sim == nil { // a simulated run needs no keys
+			_, _, err = endpoint(spec, getenv)
+		} else if spec.Kind == ProviderKindHarness && spec.Harness != "" && spec.Harness != "codex" {
+			err = fmt.Errorf("harness %q cannot be pointed at the simulator: only the Codex descriptor says how", spec.Harness)
+		}
 		if err == nil && spec.Kind == ProviderKindHarness {
 			var p *harness.Provider
 			if p, err = newHarness(g, spec, getenv, nil); err == nil {
@@ -108,6 +120,32 @@ func endpoint(spec *ProviderSpec, getenv func(string) string) (baseURL, key stri
 	return baseURL, key, nil
 }
 
+// secrets lists the credentials a run of g may send or hand to a harness:
+// each provider's API key, and the values of harness environment variables
+// whose names say they are credentials. They are masked before anything is
+// journaled or logged.
+func secrets(g *Graph, getenv func(string) string) []string {
+	var out []string
+	for _, name := range sortedProviderNames(g) {
+		spec := g.Providers[name]
+		if _, key, err := endpoint(spec, getenv); err == nil && key != "" {
+			out = append(out, key)
+		}
+		for k, v := range spec.Env {
+			if u := strings.ToUpper(k); strings.Contains(u, "KEY") || strings.Contains(u, "TOKEN") ||
+				strings.Contains(u, "SECRET") || strings.Contains(u, "PASSWORD") {
+				out = append(out, v)
+			}
+		}
+	}
+	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "CODEX_API_KEY"} {
+		if v := getenv(k); v != "" { // harnesses read these from the environment they inherit
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 func simConfig(spec *ProviderSpec) (sim.Config, error) {
 	if spec.Sim == nil {
 		return sim.Config{}, nil
@@ -116,13 +154,28 @@ func simConfig(spec *ProviderSpec) (sim.Config, error) {
 }
 
 // buildProviders makes every adapter the graph names, starting an embedded
-// simulator for each sim provider. close stops them.
-func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, log *slog.Logger, kinds map[string]ProviderFunc) (map[string]builtProvider, func(), error) {
+// simulator for each sim provider, or pointing every provider at a
+// simulator when simOpt is set. kinds builds the providers of the kinds a
+// program registered (never simulated). close stops them.
+func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, log *slog.Logger, simOpt *SimOptions, kinds map[string]ProviderFunc) (map[string]builtProvider, func(), error) {
 	out := make(map[string]builtProvider, len(g.Providers))
 	var closers []func() error
 	closeAll := func() {
-		for _, c := range closers {
-			_ = c()
+		for i := len(closers) - 1; i >= 0; i-- {
+			_ = closers[i]()
+		}
+	}
+	var shared *sim.Server // the simulator of a simulated run
+	if simOpt != nil {
+		shared = simOpt.Server
+		if shared == nil {
+			cfg := simOpt.Config
+			cfg.Logger = log.With("sim", "--sim")
+			shared = sim.New(cfg)
+			if err := shared.Start(""); err != nil {
+				return nil, nil, fmt.Errorf("starting the simulator: %w", err)
+			}
+			closers = append(closers, shared.Close)
 		}
 	}
 	for _, name := range sortedProviderNames(g) {
@@ -139,41 +192,54 @@ func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, l
 			out[name] = bp
 			continue
 		}
-		baseURL, key, err := endpoint(spec, getenv)
-		if err != nil {
+		fail := func(err error) (map[string]builtProvider, func(), error) {
 			closeAll()
 			return nil, nil, fmt.Errorf("%s:%d: provider %q: %w", g.Path, spec.Line, name, err)
 		}
-		bp := builtProvider{model: spec.Model, workDir: spec.WorkDir}
+		var baseURL, key string
 		api := spec.Kind
-		if spec.Kind == ProviderKindSim {
+		ownSim := spec.Kind == ProviderKindSim && (simOpt == nil || simOpt.Server == nil)
+		switch {
+		case ownSim:
 			cfg, err := simConfig(spec)
 			if err != nil {
-				closeAll()
-				return nil, nil, fmt.Errorf("%s:%d: provider %q: %w", g.Path, spec.Line, name, err)
+				return fail(err)
 			}
 			cfg.Logger = log.With("sim", name)
 			srv := sim.New(cfg)
 			if err := srv.Start(""); err != nil {
-				closeAll()
-				return nil, nil, fmt.Errorf("provider %q: starting the simulator: %w", name, err)
+				return fail(fmt.Errorf("starting the simulator: %w", err))
 			}
 			closers = append(closers, srv.Close)
-			baseURL, bp.inProcess = srv.BaseURL(), true
+			baseURL = srv.BaseURL()
 			api = ProviderKindOpenAI
 			if spec.API == SimAPIResponses {
 				api = ProviderKindResponses
 			}
-			if bp.model == "" {
-				bp.model = "sim"
+		case shared != nil:
+			var cleanup func()
+			var err error
+			if api, spec, cleanup, err = simulate(spec, shared); err != nil {
+				return fail(err)
 			}
+			closers = append(closers, func() error { cleanup(); return nil })
+			baseURL = shared.BaseURL()
+		default:
+			var err error
+			if baseURL, key, err = endpoint(spec, getenv); err != nil {
+				return fail(err)
+			}
+		}
+		// A simulator in this process ends with it: its responses cannot outlive an interruption.
+		bp := builtProvider{model: spec.Model, workDir: spec.WorkDir, inProcess: ownSim || shared != nil}
+		if bp.model == "" && (ownSim || shared != nil) {
+			bp.model = "sim"
 		}
 		switch api {
 		case ProviderKindHarness:
 			p, err := newHarness(g, spec, getenv, log)
 			if err != nil {
-				closeAll()
-				return nil, nil, fmt.Errorf("%s:%d: provider %q: %w", g.Path, spec.Line, name, err)
+				return fail(err)
 			}
 			bp.p = p
 		case ProviderKindOpenAI:
@@ -181,8 +247,7 @@ func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, l
 		case ProviderKindResponses:
 			p, err := responses.New(responses.Config{BaseURL: baseURL, APIKey: key, Logger: log})
 			if err != nil {
-				closeAll()
-				return nil, nil, fmt.Errorf("provider %q: %w", name, err)
+				return fail(err)
 			}
 			bp.p = p
 		}

@@ -74,8 +74,7 @@ func Resume(ctx context.Context, runID string, force []string, opts Options) (*R
 		}
 		r.progress(id, "needs attention: "+r.results[id].Reason)
 	}
-	r.schedule(ctx)
-	return r.finish(ctx)
+	return r.run(ctx)
 }
 
 // reopen rebuilds a journaled run (its graph as journaled, its profile unless

@@ -37,6 +37,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/redact"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider"
@@ -58,6 +59,11 @@ type Options struct {
 	// Progress is told each node state change ("streaming", "reconnecting
 	// 2/5 in 1.3s (transport_disconnect)", "done", "failed: …").
 	Progress func(node, state string)
+	// Observe, if set, sees every event an adapter emits for a node, as it
+	// comes (from the adapter's goroutine): a live view counts bytes and
+	// tokens and the age of the last data or status poll from it. It must
+	// not block.
+	Observe func(node string, ev provider.Event)
 	// OnProgress, when set, is told the same changes and more, as data:
 	// bytes and tokens streamed, and every recovery step with its
 	// diagnostic code. It is called from the nodes' goroutines, one call at
@@ -76,6 +82,8 @@ type Options struct {
 	Getenv func(string) string
 	// RunID names the run (default: a new UUID).
 	RunID string
+	// Sim, when set, runs every provider on a simulator (see SimOptions).
+	Sim *SimOptions
 }
 
 // Result is what a run did.
@@ -106,6 +114,7 @@ type runState struct {
 	g        *Graph
 	j        *journal.Journal
 	log      *slog.Logger
+	red      *redact.Redactor // masks secrets in all that is journaled or logged
 	prof     profile.Profile
 	provs    map[string]builtProvider
 	breakers map[string]*breaker // per provider, shared by its nodes
@@ -114,7 +123,9 @@ type runState struct {
 	onState  func(node, state string)
 	onProg   *progressSink
 	inputs   map[string]string // resolved; templates read them
+	observe  func(node string, ev provider.Event)
 	parallel int
+	halt     context.CancelCauseFunc // stops the run (a journal that cannot record)
 
 	mu      sync.Mutex
 	outputs map[string]string
@@ -185,8 +196,22 @@ func Run(ctx context.Context, g *Graph, opts Options) (*Result, error) {
 	}
 	r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunStarted, "run started", slog.String("graph", g.Name),
 		slog.String("profile", r.prof.Name), slog.Int("nodes", len(g.Nodes))))
+	return r.run(ctx)
+}
+
+// run schedules the nodes and records how the run ended. A node that finds
+// the journal unable to record halts the run: nothing more is started, the
+// running nodes stop as if interrupted, and the journal's error is returned.
+func (r *runState) run(ctx context.Context) (*Result, error) {
+	ctx, halt := context.WithCancelCause(ctx)
+	defer halt(nil)
+	r.halt = halt
 	r.schedule(ctx)
-	return r.finish(ctx)
+	res, err := r.finish(ctx)
+	if cause := context.Cause(ctx); errors.Is(cause, diagnostics.ErrJournal) {
+		return res, cause
+	}
+	return res, err
 }
 
 // newRunState checks the options and builds the providers of a run.
@@ -207,15 +232,20 @@ func newRunState(ctx context.Context, g *Graph, opts *Options) (*runState, func(
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	// Every line logged and every text journaled passes the redactor: a
+	// server that echoes the Authorization header must not get the key
+	// written to stderr or the journal.
+	red := redact.New(secrets(g, opts.Getenv)...)
+	opts.Logger = slog.New(red.Handler(opts.Logger.Handler()))
 	if opts.Parallel <= 0 {
 		opts.Parallel = 4
 	}
-	provs, closeProvs, err := buildProviders(ctx, g, opts.Getenv, opts.Logger, opts.Kinds)
+	provs, closeProvs, err := buildProviders(ctx, g, opts.Getenv, opts.Logger, opts.Sim, opts.Kinds)
 	if err != nil {
 		return nil, nil, err
 	}
-	r := &runState{id: opts.RunID, g: g, j: opts.Journal, log: opts.Logger.With("run", opts.RunID), prof: prof,
-		provs: provs, onState: opts.Progress, onProg: newProgressSink(opts.OnProgress), parallel: opts.Parallel, owner: journal.NewOwner(),
+	r := &runState{id: opts.RunID, g: g, j: opts.Journal, log: opts.Logger.With("run", opts.RunID), red: red, prof: prof,
+		provs: provs, onState: opts.Progress, observe: opts.Observe, onProg: newProgressSink(opts.OnProgress), parallel: opts.Parallel, owner: journal.NewOwner(),
 		outputs: map[string]string{}, results: map[string]*NodeResult{}, breakers: map[string]*breaker{},
 		entries: map[string]*entry{}}
 	for name := range provs {
@@ -267,9 +297,9 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 	}
 	system, prompt, err := r.render(n)
 	if err != nil {
-		res.State, res.Err, res.Reason = journal.NodeFailed, err, err.Error()
+		res.State, res.Err, res.Reason = journal.NodeFailed, err, r.red.String(err.Error())
 		r.diag(ctx, n.ID, 0, diagnostics.New(diagnostics.NodeFailed, err.Error(), slog.String("class", string(diagnostics.ClassDeterministic))))
-		_ = r.j.FailNode(bg(ctx), r.id, n.ID, string(diagnostics.ClassDeterministic), err.Error())
+		_ = r.j.FailNode(bg(ctx), r.id, n.ID, string(diagnostics.ClassDeterministic), res.Reason)
 		return res
 	}
 	_ = r.j.SetNodeState(bg(ctx), r.id, n.ID, journal.NodeRunning, "")
@@ -285,7 +315,8 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 		chunks: coalescer{j: r.j}, total: total, retries: total, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		req: provider.Request{Node: n.ID, Model: model, System: system, Prompt: prompt,
 			ReasoningEffort: n.ReasoningEffort, MaxOutputTokens: n.MaxOutputTokens, WorkDir: bp.workDir, Env: n.Env, Policy: r.prof}}
-	out, err := x.execute(ctx, r.entries[n.ID])
+	// adapters name the node on the wire (provider.NodeHeader)
+	out, err := x.execute(provider.WithNode(ctx, n.ID), r.entries[n.ID])
 	var ne *NodeError
 	switch {
 	case err == nil:
@@ -293,13 +324,17 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 		if jerr := r.j.CompleteNode(bg(ctx), r.id, n.ID, out); jerr != nil {
 			res.State, res.Err, res.Reason = journal.NodeFailed, jerr, "journal: "+jerr.Error()
 		}
-	case errors.As(err, &ne) && ne.Class == diagnostics.ClassCanceled:
+	case errors.As(err, &ne) && (ne.Class == diagnostics.ClassCanceled || ne.Class == diagnostics.ClassJournal):
 		res.State, res.Err, res.Reason, res.Running = journal.NodeCanceled, err, "interrupted", ne.Running
+		if ne.Class == diagnostics.ClassJournal {
+			res.Reason = "interrupted: " + r.red.String(ne.Err.Error())
+			r.halt(ne.Err)
+		}
 		_ = r.j.SetNodeState(bg(ctx), r.id, n.ID, journal.NodeCanceled, "interrupted")
 	default:
-		res.State, res.Err, res.Reason = journal.NodeFailed, err, err.Error()
+		res.State, res.Err, res.Reason = journal.NodeFailed, err, r.red.String(err.Error())
 		class := diagnostics.Classify(err).Class
-		_ = r.j.FailNode(bg(ctx), r.id, n.ID, string(class), err.Error())
+		_ = r.j.FailNode(bg(ctx), r.id, n.ID, string(class), res.Reason)
 	}
 	return res
 }
@@ -322,6 +357,7 @@ func (r *runState) render(n *Node) (system, prompt string, err error) {
 
 // diag journals a diagnostic and logs it with its code.
 func (r *runState) diag(ctx context.Context, node string, attempt int, d diagnostics.Diagnostic) {
+	d.Message = r.red.String(d.Message)
 	payload := map[string]any{"code": d.Code.ID, "name": d.Code.Name, "message": d.Message}
 	attrs := []any{slog.String("code", d.Code.ID), slog.String("diag", d.Code.Name)}
 	if node != "" {
@@ -334,7 +370,7 @@ func (r *runState) diag(ctx context.Context, node string, attempt int, d diagnos
 			if v.Kind() == slog.KindDuration {
 				extra[a.Key] = v.Duration().Round(time.Millisecond).String() // "1.3s", not nanoseconds
 			} else {
-				extra[a.Key] = v.Any()
+				extra[a.Key] = r.red.Any(v.Any())
 			}
 			attrs = append(attrs, a)
 		}

@@ -8,7 +8,9 @@ import (
 
 // intersperse moves a command's flags in front of its positional arguments,
 // so `noderun events RUN --node a` works: urfave/cli v2 stops reading flags
-// at the first positional argument.
+// at the first positional argument. Global flags given after the command
+// move in front of it, and an unknown flag stays a flag, so that it is
+// reported (with a suggestion) rather than taken for an argument.
 func intersperse(app *cli.App, args []string) []string {
 	if len(args) < 2 {
 		return args
@@ -34,7 +36,7 @@ func intersperse(app *cli.App, args []string) []string {
 			break
 		}
 	}
-	var fl, pos []string
+	var global, fl, pos []string
 	for len(rest) > 0 {
 		if rest[0] == "--" {
 			pos = append(pos, rest...)
@@ -44,8 +46,19 @@ func intersperse(app *cli.App, args []string) []string {
 			fl, rest = append(fl, rest[:n]...), rest[n:]
 			continue
 		}
+		if len(out) > 1 {
+			if n := flagLen(app.Flags, rest); n > 0 {
+				global, rest = append(global, rest[:n]...), rest[n:]
+				continue
+			}
+		}
+		if len(out) > 1 && len(rest[0]) > 1 && rest[0][0] == '-' {
+			fl, rest = append(fl, rest[0]), rest[1:] // unknown: let the parser name it
+			continue
+		}
 		pos, rest = append(pos, rest[0]), rest[1:]
 	}
+	out = append(append([]string{out[0]}, global...), out[1:]...)
 	return append(append(out, fl...), pos...)
 }
 

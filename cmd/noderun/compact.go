@@ -51,7 +51,7 @@ func (h *compactHandler) Handle(_ context.Context, r slog.Record) error {
 	if node != "" && attempt != "" {
 		node += "#" + attempt
 	}
-	line := fmt.Sprintf("  %-6s %-14s %s", code, node, r.Message)
+	line := fmt.Sprintf("  %-6s %-14s %s", code, node, bounded(r.Message))
 	if len(extra) > 0 {
 		line += "  (" + strings.Join(extra, " ") + ")"
 	}

@@ -48,6 +48,9 @@ func noderunBinary(t *testing.T) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	for _, f := range cleanups {
+		f()
+	}
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))
 	}

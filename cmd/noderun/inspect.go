@@ -15,13 +15,42 @@ import (
 	"github.com/noderun/noderun/journal"
 )
 
-// openExisting opens a journal for reading; it refuses to create one.
+// openExisting opens a journal to continue its runs; it refuses to create one.
 func openExisting(c *cli.Context, opts ...journal.Option) (*journal.Journal, error) {
 	path := c.String("db")
 	if !fileExists(path) {
 		return nil, usageErr(fmt.Errorf("no journal at %s (use --db)", path))
 	}
-	return journal.Open(c.Context, path, opts...)
+	j, err := journal.Open(c.Context, path, opts...)
+	return j, journalErr(err)
+}
+
+// openForReading opens a journal only to read it: it works on a file the
+// user cannot write and never changes one. A journal of an older schema is
+// migrated first, when it can be.
+func openForReading(c *cli.Context) (*journal.Journal, error) {
+	path := c.String("db")
+	if !fileExists(path) {
+		return nil, usageErr(fmt.Errorf("no journal at %s (use --db)", path))
+	}
+	j, err := journal.OpenReadOnly(c.Context, path)
+	if errors.Is(err, journal.ErrSchema) && strings.Contains(err.Error(), "older") {
+		if j, err = journal.Open(c.Context, path); err == nil {
+			_ = j.Close()
+			j, err = journal.OpenReadOnly(c.Context, path)
+		}
+	}
+	return j, journalErr(err)
+}
+
+// journalErr is the one form of a journal that cannot be opened, for every
+// command: exit 2 (the operator's to fix: a path, a file, a version), with
+// the journal's own message, which names the file.
+func journalErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return usageErr(err)
 }
 
 // findRun resolves "last", a full run id, or a unique prefix of one.
@@ -59,20 +88,34 @@ func statusCommand() *cli.Command {
 		Name:      "status",
 		Usage:     "list runs, or show one run's nodes",
 		ArgsUsage: "[RUN|last]",
-		Flags:     []cli.Flag{dbFlag},
+		Description: "Examples:\n  noderun status                 # the newest 50 runs\n" +
+			"  noderun status last --json     # the newest run's nodes, as JSON (docs/json.md)",
+		Flags: []cli.Flag{dbFlag, jsonFlag},
 		Action: func(c *cli.Context) error {
-			j, err := openExisting(c)
+			if err := wantArgs(c, 0, 1, "give at most one run id (or last)"); err != nil {
+				return err
+			}
+			j, err := openForReading(c)
 			if err != nil {
 				return err
 			}
 			defer j.Close()
-			w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-			defer w.Flush()
 			if c.NArg() == 0 {
 				runs, err := j.Runs(c.Context, 50)
 				if err != nil {
 					return err
 				}
+				if c.Bool("json") {
+					out := struct {
+						Runs []runJSON `json:"runs"`
+					}{Runs: []runJSON{}}
+					for _, r := range runs {
+						out.Runs = append(out.Runs, runToJSON(j, r))
+					}
+					return writeJSON(c.App.Writer, out)
+				}
+				w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+				defer w.Flush()
 				fmt.Fprintln(w, "RUN\tGRAPH\tSTATUS\tSTARTED\tPROFILE")
 				for _, r := range runs {
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Graph, r.Status, r.Started.Format(time.DateTime), r.Profile)
@@ -87,6 +130,29 @@ func statusCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			// A running node's bytes are what its journal holds so far.
+			bytes := make(map[string]int, len(nodes))
+			for _, n := range nodes {
+				bytes[n.ID] = len(n.Output)
+				if n.State != journal.NodeCompleted && n.Attempts > 0 {
+					if out, err := j.RebuildOutput(c.Context, r.ID, n.ID, n.Attempts); err == nil {
+						bytes[n.ID] = len(out)
+					}
+				}
+			}
+			if c.Bool("json") {
+				out := struct {
+					runJSON
+					Nodes []nodeJSON `json:"nodes"`
+				}{runJSON: runToJSON(j, r), Nodes: []nodeJSON{}}
+				for _, n := range nodes {
+					out.Nodes = append(out.Nodes, nodeJSON{ID: n.ID, State: string(n.State), Attempts: n.Attempts, Bytes: bytes[n.ID],
+						ErrorClass: n.ErrClass, Error: n.Error, Reason: n.Reason, Started: jsonTime(n.Started), Finished: jsonTime(n.Finished)})
+				}
+				return writeJSON(c.App.Writer, out)
+			}
+			w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+			defer w.Flush()
 			status := r.Status
 			if j.Abandoned(r) {
 				status = "interrupted (its runner is gone; noderun resume " + journal.RunStatus(r.ID) + ")"
@@ -104,7 +170,7 @@ func statusCommand() *cli.Command {
 					notes = append(notes, fmt.Sprintf("%s: %s", n.ID, oneLine(note, len(note)+1)))
 					short = oneLine(note, 60) + " (below)"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", n.ID, n.State, n.Attempts, len(n.Output), short)
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", n.ID, n.State, n.Attempts, bytes[n.ID], short)
 			}
 			w.Flush()
 			for _, note := range notes {
@@ -120,15 +186,26 @@ func eventsCommand() *cli.Command {
 		Name:      "events",
 		Usage:     "print a run's journaled events (chunks, attempts, diagnostics)",
 		ArgsUsage: "RUN|last",
+		Description: "Examples:\n  noderun events last --kind diagnostic        # every recovery step, with its code\n" +
+			"  noderun events last --node report --follow   # one node, while the run goes\n" +
+			"  noderun events last --json                   # one JSON object per line (docs/json.md)",
 		Flags: []cli.Flag{
 			dbFlag,
 			&cli.StringFlag{Name: "node", Usage: "only this node's events"},
-			&cli.StringSliceFlag{Name: "kind", Usage: "only these kinds (delta, diagnostic, ref, raw, reasoning, reset, done)"},
+			&cli.StringSliceFlag{Name: "kind", Usage: "only these kinds (" + strings.Join(eventKinds, ", ") + ")"},
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing until the run ends"},
 			&cli.BoolFlag{Name: "json", Usage: "one JSON object per line"},
 		},
 		Action: func(c *cli.Context) error {
-			j, err := openExisting(c)
+			if err := wantArgs(c, 1, 1, "give one run id (or last)"); err != nil {
+				return err
+			}
+			for _, k := range c.StringSlice("kind") {
+				if err := oneOf("kind", k, eventKinds...); err != nil {
+					return err
+				}
+			}
+			j, err := openForReading(c)
 			if err != nil {
 				return err
 			}
@@ -136,6 +213,11 @@ func eventsCommand() *cli.Command {
 			r, err := findRun(c.Context, j, c.Args().First())
 			if err != nil {
 				return err
+			}
+			if node := c.String("node"); node != "" {
+				if err := knownNode(c, j, r.ID, "--node", node); err != nil {
+					return err
+				}
 			}
 			f := journal.EventFilter{Node: c.String("node"), Kinds: c.StringSlice("kind"), AfterSeq: -1}
 			for {
@@ -160,6 +242,11 @@ func eventsCommand() *cli.Command {
 					if cur.Status != journal.RunRunning {
 						return nil
 					}
+					if j.Abandoned(cur) {
+						// Nothing more will come: say so rather than wait forever.
+						return &exitError{exitFailed, fmt.Errorf("run %s did not finish and its runner is gone; continue it with: %s",
+							cur.ID, resumeLine(c, cur.ID))}
+					}
 					select {
 					case <-c.Context.Done():
 						return nil
@@ -171,11 +258,32 @@ func eventsCommand() *cli.Command {
 	}
 }
 
+// eventKinds are the kinds of event the journal holds.
+var eventKinds = []string{"delta", "reasoning", "diagnostic", "ref", "raw", "reset", "done", "usage"}
+
+// knownNode checks that a run has a node, else exit 2 naming the nodes it has.
+func knownNode(c *cli.Context, j *journal.Journal, runID, flag, id string) error {
+	nodes, err := j.Nodes(c.Context, runID)
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for _, n := range nodes {
+		if n.ID == id {
+			return nil
+		}
+		ids = append(ids, n.ID)
+	}
+	msg := fmt.Sprintf("%s %s: run %s has no node %q (its nodes: %s)", flag, id, runID, id, strings.Join(ids, ", "))
+	if s := suggestWord(id, ids); s != "" {
+		msg += fmt.Sprintf("; did you mean %q?", s)
+	}
+	return usageErr(errors.New(strings.TrimPrefix(msg, " ")))
+}
+
 func printEvent(w io.Writer, e journal.Event, asJSON bool) error {
 	if asJSON {
-		return json.NewEncoder(w).Encode(map[string]any{
-			"seq": e.Seq, "time": e.Time.Format(time.RFC3339Nano), "node": e.NodeID, "attempt": e.Attempt,
-			"kind": e.Kind, "code": e.Code, "provider_seq": e.ProviderSeq, "payload": string(e.Payload)})
+		return json.NewEncoder(w).Encode(eventToJSON(e))
 	}
 	where := e.NodeID
 	if where == "" {
@@ -219,12 +327,15 @@ func showCommand() *cli.Command {
 		Name:      "show",
 		Usage:     "print a node's output (or, for an unfinished node, what its journal holds) and its attempts",
 		ArgsUsage: "RUN|last NODE",
-		Flags:     []cli.Flag{dbFlag, &cli.BoolFlag{Name: "attempts", Usage: "list the node's attempts instead"}},
+		Description: "Examples:\n  noderun show last report              # the node's output\n" +
+			"  noderun show last report --attempts   # its attempts, with what each cost\n" +
+			"  noderun show last report --json       # as JSON (docs/json.md)",
+		Flags: []cli.Flag{dbFlag, jsonFlag, &cli.BoolFlag{Name: "attempts", Usage: "list the node's attempts instead"}},
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 2 {
-				return usageErr(errors.New("show: give RUN and NODE"))
+			if err := wantArgs(c, 2, 2, "give RUN (or last) and NODE"); err != nil {
+				return err
 			}
-			j, err := openExisting(c)
+			j, err := openForReading(c)
 			if err != nil {
 				return err
 			}
@@ -234,6 +345,9 @@ func showCommand() *cli.Command {
 				return err
 			}
 			id := c.Args().Get(1)
+			if err := knownNode(c, j, r.ID, "", id); err != nil {
+				return err
+			}
 			n, err := j.Node(c.Context, r.ID, id)
 			if err != nil {
 				return usageErr(fmt.Errorf("run %s: %w", r.ID, err))
@@ -242,11 +356,25 @@ func showCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if c.Bool("json") {
+				return showJSON(c, j, r.ID, n, atts)
+			}
 			if c.Bool("attempts") {
+				usage, err := attemptUsage(c.Context, j, r.ID, id)
+				if err != nil {
+					return err
+				}
 				w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(w, "ATTEMPT\tMODE\tPROVIDER\tREF\tCURSOR\tOUTCOME\tCLASS\tERROR")
+				fmt.Fprintln(w, "ATTEMPT\tMODE\tPROVIDER\tREF\tCURSOR\tOUTCOME\tTOKENS (in/out)\tCLASS\tERROR")
 				for _, a := range atts {
-					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", a.N, a.Mode, a.Provider, a.Ref, a.Cursor, a.Outcome, a.ErrClass, oneLine(a.Error, 80))
+					tokens := "-"
+					if u, ok := usage[a.N]; ok {
+						tokens = fmt.Sprintf("%d/%d", u.InputTokens, u.OutputTokens)
+						if u.Estimated {
+							tokens += " (est.)"
+						}
+					}
+					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.N, a.Mode, a.Provider, a.Ref, a.Cursor, a.Outcome, tokens, a.ErrClass, oneLine(a.Error, 80))
 				}
 				return w.Flush()
 			}
@@ -267,4 +395,49 @@ func showCommand() *cli.Command {
 			return err
 		},
 	}
+}
+
+var jsonFlag = &cli.BoolFlag{Name: "json", Usage: "print JSON on stdout (schema: docs/json.md)"}
+
+// showJSON prints a node, its output (or the partial output of its last
+// attempt) or, with --attempts, its attempts with what each cost.
+func showJSON(c *cli.Context, j *journal.Journal, runID string, n journal.Node, atts []journal.Attempt) error {
+	if c.Bool("attempts") {
+		usage, err := attemptUsage(c.Context, j, runID, n.ID)
+		if err != nil {
+			return err
+		}
+		out := struct {
+			RunID    string        `json:"run_id"`
+			Node     string        `json:"node"`
+			Attempts []attemptJSON `json:"attempts"`
+		}{RunID: runID, Node: n.ID, Attempts: []attemptJSON{}}
+		for _, a := range atts {
+			aj := attemptJSON{N: a.N, Mode: string(a.Mode), Provider: a.Provider, Ref: a.Ref, Cursor: a.Cursor,
+				Outcome: string(a.Outcome), ErrorClass: a.ErrClass, Error: a.Error, Started: jsonTime(a.Started), Ended: jsonTime(a.Ended)}
+			if u, ok := usage[a.N]; ok {
+				aj.Usage = &usageJSON{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, ReasoningTokens: u.ReasoningTokens,
+					Estimated: u.Estimated, PreservedTokens: u.PreservedTokens}
+			}
+			out.Attempts = append(out.Attempts, aj)
+		}
+		return writeJSON(c.App.Writer, out)
+	}
+	out := struct {
+		RunID   string `json:"run_id"`
+		Node    string `json:"node"`
+		State   string `json:"state"`
+		Partial bool   `json:"partial"`
+		Attempt int    `json:"attempt"`
+		Output  string `json:"output"`
+	}{RunID: runID, Node: n.ID, State: string(n.State), Attempt: n.Attempts, Output: n.Output}
+	if n.State != journal.NodeCompleted && len(atts) > 0 {
+		last := atts[len(atts)-1]
+		o, err := j.RebuildOutput(c.Context, runID, n.ID, last.N)
+		if err != nil {
+			return err
+		}
+		out.Partial, out.Output = true, o
+	}
+	return writeJSON(c.App.Writer, out)
 }

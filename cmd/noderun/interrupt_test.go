@@ -156,3 +156,31 @@ func TestCancelAfterInterrupt(t *testing.T) {
 		})
 	}
 }
+
+// Issue 15: events --follow of a run whose runner was killed ends (exit 1,
+// saying so) instead of waiting forever for events that will not come.
+func TestEventsFollowEndsWhenTheRunnerIsGone(t *testing.T) {
+	srv := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: intTokens, TokensPerSecond: 1000})
+	cmd, db := startRun(t, t.TempDir(), fmt.Sprintf(
+		"name: slow\nprofile: ci\nproviders:\n  p: {kind: responses, base_url: %s, model: sim}\nnodes:\n  - {id: a, prompt: %s}\n",
+		srv.BaseURL(), intPrompt))
+	waitStreaming(t, srv, 100)
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	done := make(chan struct{})
+	var code int
+	var stdout, stderr string
+	go func() {
+		defer close(done)
+		code, stdout, stderr = runCLI(t, "events", "--db", db, "--follow", "--kind", "diagnostic", "last")
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("events --follow still waiting 20 s after its runner was killed")
+	}
+	if code != exitFailed || !strings.Contains(stderr, "runner is gone") || !strings.Contains(stderr, "noderun resume") ||
+		!strings.Contains(stdout, "NR401") {
+		t.Errorf("exit %d, want %d with the run's events and a line saying the runner is gone\nstdout: %s\nstderr: %s", code, exitFailed, stdout, stderr)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
@@ -61,34 +62,81 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:      "noderun",
 		Usage:     "run goal graphs of streaming LLM calls without losing a node to a dropped socket",
 		Writer:    stdout,
 		ErrWriter: stderr,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "diagnostics on stderr: debug, info, warn, error"},
+			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "diagnostics on stderr when it is not a terminal: text (key=value) or json"},
+			&cli.BoolFlag{Name: "version", Usage: "print the version and commit, and exit"},
 		},
+		Before: func(c *cli.Context) error {
+			if err := oneOf("log-level", c.String("log-level"), "debug", "info", "warn", "error"); err != nil {
+				return err
+			}
+			return oneOf("log-format", c.String("log-format"), "text", "json")
+		},
+		Action:         rootAction,
 		ExitErrHandler: func(*cli.Context, error) {}, // run() maps errors to exit codes
 		Commands: []*cli.Command{
 			runCommand(), resumeCommand(), cancelCommand(), statusCommand(), eventsCommand(), showCommand(),
-			validateCommand(), schemaCommand(), profilesCommand(), simCommand(),
+			diagnoseCommand(), reportCommand(), validateCommand(), schemaCommand(), profilesCommand(), simCommand(), chaosCommand(),
 		},
 	}
+	applyConventions(app)
+	return app
 }
 
 // newLogger writes diagnostics to stderr: key=value lines, or short lines
 // for a person when stderr is a terminal.
 func newLogger(c *cli.Context) (*slog.Logger, error) {
+	return newLoggerTo(c, c.App.ErrWriter, isTerminal(c.App.ErrWriter))
+}
+
+// newLoggerTo writes diagnostics to w: short lines for a person when tty.
+func newLoggerTo(c *cli.Context, w io.Writer, tty bool) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, usageErr(fmt.Errorf("--log-level: %w", err))
 	}
-	w := c.App.ErrWriter
-	if isTerminal(w) {
+	if tty {
 		return slog.New(&compactHandler{w: w, level: lvl}), nil
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl})), nil
+	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: boundAttr}
+	if c.String("log-format") == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// maxLogValue bounds one message or value on stderr: a server's error body
+// (kept to 8 KiB) is quoted whole in the journal, not on every log line.
+const maxLogValue = 2 << 10
+
+// bounded cuts s to maxLogValue bytes, saying how long it was.
+func bounded(s string) string {
+	if len(s) <= maxLogValue {
+		return s
+	}
+	cut := maxLogValue
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… [%d bytes; the journal has it whole]", s[:cut], len(s))
+}
+
+func boundAttr(_ []string, a slog.Attr) slog.Attr {
+	switch {
+	case a.Value.Kind() == slog.KindString && len(a.Value.String()) > maxLogValue:
+		return slog.String(a.Key, bounded(a.Value.String()))
+	case a.Value.Kind() == slog.KindAny:
+		if err, ok := a.Value.Any().(error); ok && len(err.Error()) > maxLogValue {
+			return slog.String(a.Key, bounded(err.Error()))
+		}
+	}
+	return a
 }
 
 func isTerminal(w io.Writer) bool {

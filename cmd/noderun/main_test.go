@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	_ "modernc.org/sqlite"
 
@@ -124,6 +128,11 @@ nodes:
 			t.Errorf("trial %d: no deltas journaled before the kill (%v)", trial, err)
 		}
 		j.Close()
+		// status counts what the journal holds of an unfinished node, not 0.
+		code, out, errs := runCLI(t, "status", "last", "--db", db, "--json")
+		if code != 0 || !strings.Contains(out, `"bytes": `) || !regexp.MustCompile(`"state": "running",\s+"attempts": 1,\s+"bytes": [1-9]`).MatchString(out) {
+			t.Errorf("trial %d: status of the killed run: exit %d\n%s%s", trial, code, out, errs)
+		}
 	}
 }
 
@@ -177,5 +186,29 @@ func TestValidateAcceptsValidGraphs(t *testing.T) {
 	code, out, stderr := runCLI(t, append([]string{"validate"}, files...)...)
 	if code != exitOK || strings.Count(out, ": ok (") != len(files) {
 		t.Fatalf("validate: exit %d\n%s\n%s", code, out, stderr)
+	}
+}
+
+// Issue 15: one stderr value is at most maxLogValue bytes (whole characters),
+// saying how long it was; the journal keeps it whole.
+func TestLogValuesAreBounded(t *testing.T) {
+	long := strings.Repeat("é", maxLogValue) // 2 bytes each
+	for _, c := range []struct {
+		in   string
+		keep bool
+	}{{"short", true}, {strings.Repeat("x", maxLogValue), true}, {long, false}} {
+		got := bounded(c.in)
+		if (got == c.in) != c.keep || len(got) > maxLogValue+64 || !utf8.ValidString(got) {
+			t.Errorf("bounded(%d bytes) = %d bytes", len(c.in), len(got))
+		}
+		if !c.keep && !strings.Contains(got, fmt.Sprintf("[%d bytes;", len(c.in))) {
+			t.Errorf("bounded does not say the length: %q", got[len(got)-50:])
+		}
+	}
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: boundAttr}))
+	log.Warn(long, "error", errors.New(long), "body", long)
+	if buf.Len() > 4*maxLogValue {
+		t.Errorf("one log line of %d bytes", buf.Len())
 	}
 }

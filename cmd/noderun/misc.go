@@ -1,10 +1,11 @@
 package main
 
 import (
-	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
@@ -19,12 +20,24 @@ func validateCommand() *cli.Command {
 		Name:      "validate",
 		Usage:     "check graph files without running them (exit 2 on any problem)",
 		ArgsUsage: "GRAPH.yaml...",
+		Description: "Examples:\n  noderun validate graphs/*.yaml          # exit 2 with file:line for every problem\n" +
+			"  noderun validate g.yaml --json          # as JSON (docs/json.md), still exit 2 if invalid",
+		Flags: []cli.Flag{jsonFlag},
 		Action: func(c *cli.Context) error {
-			if c.NArg() == 0 {
-				return usageErr(errors.New("validate: give one or more graph files"))
+			if err := wantArgs(c, 1, -1, "give one or more graph files"); err != nil {
+				return err
 			}
+			type graphJSON struct {
+				Path     string   `json:"path"`
+				OK       bool     `json:"ok"`
+				Nodes    int      `json:"nodes"`
+				Errors   []string `json:"errors"`
+				Warnings []string `json:"warnings"`
+			}
+			var results []graphJSON
 			bad := 0
 			for _, path := range c.Args().Slice() {
+				res := graphJSON{Path: path, Errors: []string{}, Warnings: []string{}}
 				g, err := runner.LoadGraph(path)
 				opts := runner.Options{}
 				if err == nil {
@@ -32,12 +45,30 @@ func validateCommand() *cli.Command {
 				}
 				if err != nil {
 					bad++
-					fmt.Fprintln(c.App.ErrWriter, err)
+					res.Errors = splitLines(err.Error())
+					results = append(results, res)
+					if !c.Bool("json") {
+						fmt.Fprintln(c.App.ErrWriter, err)
+					}
 					continue
 				}
-				fmt.Fprintf(c.App.Writer, "%s: ok (%d nodes)\n", path, len(g.Nodes))
+				res.OK, res.Nodes = true, len(g.Nodes)
+				if !c.Bool("json") {
+					fmt.Fprintf(c.App.Writer, "%s: ok (%d nodes)\n", path, len(g.Nodes))
+				}
 				if err := runner.CheckEnvironment(g, &opts); err != nil {
-					fmt.Fprintf(c.App.ErrWriter, "warning: `noderun run` on this machine would refuse it:\n%v\n", err)
+					res.Warnings = splitLines(err.Error())
+					if !c.Bool("json") {
+						fmt.Fprintf(c.App.ErrWriter, "warning: `noderun run` on this machine would refuse it:\n%v\n", err)
+					}
+				}
+				results = append(results, res)
+			}
+			if c.Bool("json") {
+				if err := writeJSON(c.App.Writer, struct {
+					Graphs []graphJSON `json:"graphs"`
+				}{results}); err != nil {
+					return err
 				}
 			}
 			if bad > 0 {
@@ -52,14 +83,22 @@ func profilesCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "profiles",
 		Usage: "print the recovery profiles and their values",
-		Flags: []cli.Flag{&cli.StringFlag{Name: "file", Usage: "a profiles YAML file to merge over the built-ins"}},
+		Description: "Examples:\n  noderun profiles                          # the built-ins\n" +
+			"  noderun profiles --file profiles.yaml --json   # with your overrides, as JSON (docs/json.md)",
+		Flags: []cli.Flag{jsonFlag, &cli.StringFlag{Name: "file", Usage: "a profiles YAML file to merge over the built-ins"}},
 		Action: func(c *cli.Context) error {
+			if err := wantArgs(c, 0, 0, "takes no arguments"); err != nil {
+				return err
+			}
 			set := profile.Set(profile.Builtins())
 			if f := c.String("file"); f != "" {
 				var err error
 				if set, err = profile.Load(f); err != nil {
 					return usageErr(err)
 				}
+			}
+			if c.Bool("json") {
+				return profilesJSON(c.App.Writer, set)
 			}
 			w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "PROFILE\tRETRIES\tRECONNECTS\tBACKOFF (full jitter)\tDEADLINE\tIDLE\tPOLL AFTER\tPOLL\tSTUCK AFTER\tMAX RETRY-AFTER\tBREAKER")
@@ -75,17 +114,24 @@ func profilesCommand() *cli.Command {
 
 func simCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "sim",
-		Usage: "the fault-injecting OpenAI-compatible provider simulator",
+		Name:        "sim",
+		Usage:       "the fault-injecting OpenAI-compatible provider simulator",
+		Description: "Example:\n  noderun sim serve --faults testdata/faults/flaky-stream.yaml   # prints its base URL",
 		Subcommands: []*cli.Command{{
 			Name:  "serve",
 			Usage: "serve the simulator until interrupted; prints its base URL",
+			Description: "The config/fault file schema, every fault kind, the admin endpoints (/sim/stats,\n" +
+				"/sim/faults, /sim/reset, /sim/outage) and examples: docs/simulator.md.\n" +
+				"To prove a graph survives disconnects in CI, `noderun chaos GRAPH` does it all (docs/ci.md).",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "addr", Value: "127.0.0.1:0", Usage: "listen address"},
 				&cli.StringFlag{Name: "faults", Usage: "YAML file of simulator settings and scripted faults"},
 				&cli.Int64Flag{Name: "seed", Usage: "content seed (overrides the file's)"},
 			},
 			Action: func(c *cli.Context) error {
+				if err := wantArgs(c, 0, 0, "takes no arguments"); err != nil {
+					return err
+				}
 				var cfg sim.Config
 				if f := c.String("faults"); f != "" {
 					var err error
@@ -133,4 +179,46 @@ func breakerText(p profile.Profile) string {
 		return "off"
 	}
 	return fmt.Sprintf("%d failures, %s cool-down", p.Breaker, p.BreakerCooldown)
+}
+
+func splitLines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// profilesJSON prints every profile; durations are in milliseconds.
+func profilesJSON(w io.Writer, set profile.Set) error {
+	type profileJSON struct {
+		Name              string  `json:"name"`
+		Retries           int     `json:"retries"`
+		Reconnects        int     `json:"reconnects"`
+		BackoffBaseMS     int64   `json:"backoff_base_ms"`
+		BackoffFactor     float64 `json:"backoff_factor"`
+		BackoffCapMS      int64   `json:"backoff_cap_ms"`
+		DeadlineMS        int64   `json:"deadline_ms"`
+		IdleTimeoutMS     int64   `json:"idle_timeout_ms"`
+		PollAfterMS       int64   `json:"poll_after_ms"`
+		PollIntervalMS    int64   `json:"poll_interval_ms"`
+		StuckAfterMS      int64   `json:"stuck_after_ms"`
+		MaxRetryAfterMS   int64   `json:"max_retry_after_ms"`
+		Breaker           int     `json:"breaker"`
+		BreakerCooldownMS int64   `json:"breaker_cooldown_ms"`
+	}
+	out := struct {
+		Profiles []profileJSON `json:"profiles"`
+	}{Profiles: []profileJSON{}}
+	for _, name := range set.Names() {
+		p := set[name]
+		out.Profiles = append(out.Profiles, profileJSON{Name: name, Retries: p.Retries, Reconnects: p.Reconnects,
+			BackoffBaseMS: p.Backoff.Base.D().Milliseconds(), BackoffFactor: p.Backoff.Factor, BackoffCapMS: p.Backoff.Cap.D().Milliseconds(),
+			DeadlineMS: p.Deadline.D().Milliseconds(), IdleTimeoutMS: p.IdleTimeout.D().Milliseconds(), PollAfterMS: p.PollAfter.D().Milliseconds(),
+			PollIntervalMS: p.PollInterval.D().Milliseconds(), StuckAfterMS: p.StuckAfter.D().Milliseconds(),
+			MaxRetryAfterMS: p.MaxRetryAfter.D().Milliseconds(), Breaker: p.Breaker, BreakerCooldownMS: p.BreakerCooldown.D().Milliseconds()})
+	}
+	return writeJSON(w, out)
 }

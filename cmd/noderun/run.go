@@ -2,16 +2,19 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner"
 )
@@ -23,16 +26,20 @@ func runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "run a goal graph",
 		ArgsUsage: "GRAPH.yaml",
+		Description: "Examples:\n  noderun run testdata/graphs/demo.yaml               # journal: ./noderun.db\n" +
+			"  noderun run g.yaml --db ci.db --profile ci --json    # the result as JSON (docs/json.md)\n" +
+			"  noderun run testdata/graphs/goal.yaml --input goal=\"why streams drop\" --input depth=5",
 		Flags: append(execFlags("recovery profile (overrides the graph's)"),
 			&cli.GenericFlag{Name: "input", Value: &inputFlag{}, Usage: "a value of the graph's inputs: name=value, or name=@FILE for a file's content (repeatable)"}),
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return usageErr(errors.New("run: give exactly one graph file"))
+			if err := wantArgs(c, 1, 1, "give exactly one graph file"); err != nil {
+				return err
 			}
-			opts, err := execOptions(c)
+			opts, stopView, err := execOptions(c)
 			if err != nil {
 				return err
 			}
+			defer stopView()
 			g, err := runner.LoadGraph(c.Args().First())
 			if err != nil {
 				return usageErr(err)
@@ -49,11 +56,12 @@ func runCommand() *cli.Command {
 			}
 			j, err := journal.Open(c.Context, c.String("db"), journal.WithLogger(opts.Logger))
 			if err != nil {
-				return &exitError{exitFailed, err}
+				return journalErr(err)
 			}
 			defer j.Close()
 			opts.Journal = j
 			res, err := runner.Run(c.Context, g, opts)
+			stopView()
 			return report(c, opts, res, err)
 		},
 	}
@@ -64,16 +72,19 @@ func resumeCommand() *cli.Command {
 		Name:      "resume",
 		Usage:     "continue a run that did not finish: completed nodes keep their outputs, in-flight ones re-attach, resume or retry",
 		ArgsUsage: "RUN|last",
+		Description: "Examples:\n  noderun resume last                  # continue the newest run\n" +
+			"  noderun resume last --retry deploy   # ... and send deploy's request again",
 		Flags: append(execFlags("recovery profile (default: the run's)"),
 			&cli.StringSliceFlag{Name: "retry", Usage: "send this node's request again even if it may have had side effects (repeatable)"}),
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return usageErr(errors.New("resume: give exactly one run id (or last)"))
+			if err := wantArgs(c, 1, 1, "give exactly one run id (or last)"); err != nil {
+				return err
 			}
-			opts, err := execOptions(c)
+			opts, stopView, err := execOptions(c)
 			if err != nil {
 				return err
 			}
+			defer stopView()
 			j, err := openExisting(c, journal.WithLogger(opts.Logger))
 			if err != nil {
 				return err
@@ -83,12 +94,16 @@ func resumeCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if err := checkRetry(c, j, r.ID, c.StringSlice("retry")); err != nil {
+				return err
+			}
 			if r.Status == journal.RunCompleted && len(c.StringSlice("retry")) == 0 {
 				fmt.Fprintf(c.App.ErrWriter, "noderun: run %s already completed; nothing to resume\n", r.ID)
 				return nil
 			}
 			opts.Journal = j
 			res, err := runner.Resume(c.Context, r.ID, c.StringSlice("retry"), opts)
+			stopView()
 			if err := runErr(err); err != nil {
 				return err
 			}
@@ -104,21 +119,38 @@ func execFlags(profileUsage string) []cli.Flag {
 		&cli.StringFlag{Name: "profile", Usage: profileUsage},
 		&cli.IntFlag{Name: "parallel", Value: 4, Usage: "nodes run at once"},
 		&cli.BoolFlag{Name: "json", Usage: "print the result as JSON on stdout"},
+		&cli.BoolFlag{Name: "sim", Usage: "run every provider on the embedded simulator (same API, no keys, no network; docs/simulator.md)"},
 	}
 }
 
 // execOptions reads execFlags into runner options, with the logger and the
-// progress lines on stderr.
-func execOptions(c *cli.Context) (runner.Options, error) {
+// progress on stderr: on a terminal, a live view (stop it before printing
+// anything else; stopping twice is fine); else one log stream.
+func execOptions(c *cli.Context) (runner.Options, func(), error) {
 	if c.Int("parallel") < 1 {
-		return runner.Options{}, usageErr(errors.New("--parallel must be at least 1"))
+		return runner.Options{}, nil, usageErr(errors.New("--parallel must be at least 1"))
+	}
+	opts := runner.Options{Profile: c.String("profile"), Parallel: c.Int("parallel")}
+	if c.Bool("sim") {
+		opts.Sim = &runner.SimOptions{}
+	}
+	if f, ok := terminalFile(c.App.ErrWriter); ok {
+		v := newLiveView(f)
+		log, err := newLoggerTo(c, &lockedWriter{w: v}, true)
+		if err != nil {
+			v.stop()
+			return runner.Options{}, nil, err
+		}
+		var once sync.Once
+		opts.Logger, opts.Progress, opts.Observe = log, v.progress, v.observe
+		return opts, func() { once.Do(v.stop) }, nil
 	}
 	log, err := newLogger(c)
 	if err != nil {
-		return runner.Options{}, err
+		return runner.Options{}, nil, err
 	}
-	return runner.Options{Profile: c.String("profile"), Parallel: c.Int("parallel"), Logger: log,
-		Progress: progressPrinter(c.App.ErrWriter)}, nil
+	opts.Logger, opts.Progress = log, progressLogger(log)
+	return opts, func() {}, nil
 }
 
 // cancelCommand stops at the provider what an interrupted run left running.
@@ -133,8 +165,8 @@ func cancelCommand() *cli.Command {
 		ArgsUsage: "RUN|last [NODE...]",
 		Flags:     []cli.Flag{dbFlag},
 		Action: func(c *cli.Context) error {
-			if c.NArg() < 1 {
-				return usageErr(errors.New("cancel: give a run id (or last), and optionally nodes"))
+			if err := wantArgs(c, 1, -1, "give a run id (or last), and optionally nodes"); err != nil {
+				return err
 			}
 			log, err := newLogger(c)
 			if err != nil {
@@ -200,13 +232,23 @@ func runErr(err error) error {
 
 // report prints a run's result and maps it to an exit code.
 func report(c *cli.Context, opts runner.Options, res *runner.Result, err error) error {
+	if err != nil && res != nil && errors.Is(err, diagnostics.ErrJournal) {
+		// Nothing more was sent once the journal could not record it; what
+		// it holds is intact and resumable.
+		return &exitError{exitInterrupted, fmt.Errorf("%w\nthe run is interrupted: free space on the disk that holds %s (or fix the file), then continue it: %s",
+			err, c.String("db"), resumeLine(c, res.RunID))}
+	}
 	if err != nil {
 		return &exitError{exitFailed, err}
 	}
+	var d *diagnosis // the run-level lines of noderun diagnose, and a verdict per node
+	if r, derr := opts.Journal.Run(bg(c.Context), res.RunID); derr == nil {
+		d, _ = diagnose(bg(c.Context), opts.Journal, r, nil)
+	}
 	if c.Bool("json") {
-		err = printResultJSON(c.App.Writer, res)
+		err = printResultJSON(c.App.Writer, res, d)
 	} else {
-		printResult(c.App.Writer, res)
+		printResult(c.App.Writer, res, d, closingHint(c, res))
 	}
 	if err != nil {
 		return &exitError{exitFailed, err}
@@ -225,17 +267,14 @@ func report(c *cli.Context, opts runner.Options, res *runner.Result, err error) 
 // waits a moment for a second one, which cancels that work now.
 func interrupted(c *cli.Context, opts runner.Options, res *runner.Result) error {
 	w := c.App.ErrWriter
-	db := ""
-	if c.IsSet("db") {
-		db = " --db " + shellQuote(c.String("db"))
-	}
+	db := dbArg(c)
 	var running []string
 	for _, n := range res.Nodes {
 		if n.Running != "" {
 			running = append(running, n.ID)
 		}
 	}
-	resumeCmd := fmt.Sprintf("noderun resume %s%s", res.RunID, db)
+	resumeCmd := resumeLine(c, res.RunID)
 	if len(running) == 0 {
 		return &exitError{exitInterrupted, fmt.Errorf("run %s interrupted; continue it with: %s", res.RunID, resumeCmd)}
 	}
@@ -270,6 +309,20 @@ func interrupted(c *cli.Context, opts runner.Options, res *runner.Result) error 
 	return &exitError{exitInterrupted, errors.New("")}
 }
 
+// dbArg is the --db flag that names this journal, for a command to print;
+// empty for the default journal.
+func dbArg(c *cli.Context) string {
+	if c.IsSet("db") {
+		return " --db " + shellQuote(c.String("db"))
+	}
+	return ""
+}
+
+// resumeLine is the command that continues a run, as the operator would type it.
+func resumeLine(c *cli.Context, runID string) string {
+	return "noderun resume " + runID + dbArg(c)
+}
+
 // waitFor is how long an interrupted run waits for the signal that cancels
 // its work: a moment after Ctrl-C, none after SIGTERM (a second signal that
 // already arrived is still seen).
@@ -291,31 +344,70 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// progressPrinter prints one line per node state change on stderr.
-func progressPrinter(w io.Writer) func(node, state string) {
-	start := time.Now()
-	tty := isTerminal(w)
+// progressLogger puts the node states that no diagnostic reports (a node
+// starts streaming, a node is done) into the log stream, so that a pipe gets
+// one stream, each event once: a recovery step, a failure or a skip is
+// already a diagnostic line.
+func progressLogger(log *slog.Logger) func(node, state string) {
 	return func(node, state string) {
-		if tty {
-			fmt.Fprintf(w, "%6.1fs %-14s %s\n", time.Since(start).Seconds(), node, state)
-			return
+		if state == "streaming" || strings.HasPrefix(state, "done") {
+			log.Info(state, slog.String("node", node))
 		}
-		fmt.Fprintf(w, "noderun: %7.2fs %-14s %s\n", time.Since(start).Seconds(), node, state)
 	}
 }
 
-func printResult(w io.Writer, res *runner.Result) {
+func printResult(w io.Writer, res *runner.Result, d *diagnosis, hint string) {
+	verdicts := map[string]string{}
+	if d != nil {
+		for _, n := range d.Nodes {
+			verdicts[n.ID] = n.Verdict
+		}
+	}
 	fmt.Fprintf(w, "run %s %s\n", res.RunID, res.Status)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSTATE\tBYTES\tNOTE")
 	for _, n := range res.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", n.ID, n.State, len(n.Output), oneLine(n.Reason, 100))
+		note := n.Reason
+		if note == "" {
+			note = verdicts[n.ID]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", n.ID, n.State, len(n.Output), oneLine(note, 100))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "outputs: noderun show %s NODE\n", res.RunID)
+	if d != nil {
+		for _, l := range d.Summary {
+			fmt.Fprintln(w, l)
+		}
+	}
+	fmt.Fprintln(w, hint)
 }
 
-func printResultJSON(w io.Writer, res *runner.Result) error {
+// closingHint is a command that shows an output, as it can be typed: the
+// binary as it was invoked, a node that has an output, and the journal when
+// it is not the default.
+func closingHint(c *cli.Context, res *runner.Result) string {
+	runID, node := res.RunID, "NODE"
+	for _, n := range res.Nodes { // the last node with an output: a command that works verbatim
+		if n.State == journal.NodeCompleted {
+			node = n.ID
+		}
+	}
+	bin := "noderun"
+	if arg0 := os.Args[0]; strings.Contains(arg0, "/") && !strings.HasSuffix(arg0, ".test") {
+		bin = arg0
+	}
+	db := ""
+	if c.String("db") != dbFlag.Value {
+		db = " --db " + c.String("db")
+	}
+	short := runID
+	if len(short) > 8 {
+		short = short[:8] // a unique prefix is enough, and easier to type
+	}
+	return fmt.Sprintf("output: %s show %s %s%s   (what recovery did: %s diagnose %s%s)", bin, short, node, db, bin, short, db)
+}
+
+func printResultJSON(w io.Writer, res *runner.Result, d *diagnosis) error {
 	type node struct {
 		ID     string `json:"id"`
 		State  string `json:"state"`
@@ -323,16 +415,18 @@ func printResultJSON(w io.Writer, res *runner.Result) error {
 		Reason string `json:"reason,omitempty"`
 	}
 	out := struct {
-		RunID  string `json:"run_id"`
-		Status string `json:"status"`
-		Nodes  []node `json:"nodes"`
-	}{RunID: res.RunID, Status: string(res.Status)}
+		RunID   string   `json:"run_id"`
+		Status  string   `json:"status"`
+		Nodes   []node   `json:"nodes"`
+		Summary []string `json:"summary"`
+	}{RunID: res.RunID, Status: string(res.Status), Nodes: []node{}, Summary: []string{}}
 	for _, n := range res.Nodes {
 		out.Nodes = append(out.Nodes, node{n.ID, string(n.State), n.Output, n.Reason})
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	if d != nil {
+		out.Summary = d.Summary
+	}
+	return writeJSON(w, out)
 }
 
 func oneLine(s string, n int) string {
@@ -342,3 +436,7 @@ func oneLine(s string, n int) string {
 	}
 	return s
 }
+
+// bg keeps ctx's values but not its cancellation: an interrupted run still
+// gets its summary.
+func bg(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }

@@ -294,6 +294,11 @@ func pathSafe(s string) string {
 	return string(b)
 }
 
+// NodeEnv is set in a harness process's environment to the graph node it
+// works for, so that the harness can name the node to its model server
+// (Codex: model_providers.X.env_http_headers).
+const NodeEnv = "NODERUN_NODE"
+
 // run runs one harness process to its end and reports the outcome. want is
 // the thread a resume must come back with ("" for a new thread).
 func (p *Provider) run(ctx context.Context, dir string, argv []string, vals, nodeEnv map[string]string, want string, emit provider.Emit) error {
@@ -310,7 +315,12 @@ func (p *Provider) run(ctx context.Context, dir string, argv []string, vals, nod
 	}
 	runCtx, kill := context.WithCancelCause(ctx)
 	defer kill(nil)
-	proc, err := startProcess(runCtx, bin, argv, dir, p.env(vals, nodeEnv), p.log.With("harness", name))
+	env := p.env(vals, nodeEnv)
+	if n := provider.NodeOf(ctx); n != "" {
+		// a harness pointed at the simulator names its node with this (env_http_headers)
+		env = append(env, NodeEnv+"="+n)
+	}
+	proc, err := startProcess(runCtx, bin, argv, dir, env, p.log.With("harness", name))
 	if err != nil {
 		return diagnostics.Wrap(diagnostics.ClassDeterministic, fmt.Errorf("%s: %w", name, err))
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/provider"
+	"github.com/noderun/noderun/provider/guard"
 )
 
 // Config configures the adapter.
@@ -41,6 +42,7 @@ func New(cfg Config) *Provider {
 	if hc == nil {
 		hc = DefaultHTTPClient()
 	}
+	hc = guard.Client(hc)
 	oc := goopenai.DefaultConfig(cfg.APIKey)
 	if cfg.BaseURL != "" {
 		oc.BaseURL = cfg.BaseURL

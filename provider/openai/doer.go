@@ -3,11 +3,14 @@ package openai
 import (
 	"bytes"
 	"io"
+	"mime"
 	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/provider"
+	"github.com/noderun/noderun/provider/guard"
 )
 
 // go-openai hides response headers and the [DONE] line, both of which
@@ -35,6 +38,7 @@ func (o *observation) classify(err error) error {
 }
 
 func (d *watchingDoer) Do(req *http.Request) (*http.Response, error) {
+	provider.MarkNode(req)
 	resp, err := d.c.Do(req)
 	obs, _ := req.Context().Value(observationKey{}).(*observation)
 	if err != nil || obs == nil {
@@ -42,7 +46,15 @@ func (d *watchingDoer) Do(req *http.Request) (*http.Response, error) {
 	}
 	if resp.StatusCode >= 400 {
 		obs.retryAfter.Store(int64(diagnostics.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())))
+		guard.BoundErrorBody(resp) // go-openai reads all of it, and quotes it in its error
 		return resp, nil
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		// A portal's HTML page or a JSON answer is no stream: go-openai would
+		// find no data line in it and report a clean end, a "disconnect".
+		err := guard.NotEventStream("chat stream", resp)
+		_ = resp.Body.Close()
+		return nil, err
 	}
 	resp.Body = &doneWatcher{r: resp.Body, obs: obs}
 	return resp, nil
@@ -54,10 +66,15 @@ var doneLine = []byte("data: [DONE]")
 // `data: [DONE]` (with or without the space). It keeps only the first bytes
 // of the current line and skips from newline to newline, so it costs next
 // to nothing on long streams.
+//
+// It also bounds a line to guard.MaxEventBytes: go-openai reads a line whole
+// into memory, however long, so a server that never sends a newline would
+// otherwise take all of it.
 type doneWatcher struct {
-	r    io.ReadCloser
-	obs  *observation
-	line []byte // start of the current line, at most len(doneLine)+2 bytes
+	r       io.ReadCloser
+	obs     *observation
+	line    []byte // start of the current line, at most len(doneLine)+2 bytes
+	lineLen int    // bytes of the current line so far
 }
 
 func (w *doneWatcher) Read(p []byte) (int, error) {
@@ -67,8 +84,12 @@ func (w *doneWatcher) Read(p []byte) (int, error) {
 		i := bytes.IndexByte(b, '\n')
 		if i < 0 {
 			w.keep(b)
+			if w.lineLen += len(b); w.lineLen > guard.MaxEventBytes {
+				return n, guard.LineLimit("chat stream")
+			}
 			break
 		}
+		w.lineLen = 0
 		w.keep(b[:i])
 		if isDone(bytes.TrimSuffix(w.line, []byte("\r"))) {
 			w.obs.done.Store(true)

@@ -18,6 +18,8 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/provider"
+	"github.com/noderun/noderun/provider/guard"
 )
 
 // capture records the HTTP response of one go-openai call: go-openai hides
@@ -38,7 +40,11 @@ func withCapture(ctx context.Context, c *capture) context.Context {
 type doer struct{ hc *http.Client }
 
 func (d doer) Do(req *http.Request) (*http.Response, error) {
+	provider.MarkNode(req)
 	resp, err := d.hc.Do(req)
+	if resp != nil && resp.StatusCode >= 400 {
+		guard.BoundErrorBody(resp) // go-openai reads all of it, and quotes it in its error
+	}
 	if c, ok := req.Context().Value(captureKey{}).(*capture); ok && resp != nil {
 		c.resp = resp
 	}
@@ -86,7 +92,8 @@ func classified(op string, status int, header http.Header, err error) error {
 
 // statusError reads a non-200 answer to one of our own requests.
 func statusError(op string, resp *http.Response) error {
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	guard.BoundErrorBody(resp)
+	body, _ := io.ReadAll(resp.Body)
 	var inner error
 	var er openai.ErrorResponse
 	if json.Unmarshal(body, &er) == nil && er.Error != nil {
@@ -107,8 +114,7 @@ func checkEventStream(op string, resp *http.Response) error {
 	if mt == "text/event-stream" {
 		return nil
 	}
-	return &diagnostics.Error{Class: diagnostics.ClassDeterministic, Status: resp.StatusCode,
-		Err: fmt.Errorf("responses %s: %w: content type %q, want text/event-stream", op, ErrProtocol, resp.Header.Get("Content-Type"))}
+	return guard.NotEventStream("responses "+op, resp)
 }
 
 // conn is one open event stream.
@@ -190,6 +196,7 @@ func (s *session) attach(ctx context.Context) (*conn, error) {
 	}
 	hreq.Header.Set("Accept", "text/event-stream")
 	hreq.Header.Set("Cache-Control", "no-cache")
+	provider.MarkNode(hreq)
 	resp, err := p.hc.Do(hreq)
 	if err != nil {
 		dog.stop()

@@ -26,6 +26,7 @@ import (
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/provider"
+	"github.com/noderun/noderun/provider/guard"
 )
 
 // Errors of responses that ended without completing. They are returned
@@ -42,7 +43,8 @@ var (
 	ErrCancelled = errors.New("response cancelled")
 	// ErrProtocol: the server sent something that is not the Responses
 	// streaming protocol (malformed event, wrong content type).
-	ErrProtocol = errors.New("responses protocol violation")
+	// It is a diagnostics.ErrProtocol, of class protocol.
+	ErrProtocol = fmt.Errorf("responses %w", diagnostics.ErrProtocol)
 )
 
 // Config configures a Provider.
@@ -87,6 +89,7 @@ func New(cfg Config) (*Provider, error) {
 	if hc == nil {
 		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
+	hc = guard.Client(hc)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

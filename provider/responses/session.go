@@ -14,6 +14,7 @@ import (
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/provider"
+	"github.com/noderun/noderun/provider/guard"
 	"github.com/noderun/noderun/provider/sse"
 )
 
@@ -98,7 +99,7 @@ func (s *session) read(ctx context.Context, c *conn) (idle bool, err error) {
 			case errors.Is(err, io.EOF):
 				return false, fmt.Errorf("responses %s: stream ended at sequence %d without response.completed: %w", s.ref, s.seq, diagnostics.ErrDisconnected)
 			case errors.Is(err, sse.ErrEventTooLarge):
-				return false, &diagnostics.Error{Class: diagnostics.ClassServer, Err: fmt.Errorf("responses %s: %w: %w", s.ref, ErrProtocol, err)}
+				return false, fmt.Errorf("%w: %w", err, guard.LineLimit("responses "+s.ref))
 			}
 			return false, fmt.Errorf("responses %s: stream broke at sequence %d: %w: %w", s.ref, s.seq, diagnostics.ErrDisconnected, err)
 		}
@@ -130,8 +131,9 @@ type wireEvent struct {
 func (s *session) handle(ev sse.Event) (accepted, done bool, err error) {
 	var w wireEvent
 	if err := json.Unmarshal([]byte(ev.Data), &w); err != nil {
-		return false, false, &diagnostics.Error{Class: diagnostics.ClassServer,
-			Err: fmt.Errorf("responses %s: %w: undecodable %q event after sequence %d: %v", s.ref, ErrProtocol, ev.Type, s.seq, err)}
+		return false, false, &diagnostics.Error{Class: diagnostics.ClassProtocol,
+			Err: fmt.Errorf("responses %s: %w: undecodable %q event after sequence %d (%v): %s",
+				s.ref, ErrProtocol, ev.Type, s.seq, err, guard.Excerpt([]byte(ev.Data), 120))}
 	}
 	typ := w.Type
 	if typ == "" {

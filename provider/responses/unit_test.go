@@ -324,11 +324,12 @@ func TestWrongContentType(t *testing.T) {
 		_, _ = io.WriteString(w, `{}`)
 	})
 	err := p.Stream(context.Background(), req(), func(provider.Event) error { return nil })
-	if !errors.Is(err, ErrProtocol) || diagnostics.Classify(err).Class != diagnostics.ClassDeterministic {
+	if !errors.Is(err, diagnostics.ErrProtocol) || diagnostics.Classify(err).Class != diagnostics.ClassProtocol ||
+		!strings.Contains(err.Error(), `"application/json"`) || !strings.Contains(err.Error(), `begins "{}"`) {
 		t.Fatalf("create: %v", err)
 	}
 	err = p.Resume(context.Background(), req(), provider.Cursor{Ref: "r", Seq: 1}, func(provider.Event) error { return nil })
-	if !errors.Is(err, ErrProtocol) {
+	if !errors.Is(err, diagnostics.ErrProtocol) {
 		t.Fatalf("resume: %v", err)
 	}
 }
@@ -340,7 +341,7 @@ func TestMalformedEvent(t *testing.T) {
 		s.raw("data: {not json\n\n")
 	})
 	err := p.Stream(context.Background(), req(), func(provider.Event) error { return nil })
-	if !errors.Is(err, ErrProtocol) || diagnostics.Classify(err).Class != diagnostics.ClassServer {
+	if !errors.Is(err, ErrProtocol) || diagnostics.Classify(err).Class != diagnostics.ClassProtocol || !strings.Contains(err.Error(), "{not json") {
 		t.Fatalf("err %v", err)
 	}
 }

@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -19,6 +21,7 @@ func (s *Server) routes() *http.ServeMux {
 	m.HandleFunc("GET /sim/stats", s.handleStats)
 	m.HandleFunc("POST /sim/faults", s.handleAddFault)
 	m.HandleFunc("POST /sim/outage", s.handleOutage)
+	m.HandleFunc("POST /sim/reset", s.handleReset)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "sim: no route for "+r.Method+" "+r.URL.Path, "")
 	})
@@ -36,23 +39,71 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.Stats())
 }
 
-// handleAddFault serves POST /sim/faults with one Fault as JSON (the YAML
-// field names, duration as "2s"; unknown fields are a 400).
+// handleAddFault serves POST /sim/faults with one Fault, or a list of
+// them, as JSON (the YAML field names, duration as "2s"; unknown fields are
+// a 400). A list is armed whole or not at all.
 func (s *Server) handleAddFault(w http.ResponseWriter, r *http.Request) {
+	faults, list, err := readFaults(w, r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), "")
+		return
+	}
+	for _, f := range faults {
+		s.faults.add(f)
+	}
+	if list {
+		writeJSON(w, http.StatusCreated, faults)
+		return
+	}
+	writeJSON(w, http.StatusCreated, faults[0])
+}
+
+// handleReset serves POST /sim/reset: faults dropped, counters zeroed, an
+// outage ended. An optional body {"faults": [...]} arms those faults in the
+// same step, so that no request sees the server in between.
+func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
-	var f Fault
-	if err == nil {
-		err = json.Unmarshal(body, &f)
+	var in struct {
+		Faults []Fault `json:"faults"`
+	}
+	if err == nil && len(bytes.TrimSpace(body)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(&in)
 	}
 	if err == nil {
-		err = f.Validate()
+		err = s.Reset(in.Faults...)
 	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), "")
 		return
 	}
-	s.faults.add(f)
-	writeJSON(w, http.StatusCreated, f)
+	writeJSON(w, http.StatusOK, map[string]any{"reset": true, "faults": len(in.Faults)})
+}
+
+// readFaults reads one fault or a list of faults, each validated.
+func readFaults(w http.ResponseWriter, r *http.Request) (faults []Fault, list bool, err error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err != nil {
+		return nil, false, err
+	}
+	body = bytes.TrimSpace(body)
+	if list = len(body) > 0 && body[0] == '['; list {
+		err = json.Unmarshal(body, &faults)
+	} else {
+		var f Fault
+		err = json.Unmarshal(body, &f)
+		faults = []Fault{f}
+	}
+	if err != nil {
+		return nil, list, err
+	}
+	for i, f := range faults {
+		if err := f.Validate(); err != nil {
+			return nil, list, fmt.Errorf("fault %d: %w", i+1, err)
+		}
+	}
+	return faults, list, nil
 }
 
 // handleOutage serves POST /sim/outage?for=2s: connections are refused for

@@ -74,17 +74,49 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(b)
 }
 
-// statusFault answers a status fault, reporting whether it did.
-func (s *Server) statusFault(w http.ResponseWriter, f *Fault, endpoint string) bool {
-	if f == nil || f.Kind != FaultStatus {
+// earlyFault applies a fault that acts instead of any answer (status,
+// outage), reporting whether it did.
+func (s *Server) earlyFault(w http.ResponseWriter, r *http.Request, f *Fault, endpoint string) bool {
+	if f == nil {
 		return false
 	}
-	s.faultActed(f, endpoint)
-	if f.RetryAfter != "" {
-		w.Header().Set("Retry-After", f.RetryAfter)
+	switch f.Kind {
+	case FaultStatus:
+		s.faultActed(f, endpoint)
+		if f.RetryAfter != "" {
+			w.Header().Set("Retry-After", f.RetryAfter)
+		}
+		writeError(w, f.Status, "sim: injected HTTP "+strconv.Itoa(f.Status)+" ("+http.StatusText(f.Status)+")", "")
+		return true
+	case FaultOutage:
+		s.faultActed(f, endpoint)
+		// every open connection is reset, this request's included
+		if err := s.outageFor(f.Duration, nil); err != nil || connOf(r) == nil {
+			panic(http.ErrAbortHandler)
+		}
+		return true
 	}
-	writeError(w, f.Status, "sim: injected HTTP "+strconv.Itoa(f.Status)+" ("+http.StatusText(f.Status)+")", "")
-	return true
+	return false
+}
+
+// count counts a request to ep and says who it is, for matching faults.
+// md is the request's metadata (nil when it has none).
+func (s *Server) count(ep string, r *http.Request, md map[string]any) call {
+	node := nodeOf(r, md)
+	n, nodeN := s.stats.nodeRequest(ep, node)
+	return call{endpoint: ep, n: n, node: node, nodeN: nodeN}
+}
+
+// nodeOf is the graph node a request is for: its NodeHeader, else its
+// metadata's NodeMetadata, else "".
+func nodeOf(r *http.Request, md map[string]any) string {
+	if n := r.Header.Get(NodeHeader); n != "" {
+		return n
+	}
+	if n, ok := md[NodeMetadata].(string); ok {
+		return n
+	}
+	return ""
 }
 
 // faultActed counts and logs a fault that acted.

@@ -126,11 +126,13 @@ func (s *Server) anthropicStatusFault(w http.ResponseWriter, f *Fault, endpoint 
 // and large) only cuts it, with stop_reason "max_tokens".
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	const ep = EndpointMessages
-	n := s.stats.request(ep)
 	var req messagesRequest
 	if !readJSON(w, r, &req) {
+		s.count(ep, r, nil)
 		return
 	}
+	at := s.count(ep, r, nil)
+	count := s.stats.tokensFor(at.node)
 	p, err := s.params(0, nil)
 	if err != nil {
 		writeAnthropicError(w, http.StatusBadRequest, err.Error())
@@ -139,9 +141,9 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	if req.MaxTokens > 0 && req.MaxTokens < p.tokens {
 		p.tokens, p.cut = req.MaxTokens, true
 	}
-	f := s.faults.match(ep, n, "")
-	s.log.Debug("sim request", "endpoint", ep, "n", n, "stream", req.Stream, "tokens", p.tokens)
-	if s.anthropicStatusFault(w, f, ep) {
+	f := s.faults.match(at)
+	s.log.Debug("sim request", "endpoint", ep, "n", at.n, "node", at.node, "stream", req.Stream, "tokens", p.tokens)
+	if s.anthropicStatusFault(w, f, ep) || s.earlyFault(w, r, f, ep) { // status in Anthropic's shape; outage
 		return
 	}
 	input := req.input()
@@ -153,7 +155,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		stop = "max_tokens"
 	}
 	if !req.Stream {
-		if err := s.pace(r.Context(), p, len(tokens)); err != nil {
+		if err := s.pace(r.Context(), p, len(tokens), count); err != nil {
 			return
 		}
 		s.answer(w, r, ep, f, map[string]any{
@@ -192,7 +194,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		s.stats.tokens.Add(1)
+		count.add()
 		if send("content_block_delta", map[string]any{"index": 0,
 			"delta": map[string]any{"type": "text_delta", "text": tok}}) != nil {
 			return

@@ -31,10 +31,26 @@ type chunkDelta struct {
 	Content *string `json:"content,omitempty"`
 }
 
+// chatUsage is the usage object with the details objects the real API
+// always sends (the official SDKs read them without a nil check).
 type chatUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens      int                `json:"prompt_tokens"`
+	CompletionTokens  int                `json:"completion_tokens"`
+	TotalTokens       int                `json:"total_tokens"`
+	PromptDetails     *promptDetails     `json:"prompt_tokens_details"`
+	CompletionDetails *completionDetails `json:"completion_tokens_details"`
+}
+
+type promptDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+	AudioTokens  int `json:"audio_tokens"`
+}
+
+type completionDetails struct {
+	ReasoningTokens          int `json:"reasoning_tokens"`
+	AudioTokens              int `json:"audio_tokens"`
+	AcceptedPredictionTokens int `json:"accepted_prediction_tokens"`
+	RejectedPredictionTokens int `json:"rejected_prediction_tokens"`
 }
 
 const fingerprint = "fp_noderun_sim"
@@ -47,6 +63,7 @@ type chatCall struct {
 	tokens  []string
 	p       params
 	usage   chatUsage
+	count   tokenCounter
 	// prefix and suffix of a content chunk's frame around the JSON string
 	prefix, suffix []byte
 }
@@ -59,30 +76,32 @@ func (c *chatCall) finishReason() string {
 }
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
-	n := s.stats.request(EndpointChat)
 	var req chatRequest
 	if !readJSON(w, r, &req) {
+		s.count(EndpointChat, r, nil)
 		return
 	}
+	at := s.count(EndpointChat, r, req.Metadata)
 	p, err := s.params(req.maxTokens(), req.Metadata)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), "metadata")
 		return
 	}
-	f := s.faults.match(EndpointChat, n, "")
-	s.log.Debug("sim request", "endpoint", EndpointChat, "n", n, "stream", req.Stream, "tokens", p.tokens)
-	if s.statusFault(w, f, EndpointChat) {
+	f := s.faults.match(at)
+	s.log.Debug("sim request", "endpoint", EndpointChat, "n", at.n, "node", at.node, "stream", req.Stream, "tokens", p.tokens)
+	if s.earlyFault(w, r, f, EndpointChat) {
 		return
 	}
 	input := req.input()
 	c := &chatCall{
 		id: newID("chatcmpl-"), created: unixNow(), model: req.Model, p: p,
-		tokens: Text(req.Model, input, s.cfg.Seed, p.tokens),
+		tokens: Text(req.Model, input, s.cfg.Seed, p.tokens), count: s.stats.tokensFor(at.node),
 	}
-	c.usage = chatUsage{PromptTokens: countTokens(input), CompletionTokens: len(c.tokens)}
+	c.usage = chatUsage{PromptTokens: countTokens(input), CompletionTokens: len(c.tokens),
+		PromptDetails: &promptDetails{}, CompletionDetails: &completionDetails{}}
 	c.usage.TotalTokens = c.usage.PromptTokens + c.usage.CompletionTokens
 	if !req.Stream {
-		if err := s.pace(r.Context(), p, len(c.tokens)); err != nil {
+		if err := s.pace(r.Context(), p, len(c.tokens), c.count); err != nil {
 			return
 		}
 		s.answer(w, r, EndpointChat, f, c.completion())
@@ -97,12 +116,12 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 
 // pace produces n tokens at the request's pace, counting them, for an
 // answer that is not streamed.
-func (s *Server) pace(ctx context.Context, p params, n int) error {
+func (s *Server) pace(ctx context.Context, p params, n int, count tokenCounter) error {
 	for i := range n {
 		if err := sleep(ctx, p.wait(i, false)); err != nil {
 			return err
 		}
-		s.stats.tokens.Add(1)
+		count.add()
 	}
 	return nil
 }
@@ -122,7 +141,7 @@ func (s *Server) streamChat(sw *sseWriter, c *chatCall, includeUsage bool) error
 				return err
 			}
 		}
-		s.stats.tokens.Add(1)
+		c.count.add()
 		if err := sw.send(c.contentFrame(tok)); err != nil {
 			return err
 		}

@@ -104,8 +104,8 @@ func TestChatMaxTokensAndMetadata(t *testing.T) {
 	//lint:ignore SA1019 the simulator must honour the legacy field that clients still send
 	req.MaxTokens = 7
 	res := readChat(t, c, req)
-	if res.finish != openai.FinishReasonStop || res.text != want("sim", "p", 0, 7) {
-		t.Fatalf("max alone: finish=%q text=%q", res.finish, res.text)
+	if res.finish != openai.FinishReasonLength || res.text != want("sim", "p", 0, 7) {
+		t.Fatalf("max below the natural length (40): finish=%q text=%q", res.finish, res.text)
 	}
 
 	req.Metadata = map[string]string{MetaTokens: "20"}

@@ -141,12 +141,19 @@ func DecodeConfig(n *yaml.Node) (Config, error) {
 	return cfg, err
 }
 
+// DecodeFault decodes one fault from a YAML mapping, with the schema of a
+// config file's faults list (e.g. a fault in a `noderun chaos` matrix file).
+// Errors are *ConfigError with the line.
+func DecodeFault(n *yaml.Node) (Fault, error) { return decodeFault(n) }
+
 func decodeFault(n *yaml.Node) (Fault, error) {
 	var f Fault
 	err := eachField(n, "fault", func(key string, v *yaml.Node) error {
 		switch key {
 		case "endpoint":
 			return scalar(v, key, &f.Endpoint)
+		case "node":
+			return scalar(v, key, &f.Node)
 		case "requests":
 			if v.Kind == yaml.ScalarNode {
 				var r int
@@ -185,7 +192,7 @@ func decodeFault(n *yaml.Node) (Fault, error) {
 		case "retry_after":
 			return scalar(v, key, &f.RetryAfter)
 		}
-		return errAt(v, "unknown fault field %q (want endpoint, requests, response_id, times, kind, after_events, duration, status, retry_after)", key)
+		return errAt(v, "unknown fault field %q (want endpoint, node, requests, response_id, times, kind, after_events, duration, status, retry_after)", key)
 	})
 	if err != nil {
 		return f, err

@@ -82,7 +82,7 @@ func TestParseConfigValidation(t *testing.T) {
 		"faults: [{kind: close, endpoint: nope}]":         `unknown endpoint "nope"`,
 		"faults: [{kind: close, requests: [0]}]":          "1-based",
 		"faults: [{kind: close, requests: 3}]":            "",
-		"faults: [{kind: close, duration: 1s}]":           "duration is for kind silence only",
+		"faults: [{kind: close, duration: 1s}]":           "duration is for kinds silence and outage only",
 		"- 1\n- 2":                                        "line 1: sim config must be a mapping",
 		"faults:\n  - kind: close\n    after_events: [1]": "line 3: after_events must be a single value",
 	} {

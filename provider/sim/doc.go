@@ -17,8 +17,11 @@
 //	POST /v1/responses/{id}/cancel      cancel a background response    endpoint "responses.cancel"
 //	GET  /v1/models                     lists the model "sim"           endpoint "models"
 //	GET  /sim/stats                     Stats as JSON
-//	POST /sim/faults                    add a Fault (JSON, same schema as YAML)
+//	POST /sim/faults                    add a Fault, or a list of them (JSON, same schema as YAML)
+//	POST /sim/reset                     drop faults, zero counters, end an outage; body {"faults": [...]} arms new ones
 //	POST /sim/outage?for=2s             refuse connections for a while
+//
+// Every endpoint is documented for CLI users in docs/simulator.md.
 //
 // # Content
 //
@@ -35,11 +38,11 @@
 // Values may be JSON strings ("2s", "40") or numbers. An invalid value is a
 // 400 so that a typo does not silently change a test.
 //
-// Length: the natural length is sim_tokens, else the request's max tokens
-// (max_tokens, max_completion_tokens, max_output_tokens), else Config.Tokens.
-// When the request's max is smaller than the natural length the output is cut
-// at the max and reported as such (finish_reason "length", or a
-// response.incomplete with reason "max_output_tokens").
+// Length: the natural length is sim_tokens, else Config.Tokens. When the
+// request's max (max_tokens, max_completion_tokens, max_output_tokens) is
+// smaller than the natural length the output is cut at the max and reported
+// as the real API does (finish_reason "length", or a response.incomplete with
+// reason "max_output_tokens").
 //
 // # Responses
 //
@@ -74,12 +77,13 @@
 //	faults:
 //	  - endpoint: chat          # chat, responses.create, responses.get,
 //	                            # responses.stream, responses.cancel, models; omit for any
-//	    requests: [1, 2]        # 1-based, per endpoint; omit for every request
+//	    node: plan              # only this graph node's requests (NodeHeader or NodeMetadata)
+//	    requests: [1, 2]        # 1-based, per endpoint (per node and endpoint with node); omit for every request
 //	    response_id: resp_...   # only requests about this response
 //	    times: 1                # at most this many times; omit for unlimited
-//	    kind: close             # close | reset | cut | silence | status | queued | refuse
+//	    kind: close             # close | reset | cut | silence | status | queued | refuse | outage
 //	    after_events: 5         # close, reset, cut, silence: after N SSE events
-//	    duration: 2s            # silence
+//	    duration: 2s            # silence, outage
 //	    status: 429             # status: 400-599
 //	    retry_after: "2"        # status: Retry-After header
 //

@@ -42,8 +42,22 @@ const (
 	// FaultRefuse accepts the next TCP connection(s) and resets them at
 	// once, before any request is read. Requests then counts connections
 	// (1-based, over the server's life); Endpoint and ResponseID must be
-	// empty. A true outage (ECONNREFUSED) is Server.SetOutage.
+	// empty. A true outage (ECONNREFUSED) is FaultOutage or Server.SetOutage.
 	FaultRefuse FaultKind = "refuse"
+	// FaultOutage takes the whole server down for Duration when the matched
+	// request arrives: the request's connection and every other open one
+	// are reset, and new connections are refused (ECONNREFUSED) until the
+	// outage ends. Aimed with Node, it starts a real outage at a chosen
+	// point of one node's life, whatever the scheduling of the others.
+	FaultOutage FaultKind = "outage"
+)
+
+// NodeHeader is the request header that names the graph node a request is
+// for; noderun's adapters set it. Clients that cannot set headers may put
+// the node in the request's metadata under NodeMetadata instead.
+const (
+	NodeHeader   = "X-Noderun-Node"
+	NodeMetadata = "noderun_node"
 )
 
 // Endpoint names, as used in Stats.Requests and Fault.Endpoint.
@@ -70,9 +84,15 @@ var endpoints = []string{EndpointChat, EndpointResponsesCreate, EndpointResponse
 type Fault struct {
 	// Endpoint is one of the Endpoint* names; "" matches any.
 	Endpoint string `yaml:"endpoint" json:"endpoint,omitempty"`
-	// Requests are 1-based request numbers, counted per endpoint (a fault
-	// without Endpoint matches request n of whichever endpoint; for refuse
-	// they are connection numbers); empty matches every request.
+	// Node restricts the fault to requests for this graph node (NodeHeader
+	// or NodeMetadata), and makes Requests count that node's requests only:
+	// for chat and responses.create, request k is the node's attempt k, so
+	// the fault hits the same request whatever runs beside it.
+	Node string `yaml:"node" json:"node,omitempty"`
+	// Requests are 1-based request numbers, counted per endpoint (per node
+	// and endpoint when Node is set; a fault without Endpoint matches
+	// request n of whichever endpoint; for refuse they are connection
+	// numbers); empty matches every request.
 	Requests []int `yaml:"requests" json:"requests,omitempty"`
 	// ResponseID restricts the fault to requests about this response.
 	ResponseID string `yaml:"response_id" json:"response_id,omitempty"`
@@ -81,7 +101,7 @@ type Fault struct {
 	Kind  FaultKind `yaml:"kind" json:"kind"`
 	// AfterEvents is when close, reset, cut and silence act on a stream.
 	AfterEvents int `yaml:"after_events" json:"after_events,omitempty"`
-	// Duration is the length of a silence.
+	// Duration is the length of a silence or an outage.
 	Duration time.Duration `yaml:"duration" json:"duration,omitempty"`
 	// Status is the HTTP status of a status fault (400-599).
 	Status int `yaml:"status" json:"status,omitempty"`
@@ -92,11 +112,11 @@ type Fault struct {
 // Validate reports whether the fault is well formed.
 func (f Fault) Validate() error {
 	switch f.Kind {
-	case FaultClose, FaultReset, FaultCut, FaultSilence, FaultStatus, FaultQueued, FaultRefuse:
+	case FaultClose, FaultReset, FaultCut, FaultSilence, FaultStatus, FaultQueued, FaultRefuse, FaultOutage:
 	case "":
-		return fmt.Errorf("fault: kind is required (close, reset, cut, silence, status, queued, refuse)")
+		return fmt.Errorf("fault: kind is required (%s)", kindList)
 	default:
-		return fmt.Errorf("fault: unknown kind %q (want close, reset, cut, silence, status, queued, refuse)", f.Kind)
+		return fmt.Errorf("fault: unknown kind %q (want %s)", f.Kind, kindList)
 	}
 	if f.Endpoint != "" && !slices.Contains(endpoints, f.Endpoint) {
 		return fmt.Errorf("fault: unknown endpoint %q (want one of %v)", f.Endpoint, endpoints)
@@ -114,31 +134,37 @@ func (f Fault) Validate() error {
 		if f.Status < 400 || f.Status > 599 {
 			return fmt.Errorf("fault: status must be in 400-599, got %d", f.Status)
 		}
-	case FaultSilence:
+	case FaultSilence, FaultOutage:
 		if f.Duration <= 0 {
-			return fmt.Errorf("fault: silence needs a duration > 0")
+			return fmt.Errorf("fault: %s needs a duration > 0", f.Kind)
+		}
+		if f.Kind == FaultOutage && f.Duration > time.Hour {
+			return fmt.Errorf("fault: an outage lasts at most 1h")
 		}
 	case FaultQueued:
 		if f.Endpoint != "" && f.Endpoint != EndpointResponsesCreate {
 			return fmt.Errorf("fault: queued applies to %s only", EndpointResponsesCreate)
 		}
 	case FaultRefuse:
-		if f.Endpoint != "" || f.ResponseID != "" {
-			return fmt.Errorf("fault: refuse acts on connections: endpoint and response_id must be empty")
+		if f.Endpoint != "" || f.ResponseID != "" || f.Node != "" {
+			return fmt.Errorf("fault: refuse acts on connections: endpoint, node and response_id must be empty (aim an outage at a node instead)")
 		}
 	}
 	if f.Status != 0 && f.Kind != FaultStatus || f.RetryAfter != "" && f.Kind != FaultStatus {
 		return fmt.Errorf("fault: status and retry_after are for kind status only")
 	}
-	if f.Duration != 0 && f.Kind != FaultSilence {
-		return fmt.Errorf("fault: duration is for kind silence only")
+	if f.Duration != 0 && f.Kind != FaultSilence && f.Kind != FaultOutage {
+		return fmt.Errorf("fault: duration is for kinds silence and outage only")
 	}
 	return nil
 }
 
+const kindList = "close, reset, cut, silence, status, queued, refuse, outage"
+
 // faultJSON is Fault with Duration as a string, for POST /sim/faults.
 type faultJSON struct {
 	Endpoint    string    `json:"endpoint,omitempty"`
+	Node        string    `json:"node,omitempty"`
 	Requests    []int     `json:"requests,omitempty"`
 	ResponseID  string    `json:"response_id,omitempty"`
 	Times       int       `json:"times,omitempty"`
@@ -151,7 +177,7 @@ type faultJSON struct {
 
 // MarshalJSON writes Duration as a Go duration string.
 func (f Fault) MarshalJSON() ([]byte, error) {
-	j := faultJSON{f.Endpoint, f.Requests, f.ResponseID, f.Times, f.Kind, f.AfterEvents, "", f.Status, f.RetryAfter}
+	j := faultJSON{f.Endpoint, f.Node, f.Requests, f.ResponseID, f.Times, f.Kind, f.AfterEvents, "", f.Status, f.RetryAfter}
 	if f.Duration != 0 {
 		j.Duration = f.Duration.String()
 	}
@@ -173,7 +199,7 @@ func (f *Fault) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("fault: duration: %w", err)
 		}
 	}
-	*f = Fault{j.Endpoint, j.Requests, j.ResponseID, j.Times, j.Kind, j.AfterEvents, d, j.Status, j.RetryAfter}
+	*f = Fault{j.Endpoint, j.Node, j.Requests, j.ResponseID, j.Times, j.Kind, j.AfterEvents, d, j.Status, j.RetryAfter}
 	return nil
 }
 
@@ -195,17 +221,32 @@ func (fs *faultSet) add(f Fault) {
 	fs.faults = append(fs.faults, &armed{Fault: f})
 }
 
-// match returns the fault for request n of endpoint about responseID, and
-// spends one of its uses; nil when none applies.
-func (fs *faultSet) match(endpoint string, n int64, responseID string) *Fault {
+// call is what a fault is matched against: one request.
+type call struct {
+	endpoint   string
+	n          int64  // the request's number on its endpoint, over the server's life (since a reset)
+	node       string // the graph node it is for, "" when the client did not say
+	nodeN      int64  // the node's request number on this endpoint, 0 without a node
+	responseID string
+}
+
+// match returns the fault for c, and spends one of its uses; nil when none
+// applies. It is the one place where faults are matched to requests: every
+// endpoint calls it with the call it is answering.
+func (fs *faultSet) match(c call) *Fault {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	for _, a := range fs.faults {
+		n := c.n
+		if a.Node != "" {
+			n = c.nodeN
+		}
 		switch {
 		case a.Kind == FaultRefuse,
-			a.Kind == FaultQueued && endpoint != EndpointResponsesCreate,
-			a.Endpoint != "" && a.Endpoint != endpoint,
-			a.ResponseID != "" && a.ResponseID != responseID,
+			a.Kind == FaultQueued && c.endpoint != EndpointResponsesCreate,
+			a.Endpoint != "" && a.Endpoint != c.endpoint,
+			a.Node != "" && a.Node != c.node,
+			a.ResponseID != "" && a.ResponseID != c.responseID,
 			!a.take(n):
 			continue
 		}
@@ -213,6 +254,13 @@ func (fs *faultSet) match(endpoint string, n int64, responseID string) *Fault {
 		return &f
 	}
 	return nil
+}
+
+// reset drops every fault.
+func (fs *faultSet) reset() {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.faults = nil
 }
 
 // refuse reports whether connection n is to be refused, spending a use.

@@ -105,11 +105,13 @@ func (s *Server) handleGemini(w http.ResponseWriter, r *http.Request) {
 		writeGeminiError(w, http.StatusNotFound, "sim: no method "+strconv.Quote(method)+" (want streamGenerateContent or generateContent)")
 		return
 	}
-	n := s.stats.request(ep)
 	var req geminiRequest
 	if !readJSON(w, r, &req) {
+		s.count(ep, r, nil)
 		return
 	}
+	at := s.count(ep, r, nil)
+	count := s.stats.tokensFor(at.node)
 	p, err := s.params(0, nil)
 	if err != nil {
 		writeGeminiError(w, http.StatusBadRequest, err.Error())
@@ -118,14 +120,17 @@ func (s *Server) handleGemini(w http.ResponseWriter, r *http.Request) {
 	if m := req.GenerationConfig.MaxOutputTokens; m > 0 && m < p.tokens {
 		p.tokens, p.cut = m, true
 	}
-	f := s.faults.match(ep, n, "")
-	s.log.Debug("sim request", "endpoint", ep, "n", n, "tokens", p.tokens)
+	f := s.faults.match(at)
+	s.log.Debug("sim request", "endpoint", ep, "n", at.n, "node", at.node, "tokens", p.tokens)
 	if f != nil && f.Kind == FaultStatus {
 		s.faultActed(f, ep)
 		if f.RetryAfter != "" {
 			w.Header().Set("Retry-After", f.RetryAfter)
 		}
 		writeGeminiError(w, f.Status, "sim: injected HTTP "+strconv.Itoa(f.Status)+" ("+http.StatusText(f.Status)+")")
+		return
+	}
+	if s.earlyFault(w, r, f, ep) { // an outage
 		return
 	}
 	input := req.input()
@@ -147,7 +152,7 @@ func (s *Server) handleGemini(w http.ResponseWriter, r *http.Request) {
 		return map[string]any{"candidates": []any{cand}, "usageMetadata": usage(out), "modelVersion": model, "responseId": id}
 	}
 	if ep == EndpointGeminiGenerate {
-		if err := s.pace(r.Context(), p, len(tokens)); err != nil {
+		if err := s.pace(r.Context(), p, len(tokens), count); err != nil {
 			return
 		}
 		s.answer(w, r, ep, f, chunk(strings.Join(tokens, ""), finish, len(tokens)))
@@ -168,7 +173,7 @@ func (s *Server) handleGemini(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if tok != "" {
-			s.stats.tokens.Add(1)
+			count.add()
 		}
 		fin := ""
 		if i == len(tokens)-1 {

@@ -138,7 +138,7 @@ func (g *respGen) run() error {
 		if err := g.pause(p.wait(i, silenced)); err != nil {
 			return err
 		}
-		g.s.stats.tokens.Add(1)
+		rec.count.add()
 		if err := g.emit("response.output_text.delta", func() map[string]any {
 			msg.text = append(msg.text, tok...)
 			return at(map[string]any{"delta": tok, "logprobs": []any{}})

@@ -37,10 +37,10 @@ func (s *Server) params(max int, md map[string]any) (params, error) {
 		burst:     s.cfg.BurstTokens,
 		keepalive: s.cfg.Keepalive,
 	}
+	// The natural length is the model's, not the request's: a max below it
+	// cuts the text, as the real API does (finish_reason "length",
+	// response.incomplete).
 	natural := s.cfg.Tokens
-	if max > 0 {
-		natural = max
-	}
 	if v, ok := md[MetaTokens]; ok {
 		n, err := metaInt(MetaTokens, v)
 		if err != nil {

@@ -45,6 +45,7 @@ type record struct {
 	background bool
 	stream     bool
 	store      bool
+	count      tokenCounter // output tokens, in total and for the node
 
 	mu         sync.Mutex
 	status     string

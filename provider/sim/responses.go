@@ -1,7 +1,10 @@
 package sim
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 )
@@ -16,11 +19,12 @@ import (
 // reason "interrupted").
 func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request) {
 	const ep = EndpointResponsesCreate
-	n := s.stats.request(ep)
 	req := new(responsesRequest)
 	if !readJSON(w, r, req) {
+		s.count(ep, r, nil)
 		return
 	}
+	at := s.count(ep, r, req.Metadata)
 	prompt, err := req.prompt()
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), "input")
@@ -36,12 +40,14 @@ func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := newID("resp_")
-	f := s.faults.match(ep, n, id)
-	s.log.Debug("sim request", "endpoint", ep, "n", n, "id", id, "stream", req.Stream, "background", req.Background, "tokens", p.tokens)
-	if s.statusFault(w, f, ep) {
+	at.responseID = id
+	f := s.faults.match(at)
+	s.log.Debug("sim request", "endpoint", ep, "n", at.n, "node", at.node, "id", id, "stream", req.Stream, "background", req.Background, "tokens", p.tokens)
+	if s.earlyFault(w, r, f, ep) {
 		return
 	}
 	rec := newRecord(id, req.Model, prompt, req, p)
+	rec.count = s.stats.tokensFor(at.node)
 	g := &respGen{s: s, rec: rec}
 	if f != nil && f.Kind == FaultQueued {
 		s.faultActed(f, ep)
@@ -120,17 +126,34 @@ func (s *Server) tail(sw *sseWriter, rec *record, from int) error {
 
 // handleGetResponse serves GET /v1/responses/{id}: a poll, or with
 // stream=true the resume of a background stream from starting_after.
+// stream and starting_after are read from the query or, as the official Go
+// SDK (openai-go) sends stream, from a JSON body.
 func (s *Server) handleGetResponse(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	q := r.URL.Query()
-	stream := q.Get("stream") == "true"
+	var body struct {
+		Stream        *bool `json:"stream"`
+		StartingAfter *int  `json:"starting_after"`
+	}
+	if b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<16)); err == nil && len(bytes.TrimSpace(b)) > 0 {
+		if err := json.Unmarshal(b, &body); err != nil {
+			s.count(EndpointResponsesGet, r, nil)
+			writeError(w, http.StatusBadRequest, "We could not parse the JSON body of your request: "+err.Error(), "")
+			return
+		}
+	}
+	stream := q.Get("stream") == "true" || body.Stream != nil && *body.Stream
+	if body.StartingAfter != nil && !q.Has("starting_after") {
+		q.Set("starting_after", strconv.Itoa(*body.StartingAfter))
+	}
 	ep := EndpointResponsesGet
 	if stream {
 		ep = EndpointResponsesStream
 	}
-	n := s.stats.request(ep)
-	f := s.faults.match(ep, n, id)
-	if s.statusFault(w, f, ep) {
+	at := s.count(ep, r, nil)
+	at.responseID = id
+	f := s.faults.match(at)
+	if s.earlyFault(w, r, f, ep) {
 		return
 	}
 	rec := s.store.get(id)
@@ -164,9 +187,10 @@ func (s *Server) handleGetResponse(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	const ep = EndpointResponsesCancel
 	id := r.PathValue("id")
-	n := s.stats.request(ep)
-	f := s.faults.match(ep, n, id)
-	if s.statusFault(w, f, ep) {
+	at := s.count(ep, r, nil)
+	at.responseID = id
+	f := s.faults.match(at)
+	if s.earlyFault(w, r, f, ep) {
 		return
 	}
 	rec := s.store.get(id)

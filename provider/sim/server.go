@@ -162,6 +162,32 @@ func (s *Server) AddFault(f Fault) {
 	s.faults.add(f)
 }
 
+// Reset makes the server as good as new for the next test case: it drops
+// every fault, zeroes every counter, ends an outage, and then arms faults.
+// Stored responses are kept (their ids are unique); responses still
+// generating go on.
+func (s *Server) Reset(faults ...Fault) error {
+	for i, f := range faults {
+		if err := f.Validate(); err != nil {
+			return fmt.Errorf("sim: fault %d: %w", i+1, err)
+		}
+	}
+	s.mu.Lock()
+	s.outages++
+	var err error
+	if s.srv != nil && s.ln == nil && !s.closed {
+		err = s.setOutageLocked(false, nil)
+	}
+	s.mu.Unlock()
+	s.faults.reset()
+	s.stats.reset()
+	for _, f := range faults {
+		s.faults.add(f)
+	}
+	s.log.Info("sim reset", "faults", len(faults))
+	return err
+}
+
 // Stats returns a copy of the counters.
 func (s *Server) Stats() Stats { return s.stats.snapshot() }
 

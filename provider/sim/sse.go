@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,8 +34,9 @@ type sseWriter struct {
 	fault     *Fault // pending, nil once applied
 	keepalive time.Duration
 	events    int
-	last      time.Time // last write
-	dirty     bool      // written, not flushed
+	counted   *atomic.Int64 // the node's event counter, nil when unnamed
+	last      time.Time     // last write
+	dirty     bool          // written, not flushed
 	cutNext   bool
 	// ending, if set, runs before a fault ends the connection, so that the
 	// server's state (a response marked interrupted) is settled before the
@@ -51,6 +53,7 @@ func (s *Server) startSSE(w http.ResponseWriter, r *http.Request, endpoint strin
 	sw := &sseWriter{
 		s: s, ctx: r.Context(), w: w, rc: http.NewResponseController(w), conn: connOf(r),
 		endpoint: endpoint, fault: f, keepalive: keepalive, last: time.Now(), ending: ending,
+		counted: s.stats.eventsFor(nodeOf(r, nil)),
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
@@ -81,6 +84,9 @@ func (sw *sseWriter) send(frame []byte) error {
 		return err
 	}
 	sw.events++
+	if sw.counted != nil {
+		sw.counted.Add(1)
+	}
 	return sw.check()
 }
 

@@ -24,6 +24,19 @@ type Stats struct {
 	ReasoningTokens int64 `json:"reasoning_tokens"`
 	// Faults counts faults that acted, per kind.
 	Faults map[string]int64 `json:"faults"`
+	// Nodes counts, per graph node that named itself (NodeHeader or
+	// NodeMetadata), its requests per endpoint and the output tokens
+	// generated for it.
+	Nodes map[string]NodeStats `json:"nodes"`
+}
+
+// NodeStats are one node's counters.
+type NodeStats struct {
+	Requests        map[string]int64 `json:"requests"`
+	TokensGenerated int64            `json:"tokens_generated"`
+	// Events counts the SSE events written on its streams (resumes
+	// included; keepalives not), for requests naming it by NodeHeader.
+	Events int64 `json:"events"`
 }
 
 // counters are the live Stats.
@@ -35,17 +48,96 @@ type counters struct {
 	responses   atomic.Int64
 	tokens      atomic.Int64
 	reasoning   atomic.Int64
+	nodes       map[string]*nodeCounters
+}
+
+type nodeCounters struct {
+	requests map[string]int64 // under counters.mu
+	tokens   atomic.Int64
+	events   atomic.Int64
+}
+
+// eventsFor is node's SSE event counter, nil for "".
+func (c *counters) eventsFor(node string) *atomic.Int64 {
+	if node == "" {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &c.nodeLocked(node).events
 }
 
 // request counts a request to endpoint and returns its 1-based number.
 func (c *counters) request(endpoint string) int64 {
+	n, _ := c.nodeRequest(endpoint, "")
+	return n
+}
+
+// nodeRequest counts a request to endpoint for node ("" = unnamed) and
+// returns its 1-based number on the endpoint and, for a named node, its
+// number among that node's requests to the endpoint (else 0).
+func (c *counters) nodeRequest(endpoint, node string) (n, nodeN int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.requests == nil {
 		c.requests = map[string]int64{}
 	}
 	c.requests[endpoint]++
-	return c.requests[endpoint]
+	if node != "" {
+		nc := c.nodeLocked(node)
+		nc.requests[endpoint]++
+		nodeN = nc.requests[endpoint]
+	}
+	return c.requests[endpoint], nodeN
+}
+
+func (c *counters) nodeLocked(node string) *nodeCounters {
+	if c.nodes == nil {
+		c.nodes = map[string]*nodeCounters{}
+	}
+	nc := c.nodes[node]
+	if nc == nil {
+		nc = &nodeCounters{requests: map[string]int64{}}
+		c.nodes[node] = nc
+	}
+	return nc
+}
+
+// tokenCounter counts output tokens in total and for one node; it is
+// fetched once per response, so the per-token path takes no lock.
+type tokenCounter struct {
+	all, node *atomic.Int64
+}
+
+func (c *counters) tokensFor(node string) tokenCounter {
+	tc := tokenCounter{all: &c.tokens}
+	if node != "" {
+		c.mu.Lock()
+		tc.node = &c.nodeLocked(node).tokens
+		c.mu.Unlock()
+	}
+	return tc
+}
+
+func (t tokenCounter) add() {
+	if t.all != nil {
+		t.all.Add(1)
+	}
+	if t.node != nil {
+		t.node.Add(1)
+	}
+}
+
+// reset zeroes every counter. Responses still generating keep counting into
+// the node counters they hold, which are no longer reported.
+func (c *counters) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.requests, c.faults, c.nodes = nil, nil, nil
+	c.connections.Store(0)
+	c.responses.Store(0)
+	c.tokens.Store(0)
+	c.reasoning.Store(0)
 }
 
 func (c *counters) fault(k FaultKind) {
@@ -67,6 +159,10 @@ func (c *counters) snapshot() Stats {
 		TokensGenerated:  c.tokens.Load(),
 		ReasoningTokens:  c.reasoning.Load(),
 		Faults:           maps.Clone(c.faults),
+		Nodes:            make(map[string]NodeStats, len(c.nodes)),
+	}
+	for name, nc := range c.nodes {
+		st.Nodes[name] = NodeStats{Requests: maps.Clone(nc.requests), TokensGenerated: nc.tokens.Load(), Events: nc.events.Load()}
 	}
 	if st.Requests == nil {
 		st.Requests = map[string]int64{}

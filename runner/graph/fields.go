@@ -200,7 +200,8 @@ var fieldsSim = []Field{
 var fieldsFault = []Field{
 	{Name: "kind", Type: "string", Required: true, Doc: "close, reset, cut, silence, status, queued or refuse (see `go doc ./provider/sim FaultKind`).", Example: "cut", schema: sEnum(graphFaultKinds)},
 	{Name: "endpoint", Type: "string", Default: "any", Doc: "chat, responses.create, responses.get, responses.stream, responses.cancel, models, messages, gemini.stream or gemini.generate.", Example: "responses.create", schema: sString()},
-	{Name: "requests", Type: "list of whole numbers", Default: "every request", Doc: "1-based request numbers, counted per endpoint (connections, for refuse).", Example: "[1, 3]", schema: map[string]any{"type": "array", "items": map[string]any{"type": "integer", "minimum": 1}}},
+	{Name: "node", Type: "string", Default: "any", Doc: "Only requests for this graph node; requests then counts that node's requests (request k of chat or responses.create is the node's attempt k).", Example: "plan", schema: sString()},
+	{Name: "requests", Type: "list of whole numbers", Default: "every request", Doc: "1-based request numbers, counted per endpoint (per node and endpoint with node; connections, for refuse).", Example: "[1, 3]", schema: map[string]any{"type": "array", "items": map[string]any{"type": "integer", "minimum": 1}}},
 	{Name: "response_id", Type: "string", Doc: "Only requests about this response.", Example: "resp_1", schema: sString()},
 	{Name: "times", Type: "whole number >= 0", Default: "0 (unlimited)", Doc: "How many times the fault applies at most.", Example: "2", schema: sInt(0)},
 	{Name: "after_events", Type: "whole number >= 0", Default: "0", Doc: "When close, reset, cut and silence act on a stream.", Example: "40", schema: sInt(0)},

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/profile"
+	"github.com/noderun/noderun/runner"
+	"github.com/noderun/noderun/runner/chaos"
+)
+
+func chaosCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "chaos",
+		Usage:     "prove a graph survives mid-stream disconnects: run it on the simulator, undisturbed, then once per fault case and node",
+		ArgsUsage: "GRAPH.yaml",
+		Description: "Every provider is replaced by a simulated one of the same API (Codex harness nodes run Codex\n" +
+			"pointed at the simulator). Each case aims one fault at one node at a time; the node must complete\n" +
+			"with output byte-identical to the undisturbed run, within the profile's bounds, regenerating\n" +
+			"nothing a resumable provider could re-attach to. Exit 0 only if every case holds. See docs/ci.md.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "faults", Usage: "matrix file: pick default cases and add your own (docs/ci.md)"},
+			&cli.StringFlag{Name: "junit", Usage: "write JUnit XML to this file (one testcase per case and node)"},
+			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON on stdout"},
+			&cli.BoolFlag{Name: "list", Usage: "print the cases and exit"},
+			&cli.StringFlag{Name: "profile", Usage: "recovery profile (overrides the graph's)"},
+			&cli.Int64Flag{Name: "seed", Value: 1, Usage: "simulator content seed"},
+			&cli.IntFlag{Name: "tokens", Value: chaos.DefaultTokens, Usage: "tokens in every simulated answer"},
+			&cli.IntFlag{Name: "parallel", Value: 4, Usage: "nodes run at once (outage cases run one at a time)"},
+			&cli.StringFlag{Name: "db", Usage: "keep every run in this journal (default: a temporary one, removed)"},
+		},
+		Action: chaosAction,
+	}
+}
+
+func chaosAction(c *cli.Context) error {
+	if c.Int("parallel") < 1 || c.Int("tokens") < 1 {
+		return usageErr(errors.New("chaos: --parallel and --tokens must be at least 1"))
+	}
+	var g *runner.Graph
+	if c.NArg() > 1 || c.NArg() == 0 && !c.Bool("list") {
+		return usageErr(errors.New("chaos: give exactly one graph file"))
+	}
+	if c.NArg() == 1 {
+		var err error
+		if g, err = runner.LoadGraph(c.Args().First()); err != nil {
+			return usageErr(err)
+		}
+	}
+	var matrix *chaos.Matrix
+	if f := c.String("faults"); f != "" {
+		var err error
+		if matrix, err = chaos.LoadMatrix(f); err != nil {
+			return usageErr(err)
+		}
+	}
+	log, err := newLogger(c)
+	if err != nil {
+		return err
+	}
+	opts := runner.Options{Profile: c.String("profile"), Logger: log, Sim: &runner.SimOptions{}}
+	var prof profile.Profile
+	if g != nil {
+		if err := errors.Join(runner.Check(g, &opts), runner.CheckEnvironment(g, &opts)); err != nil {
+			return usageErr(err)
+		}
+		prof, _ = runner.Prepare(g, &opts)
+	} else {
+		name := c.String("profile")
+		if name == "" {
+			name = "default"
+		}
+		if prof, err = profile.Set(profile.Builtins()).Get(name); err != nil {
+			return usageErr(err)
+		}
+	}
+	cases, err := chaos.Select(chaos.DefaultCases(prof), matrix)
+	if err != nil {
+		return usageErr(fmt.Errorf("%s: %w", c.String("faults"), err))
+	}
+	if c.Bool("list") {
+		return printCases(c, cases, prof)
+	}
+
+	db := c.String("db")
+	if db == "" {
+		dir, err := os.MkdirTemp("", "noderun-chaos-")
+		if err != nil {
+			return &exitError{exitFailed, err}
+		}
+		defer os.RemoveAll(dir)
+		db = filepath.Join(dir, "chaos.db")
+	}
+	j, err := journal.Open(c.Context, db, journal.WithLogger(log))
+	if err != nil {
+		return journalErr(err)
+	}
+	defer j.Close()
+	w := c.App.ErrWriter
+	rep, err := chaos.Run(c.Context, g, chaos.Options{Journal: j, Cases: cases, Profile: c.String("profile"),
+		Profiles: opts.Profiles, Seed: c.Int64("seed"), Tokens: c.Int("tokens"), Parallel: c.Int("parallel"), Logger: log,
+		Progress: func(r chaos.Result) {
+			v := "pass"
+			if !r.Pass {
+				v = "FAIL"
+			}
+			fmt.Fprintf(w, "noderun chaos: %-18s %-14s %s (%.2fs)\n", r.Case, r.Node, v, r.Seconds)
+		}})
+	if err != nil {
+		if c.Context.Err() != nil {
+			return &exitError{exitInterrupted, fmt.Errorf("chaos interrupted: %w", err)}
+		}
+		return &exitError{exitFailed, err}
+	}
+	if f := c.String("junit"); f != "" {
+		if err := writeFileWith(f, rep.WriteJUnit); err != nil {
+			return &exitError{exitFailed, fmt.Errorf("--junit: %w", err)}
+		}
+	}
+	if c.Bool("json") {
+		err = rep.WriteJSON(c.App.Writer)
+	} else {
+		err = rep.WriteTable(c.App.Writer)
+	}
+	if err != nil {
+		return &exitError{exitFailed, err}
+	}
+	if !rep.OK() {
+		return &exitError{exitFailed, fmt.Errorf("chaos: %d of %d case runs failed", rep.Failed, rep.Runs)}
+	}
+	return nil
+}
+
+func printCases(c *cli.Context, cases []chaos.Case, prof profile.Profile) error {
+	fmt.Fprintf(c.App.Writer, "fault cases (profile %s), each aimed at every node in turn:\n", prof.Name)
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CASE\tEXPECT\tFAULT\tDESCRIPTION")
+	for _, cs := range cases {
+		f := string(cs.Fault.Kind)
+		if cs.At != "" {
+			f += "@" + string(cs.At)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cs.Name, cs.Expect, f, cs.Description)
+	}
+	return tw.Flush()
+}
+
+// writeFileWith writes a file through fn, replacing it only when fn succeeds.
+func writeFileWith(path string, fn func(w io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".noderun-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := fn(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

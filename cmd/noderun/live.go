@@ -1,0 +1,231 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+
+	"github.com/noderun/noderun/provider"
+)
+
+// liveView is the run's progress on a terminal: one line per running node,
+// redrawn in place (vbauerster/mpb does the terminal work) with its state,
+// bytes and tokens so far, tokens/s, elapsed time, how long it has been
+// silent and when a status poll last found it alive, and the recovery step
+// under way with its budget. Finished nodes and diagnostics scroll above.
+type liveView struct {
+	p     *mpb.Progress
+	f     *os.File
+	start time.Time
+	now   func() time.Time
+
+	mu    sync.Mutex
+	nodes map[string]*liveNode
+}
+
+type liveNode struct {
+	bar       *mpb.Bar
+	state     string
+	started   time.Time
+	lastData  time.Time // last output or reasoning chunk
+	lastPoll  time.Time // last status poll that found the work in progress
+	bytes     int
+	tokens    int // output chunks (≈ tokens)
+	reasoning int
+	step      string // the recovery step under way, with its budget
+	stepAt    time.Time
+	gone      bool // finished: its line is dropped
+}
+
+// newLiveView draws on f, which must be a terminal.
+//
+// Locking: mu guards the nodes; mpb calls the line decorators from its own
+// goroutines, which take mu, so mu is never held while calling into mpb.
+func newLiveView(f *os.File) *liveView {
+	return &liveView{
+		p:     mpb.New(mpb.WithOutput(f), mpb.WithRefreshRate(200*time.Millisecond), mpb.WithAutoRefresh()),
+		f:     f,
+		start: time.Now(), now: time.Now, nodes: map[string]*liveNode{},
+	}
+}
+
+// Write prints lines above the live lines (the diagnostics' writer).
+func (v *liveView) Write(b []byte) (int, error) {
+	if n, err := v.p.Write(b); err == nil {
+		return n, nil
+	}
+	return v.f.Write(b) // the view is stopped: write through
+}
+
+// observe counts what a node's adapter emits (runner.Options.Observe).
+func (v *liveView) observe(node string, ev provider.Event) {
+	n := v.track(node) // a resumed node may stream before any state change
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if n.gone {
+		return
+	}
+	t := v.now()
+	switch ev.Kind {
+	case provider.KindDelta:
+		n.bytes += len(ev.Text)
+		n.tokens++
+		n.lastData = t
+	case provider.KindReasoning:
+		n.reasoning++
+		n.lastData = t
+	case provider.KindProgress: // the work advanced, without output
+		n.lastData = t
+	case provider.KindAlive: // a status poll found it queued or in progress
+		n.lastPoll = t
+	case provider.KindReset:
+		n.bytes, n.tokens = 0, 0
+	}
+}
+
+// progress takes a node's state changes (runner.Options.Progress).
+func (v *liveView) progress(node, state string) {
+	final := state != "streaming" && !strings.HasPrefix(state, "reconnecting") && !strings.HasPrefix(state, "retrying")
+	if final {
+		v.finish(node, state)
+		return
+	}
+	n := v.track(node)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if state == "streaming" { // a new attempt
+		n.state, n.step, n.lastData = "streaming", "", time.Time{}
+		n.bytes, n.tokens, n.reasoning = 0, 0, 0
+		return
+	}
+	n.step, n.stepAt = state, v.now()
+}
+
+// finish prints a node's final state above the live lines and drops its
+// line: done, failed, skipped, interrupted, needs attention.
+func (v *liveView) finish(node, state string) {
+	v.mu.Lock()
+	line := fmt.Sprintf("%6.1fs %-14s %s", v.now().Sub(v.start).Seconds(), node, state)
+	var bar *mpb.Bar
+	if n, ok := v.nodes[node]; ok {
+		if n.tokens > 0 {
+			line += fmt.Sprintf(" · %d tokens in %s", n.tokens, v.now().Sub(n.started).Round(100*time.Millisecond))
+		}
+		bar, n.gone = n.bar, true
+		delete(v.nodes, node)
+	}
+	v.mu.Unlock()
+	_, _ = v.Write([]byte(line + "\n"))
+	if bar != nil {
+		bar.Abort(true) // the line goes; the scrolled-up one stays
+	}
+}
+
+// track returns a node's live state, creating it and its line on first sight.
+// A node finished meanwhile has gone set and no line.
+func (v *liveView) track(node string) *liveNode {
+	v.mu.Lock()
+	n, ok := v.nodes[node]
+	if !ok {
+		n = &liveNode{state: "resuming", started: v.now()}
+		v.nodes[node] = n
+	}
+	v.mu.Unlock()
+	if ok {
+		return n
+	}
+	bar := v.p.New(0, mpb.NopStyle(), mpb.PrependDecorators(decor.Any(func(decor.Statistics) string {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return v.line(node, n)
+	})))
+	v.mu.Lock()
+	gone := n.gone
+	if !gone {
+		n.bar = bar
+	}
+	v.mu.Unlock()
+	if gone {
+		bar.Abort(true)
+	}
+	return n
+}
+
+// line renders one running node. Called with v.mu held.
+func (v *liveView) line(id string, n *liveNode) string {
+	now := v.now()
+	el := now.Sub(n.started)
+	var b strings.Builder
+	fmt.Fprintf(&b, "  %-14s %-9s %8s %6d tok", id, n.state, sizeText(n.bytes), n.tokens)
+	if el > 0 && n.tokens > 0 {
+		fmt.Fprintf(&b, " %5.0f tok/s", float64(n.tokens)/el.Seconds())
+	} else {
+		b.WriteString("     - tok/s")
+	}
+	fmt.Fprintf(&b, " %6.1fs", el.Seconds())
+	last := n.lastData
+	if last.IsZero() {
+		last = n.started
+	}
+	if quiet := now.Sub(last); quiet >= time.Second {
+		fmt.Fprintf(&b, "  silent %.1fs", quiet.Seconds())
+		if !n.lastPoll.IsZero() {
+			fmt.Fprintf(&b, ", polled in_progress %ds ago", int(now.Sub(n.lastPoll).Seconds()))
+		}
+	}
+	if n.reasoning > 0 {
+		fmt.Fprintf(&b, "  reasoning %d", n.reasoning)
+	}
+	if n.step != "" {
+		if n.lastData.After(n.stepAt) {
+			n.step = "" // data again: the step worked
+		} else {
+			fmt.Fprintf(&b, "  | %s", n.step)
+		}
+	}
+	return b.String()
+}
+
+// stop ends the view: lines still drawn are dropped (their nodes' fate is
+// in the summary), and what was written above stays.
+func (v *liveView) stop() {
+	v.mu.Lock()
+	var bars []*mpb.Bar
+	for id, n := range v.nodes {
+		if n.bar != nil {
+			bars = append(bars, n.bar)
+		}
+		n.gone = true
+		delete(v.nodes, id)
+	}
+	v.mu.Unlock()
+	for _, b := range bars {
+		b.Abort(true)
+	}
+	v.p.Wait()
+}
+
+func sizeText(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// terminalFile is the terminal behind w, if it is one.
+func terminalFile(w io.Writer) (*os.File, bool) {
+	if lw, ok := w.(*lockedWriter); ok {
+		w = lw.w
+	}
+	f, ok := w.(*os.File)
+	return f, ok && isTerminal(f)
+}

@@ -1,0 +1,244 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/noderun/noderun/internal/codexbin"
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/profile"
+	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/runner"
+)
+
+func TestParseMatrix(t *testing.T) {
+	m, err := ParseMatrix([]byte(`
+defaults: [close-early]
+cases:
+  - name: slow
+    at: middle
+    expect: fail
+    codes: [NR107]
+    nodes: [a]
+    fault: {kind: silence, duration: 2s, endpoint: chat}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.Cases[0]
+	if len(m.Defaults) != 1 || c.Name != "slow" || c.At != PointMiddle || c.Expect != ExpectFail || c.Codes[0] != "NR107" ||
+		c.Nodes[0] != "a" || c.Fault.Kind != sim.FaultSilence || c.Fault.Duration != 2*time.Second || c.Fault.Endpoint != "chat" {
+		t.Fatalf("%+v", m)
+	}
+	if m, err := ParseMatrix(nil); err != nil || m.Defaults != nil || m.Cases != nil {
+		t.Fatalf("empty file: %+v %v", m, err)
+	}
+	for _, tc := range []struct{ src, want string }{
+		{"defaults: 3\n", "1: defaults: want a list"},
+		{"cases: {}\n", "1: cases: want a list"},
+		{"colour: red\n", `1: unknown field "colour"`},
+		{"defaults: []\ndefaults: []\n", `2: duplicate field "defaults"`},
+		{"cases:\n  - {fault: {kind: close}}\n", "2: a case needs a name"},
+		{"cases:\n  - {name: a b, fault: {kind: close}}\n", "2: a case needs a name without spaces"},
+		{"cases:\n  - {name: x}\n", `2: case "x": fault is required`},
+		{"cases:\n  - name: x\n    fault: {kind: nap}\n", `3: case "x": fault: unknown kind "nap"`},
+		{"cases:\n  - name: x\n    fault: {kind: close, node: a}\n", "3: case \"x\": fault.node is set per target"},
+		{"cases:\n  - name: x\n    fault: {kind: refuse}\n", "3: case \"x\": refuse cannot be aimed"},
+		{"cases:\n  - name: x\n    at: end\n    fault: {kind: close}\n", `3: at: want early, middle or late, got "end"`},
+		{"cases:\n  - name: x\n    expect: maybe\n    fault: {kind: close}\n", `3: expect: want recover or fail`},
+		{"cases:\n  - name: x\n    colour: red\n    fault: {kind: close}\n", `3: unknown case field "colour"`},
+		{"cases: [\n", "1: "},
+		{"cases:\n  - name: x\n    at: late\n    fault: {kind: status, status: 500}\n", `2: case "x": at places a close`},
+	} {
+		_, err := ParseMatrix([]byte(tc.src))
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%q: err = %v, want prefix %q", tc.src, err, tc.want)
+		}
+	}
+}
+
+func FuzzParseMatrix(f *testing.F) {
+	f.Add([]byte("defaults: [close-early]\ncases:\n  - {name: x, at: late, fault: {kind: cut}}\n"))
+	f.Add([]byte("cases:\n  - name: y\n    fault: {kind: status, status: 429, retry_after: \"1\"}\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := ParseMatrix(b)
+		if err != nil {
+			return
+		}
+		for _, c := range m.Cases {
+			if c.Name == "" || c.Fault.Validate() != nil || c.Fault.Node != "" {
+				t.Fatalf("accepted a bad case %+v", c)
+			}
+		}
+	})
+}
+
+func TestSelect(t *testing.T) {
+	defs := DefaultCases(profile.Builtins()["ci"])
+	if all, _ := Select(defs, nil); len(all) != len(defs) {
+		t.Fatal("nil matrix is not every default")
+	}
+	got, err := Select(defs, &Matrix{Defaults: []string{"reset-late"}, Cases: []Case{{Name: "mine"}}})
+	if err != nil || len(got) != 2 || got[0].Name != "reset-late" || got[1].Name != "mine" {
+		t.Fatalf("%v %v", got, err)
+	}
+	if _, err := Select(defs, &Matrix{Defaults: []string{"nope"}}); err == nil {
+		t.Error("unknown default accepted")
+	}
+	if _, err := Select(defs, &Matrix{Cases: []Case{{Name: "cut-late"}}}); err == nil {
+		t.Error("a duplicate name accepted")
+	}
+	if got, _ := Select(defs, &Matrix{Defaults: []string{}}); len(got) != 0 {
+		t.Error("defaults: [] kept defaults")
+	}
+}
+
+func openJournal(t *testing.T) *journal.Journal {
+	t.Helper()
+	j, err := journal.Open(context.Background(), filepath.Join(t.TempDir(), "chaos.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	return j
+}
+
+func loadGraph(t *testing.T, name string) *runner.Graph {
+	t.Helper()
+	g, err := runner.LoadGraph(filepath.Join("..", "..", "testdata", "chaos", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// Case results depend on the graph and the seed, not on scheduling: cases
+// of every kind give the same verdicts and states one node at a
+// time and with every node at once (review and critique then run side by
+// side on one simulator). The CLI test runs the whole default matrix.
+func TestResultsDoNotDependOnScheduling(t *testing.T) {
+	g := loadGraph(t, "small.yaml")
+	j := openJournal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	prof, err := runner.Prepare(g, &runner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := Select(DefaultCases(prof), &Matrix{Defaults: []string{
+		"close-middle", "cut-late", "reset-early", "idle-silence", "unavailable", "outage-brief", "outage-long"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var verdicts [2][]string
+	for i, parallel := range []int{1, 8} {
+		rep, err := Run(ctx, g, Options{Journal: j, Cases: cases, Seed: 5, Parallel: parallel, Getenv: func(string) string { return "" }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		_ = rep.WriteTable(&buf)
+		if !rep.OK() || rep.Runs != len(cases)*3 {
+			t.Fatalf("parallel %d: %d results, %d failed\n%s", parallel, rep.Runs, rep.Failed, buf.String())
+		}
+		for _, r := range rep.Results {
+			// the Responses node regenerates nothing, whatever the fault
+			if r.Node == "review" && r.Regenerated != 0 {
+				t.Errorf("%s @ review regenerated %d tokens", r.Case, r.Regenerated)
+			}
+			verdicts[i] = append(verdicts[i], fmt.Sprintf("%s@%s %v %s", r.Case, r.Node, r.Pass, r.State))
+		}
+	}
+	if a, b := strings.Join(verdicts[0], "\n"), strings.Join(verdicts[1], "\n"); a != b {
+		t.Fatalf("results differ with scheduling:\n--- parallel 1\n%s\n--- parallel 8\n%s", a, b)
+	}
+}
+
+// A case that cannot be aimed (a point past the end of the stream), a fault
+// that never acts, and the reference run failing are reported, not passed.
+func TestUnaimableAndReference(t *testing.T) {
+	g := loadGraph(t, "small.yaml")
+	j := openJournal(t)
+	ctx := context.Background()
+	never := Case{Name: "never", Expect: ExpectRecover, Nodes: []string{"draft"},
+		Fault: sim.Fault{Kind: sim.FaultClose, AfterEvents: 10_000}}
+	rep, err := Run(ctx, g, Options{Journal: j, Cases: []Case{never}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK() || len(rep.Results) != 1 || !strings.Contains(strings.Join(rep.Results[0].Failures, ";"), "the fault never acted") {
+		t.Fatalf("%+v", rep.Results)
+	}
+	bad := Case{Name: "bad", Nodes: []string{"nope"}, Fault: sim.Fault{Kind: sim.FaultClose}}
+	if _, err := Run(ctx, g, Options{Journal: j, Cases: []Case{bad}}); err == nil || !strings.Contains(err.Error(), `no node "nope"`) {
+		t.Fatalf("unknown node: %v", err)
+	}
+	// a max_output_tokens below the simulated length: the Responses node
+	// ends incomplete (as the real API does), so there is no reference
+	g2 := loadGraph(t, "small.yaml")
+	g2.Node("review").MaxOutputTokens = 4
+	if _, err := Run(ctx, g2, Options{Journal: j, Cases: []Case{never}}); err == nil || !strings.Contains(err.Error(), "reference run") {
+		t.Fatalf("reference: %v", err)
+	}
+}
+
+// A Codex harness node runs the real Codex CLI pointed at the simulator; it
+// names its node (env_http_headers), so faults find it, and a resumed thread
+// is judged as the new turn it is. Harness nodes are side_effects: unsafe by
+// default: recovering them must never send their request again.
+func TestHarnessNodeUnderChaos(t *testing.T) {
+	dir := t.TempDir()
+	profiles, err := filepath.Abs(filepath.Join("..", "..", "testdata", "chaos", "profiles.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := fmt.Sprintf(`name: agent
+profile: quick
+profiles: %q
+providers:
+  codex:
+    kind: harness
+    command: %q
+nodes:
+  - id: fix
+    provider: codex
+    prompt: Say hello.
+`, profiles, codexbin.Path(t))
+	path := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, err := runner.LoadGraph(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof, err := runner.Prepare(g, &runner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := Select(DefaultCases(prof), &Matrix{Defaults: []string{"cut-middle", "server-error"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), g, Options{Journal: openJournal(t), Cases: cases})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	_ = rep.WriteTable(&buf)
+	if !rep.OK() || len(rep.Results) != 2 {
+		t.Fatalf("%s", buf.String())
+	}
+	for _, r := range rep.Results {
+		if r.Retries != 0 || !slices.Contains(r.Codes, "NR303") {
+			t.Errorf("%s: the thread was not resumed, or the request was sent again:\n%s", r.Case, buf.String())
+		}
+	}
+}

@@ -1,0 +1,288 @@
+// Package chaos runs a goal graph on the simulator, first undisturbed (the
+// reference), then once per fault case and target node, and checks that
+// every node survives: completed, output byte-identical to the reference,
+// recovery within the profile's bounds, nothing regenerated that its
+// provider could have resumed. It is what `noderun chaos` runs.
+package chaos
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/noderun/noderun/profile"
+	"github.com/noderun/noderun/provider/sim"
+)
+
+// Point is where in a node's stream a stream fault acts.
+type Point string
+
+// Points: early (after the first two events), middle, late (just before
+// the terminal event: for chat, after finish_reason and usage, before
+// [DONE]; for Responses, before response.completed).
+const (
+	PointEarly  Point = "early"
+	PointMiddle Point = "middle"
+	PointLate   Point = "late"
+)
+
+// Expect is what a case expects of its target node.
+type Expect string
+
+// Expectations.
+const (
+	// ExpectRecover: the node completes with the reference output.
+	ExpectRecover Expect = "recover"
+	// ExpectFail: the node fails, fast, showing the case's codes.
+	ExpectFail Expect = "fail"
+)
+
+// Case is one fault, aimed at one node at a time.
+type Case struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// Fault is the simulator fault (provider/sim schema). Its node is set
+	// to each target in turn; an empty endpoint is the target's stream
+	// endpoint (chat, or responses.create); empty requests are [1] (the
+	// node's first attempt) and times 0 is 1.
+	Fault sim.Fault `json:"fault"`
+	// At places a close, reset, cut or silence in the target's stream
+	// (sets after_events from the reference run); "" keeps after_events.
+	At     Point  `json:"at,omitempty"`
+	Expect Expect `json:"expect"`
+	// Codes are diagnostic codes the target must show (e.g. NR106).
+	Codes []string `json:"codes,omitempty"`
+	// HarnessCodes, when set, replace Codes for harness nodes: an agent
+	// harness hides the transport (Codex retries a refused connection
+	// itself), so noderun sees other codes.
+	HarnessCodes []string `json:"harness_codes,omitempty"`
+	// Nodes, when set, are the only targets.
+	Nodes []string `json:"nodes,omitempty"`
+}
+
+// DefaultCases is the default matrix for profile p: what real networks do
+// to a long stream, at several points of it. Durations follow the profile:
+// the silence outlasts its idle window, the long outage its deadline.
+func DefaultCases(p profile.Profile) []Case {
+	silence := max(p.IdleTimeout.D(), p.PollAfter.D()) + 500*time.Millisecond
+	var cs []Case
+	for _, k := range []struct {
+		kind sim.FaultKind
+		what string
+	}{
+		{sim.FaultClose, "the server closes the stream cleanly, without terminal evidence"},
+		{sim.FaultReset, "the connection is reset (TCP RST)"},
+		{sim.FaultCut, "the connection drops in the middle of an SSE line"},
+	} {
+		for _, at := range []Point{PointEarly, PointMiddle, PointLate} {
+			where := map[Point]string{PointEarly: "early in the stream", PointMiddle: "mid-stream",
+				PointLate: "just before the terminal event"}[at]
+			cs = append(cs, Case{Name: string(k.kind) + "-" + string(at), Description: k.what + ", " + where,
+				Fault: sim.Fault{Kind: k.kind}, At: at, Expect: ExpectRecover})
+		}
+	}
+	return append(cs,
+		Case{Name: "idle-silence", Description: fmt.Sprintf("the stream goes silent for %s mid-stream, longer than the idle window", silence),
+			Fault: sim.Fault{Kind: sim.FaultSilence, Duration: silence}, At: PointMiddle, Expect: ExpectRecover},
+		Case{Name: "rate-limited", Description: "the first request is answered 429 with Retry-After: 1",
+			Fault: sim.Fault{Kind: sim.FaultStatus, Status: 429, RetryAfter: "1"}, Expect: ExpectRecover},
+		Case{Name: "server-error", Description: "the first request is answered 500",
+			Fault: sim.Fault{Kind: sim.FaultStatus, Status: 500}, Expect: ExpectRecover},
+		Case{Name: "unavailable", Description: "the first request is answered 503",
+			Fault: sim.Fault{Kind: sim.FaultStatus, Status: 503}, Expect: ExpectRecover},
+		Case{Name: "outage-brief", Description: "the server goes down at the node's request and refuses connections until the node has retried into the outage once",
+			Fault: sim.Fault{Kind: sim.FaultOutage, Duration: p.Deadline.D() + time.Second}, Expect: ExpectRecover},
+		Case{Name: "outage-long", Description: "the server goes down at the node's request for longer than the profile's deadline: the node must fail fast (connect_failed; a harness: deadline_exceeded)",
+			Fault: sim.Fault{Kind: sim.FaultOutage, Duration: p.Deadline.D() + time.Second}, Expect: ExpectFail,
+			Codes: []string{"NR106", "NR901"}, HarnessCodes: []string{"NR904", "NR901"}},
+	)
+}
+
+// Matrix is a matrix file: which default cases to keep and which to add.
+//
+//	defaults: [close-early, rate-limited]   # omit for all, [] for none
+//	cases:
+//	  - name: slow-first-token
+//	    description: a long silence before anything is sent
+//	    at: early                             # early | middle | late
+//	    expect: recover                       # recover | fail
+//	    codes: [NR107]                        # codes the target must show
+//	    harness_codes: [NR305]                # ... when it is a harness node (default: codes)
+//	    nodes: [plan]                         # omit for every node
+//	    fault: {kind: silence, duration: 3s}  # the simulator's fault schema
+type Matrix struct {
+	Defaults []string // nil = all
+	Cases    []Case
+}
+
+// LoadMatrix reads a matrix file. Errors name file:line.
+func LoadMatrix(path string) (*Matrix, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("chaos matrix: %w", err)
+	}
+	m, err := ParseMatrix(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s:%w", path, err)
+	}
+	return m, nil
+}
+
+// ParseMatrix is LoadMatrix on bytes; errors start with "LINE: ".
+func ParseMatrix(data []byte) (*Matrix, error) {
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return &Matrix{}, nil
+		}
+		return nil, fmt.Errorf("1: %v", err)
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, errAt(root, "a matrix is a mapping with defaults and cases")
+	}
+	m := &Matrix{}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if seen[k.Value] {
+			return nil, errAt(k, "duplicate field %q", k.Value)
+		}
+		seen[k.Value] = true
+		switch k.Value {
+		case "defaults":
+			m.Defaults = []string{}
+			if err := v.Decode(&m.Defaults); err != nil {
+				return nil, errAt(v, "defaults: want a list of case names")
+			}
+		case "cases":
+			if v.Kind != yaml.SequenceNode {
+				return nil, errAt(v, "cases: want a list")
+			}
+			for _, cn := range v.Content {
+				c, err := decodeCase(cn)
+				if err != nil {
+					return nil, err
+				}
+				m.Cases = append(m.Cases, c)
+			}
+		default:
+			return nil, errAt(k, "unknown field %q (want defaults, cases)", k.Value)
+		}
+	}
+	return m, nil
+}
+
+func decodeCase(n *yaml.Node) (Case, error) {
+	c := Case{Expect: ExpectRecover}
+	if n.Kind != yaml.MappingNode {
+		return c, errAt(n, "a case is a mapping")
+	}
+	var faultNode *yaml.Node
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if seen[k.Value] {
+			return c, errAt(k, "duplicate field %q", k.Value)
+		}
+		seen[k.Value] = true
+		var err error
+		switch k.Value {
+		case "name":
+			err = v.Decode(&c.Name)
+		case "description":
+			err = v.Decode(&c.Description)
+		case "at":
+			err = v.Decode(&c.At)
+			if err == nil && !slices.Contains([]Point{PointEarly, PointMiddle, PointLate}, c.At) {
+				return c, errAt(v, "at: want early, middle or late, got %q", c.At)
+			}
+		case "expect":
+			err = v.Decode(&c.Expect)
+			if err == nil && c.Expect != ExpectRecover && c.Expect != ExpectFail {
+				return c, errAt(v, "expect: want recover or fail, got %q", c.Expect)
+			}
+		case "codes":
+			err = v.Decode(&c.Codes)
+		case "harness_codes":
+			err = v.Decode(&c.HarnessCodes)
+		case "nodes":
+			err = v.Decode(&c.Nodes)
+		case "fault":
+			faultNode = v
+		default:
+			return c, errAt(k, "unknown case field %q (want name, description, at, expect, codes, harness_codes, nodes, fault)", k.Value)
+		}
+		if err != nil {
+			return c, errAt(v, "%s: %v", k.Value, err)
+		}
+	}
+	if c.Name == "" || strings.ContainsAny(c.Name, " \t\n") {
+		return c, errAt(n, "a case needs a name without spaces")
+	}
+	if faultNode == nil {
+		return c, errAt(n, "case %q: fault is required", c.Name)
+	}
+	f, err := sim.DecodeFault(faultNode)
+	if err != nil {
+		var ce *sim.ConfigError
+		if errors.As(err, &ce) {
+			return c, fmt.Errorf("%d: case %q: %s", ce.Line, c.Name, ce.Msg)
+		}
+		return c, err
+	}
+	if f.Node != "" {
+		return c, errAt(faultNode, "case %q: fault.node is set per target; use the case's nodes to choose targets", c.Name)
+	}
+	if f.Kind == sim.FaultRefuse {
+		return c, errAt(faultNode, "case %q: refuse cannot be aimed at a node; use kind outage", c.Name)
+	}
+	switch f.Kind {
+	case sim.FaultClose, sim.FaultReset, sim.FaultCut, sim.FaultSilence:
+	default:
+		if c.At != "" {
+			return c, errAt(n, "case %q: at places a close, reset, cut or silence in the stream, not a %s", c.Name, f.Kind)
+		}
+	}
+	c.Fault = f
+	return c, nil
+}
+
+func errAt(n *yaml.Node, format string, args ...any) error {
+	return fmt.Errorf("%d: %s", n.Line, fmt.Sprintf(format, args...))
+}
+
+// Select returns the cases to run: the defaults m keeps, then m's own. A
+// nil m is every default case. Unknown default names and duplicate names
+// are errors.
+func Select(defaults []Case, m *Matrix) ([]Case, error) {
+	if m == nil {
+		return defaults, nil
+	}
+	var out []Case
+	if m.Defaults == nil {
+		out = append(out, defaults...)
+	} else {
+		for _, name := range m.Defaults {
+			i := slices.IndexFunc(defaults, func(c Case) bool { return c.Name == name })
+			if i < 0 {
+				return nil, fmt.Errorf("defaults: no default case %q (noderun chaos --list)", name)
+			}
+			out = append(out, defaults[i])
+		}
+	}
+	for _, c := range m.Cases {
+		if slices.ContainsFunc(out, func(o Case) bool { return o.Name == c.Name }) {
+			return nil, fmt.Errorf("case %q: the name is already taken", c.Name)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}

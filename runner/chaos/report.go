@@ -1,0 +1,178 @@
+package chaos
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+)
+
+// Summary is the one line that ends a chaos run's output.
+func (r *Report) Summary() string {
+	verdict := "every case held"
+	if !r.OK() {
+		verdict = fmt.Sprintf("%d FAILED", r.Failed)
+	}
+	return fmt.Sprintf("chaos %s: %d runs of a fault case against a node, %d passed, %s (profile %s, seed %d, %.1fs)",
+		r.Graph, r.Runs, r.Passed, verdict, r.Profile, r.Seed, r.Seconds)
+}
+
+// WriteTable prints one line per case and node, then the failures and the
+// summary.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CASE\tNODE\tRESULT\tSTATE\tSTEPS\tRETRIES\tRECONNECTS\tREGEN\tTIME\tCODES")
+	for _, c := range r.Results {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%.2fs\t%s\n", c.Case, c.Node, verdict(c), c.State,
+			c.RecoverySteps, c.Retries, c.Reconnects, c.Regenerated, c.Seconds, strings.Join(c.Codes, ","))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, c := range r.Results {
+		for _, f := range c.Failures {
+			fmt.Fprintf(w, "FAIL %s @ %s: %s (run %s)\n", c.Case, c.Node, f, c.RunID)
+		}
+	}
+	_, err := fmt.Fprintln(w, r.Summary())
+	return err
+}
+
+func verdict(c Result) string {
+	if c.Pass {
+		return "pass"
+	}
+	return "FAIL"
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// JUnit XML: the common format of Ant's junitreport, read by GitHub
+// Actions test reporters, GitLab and Jenkins. One testsuite per case, one
+// testcase per node the case was aimed at.
+type junitSuites struct {
+	XMLName xml.Name     `xml:"testsuites"`
+	Suites  []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name       string          `xml:"name,attr"`
+	Package    string          `xml:"package,attr"`
+	ID         int             `xml:"id,attr"`
+	Timestamp  string          `xml:"timestamp,attr"`
+	Hostname   string          `xml:"hostname,attr"`
+	Tests      int             `xml:"tests,attr"`
+	Failures   int             `xml:"failures,attr"`
+	Errors     int             `xml:"errors,attr"`
+	Skipped    int             `xml:"skipped,attr"`
+	Time       string          `xml:"time,attr"`
+	Properties []junitProperty `xml:"properties>property"`
+	Cases      []junitCase     `xml:"testcase"`
+	SystemOut  string          `xml:"system-out"`
+	SystemErr  string          `xml:"system-err"`
+}
+
+type junitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *junitFailure `xml:"failure"`
+}
+
+type junitFailure struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr"`
+	Text    string `xml:",chardata"`
+}
+
+// WriteJUnit writes the report as JUnit XML.
+func (r *Report) WriteJUnit(w io.Writer) error {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	doc := junitSuites{}
+	index := map[string]int{}
+	for _, c := range r.Results {
+		i, ok := index[c.Case]
+		if !ok {
+			i = len(doc.Suites)
+			index[c.Case] = i
+			doc.Suites = append(doc.Suites, junitSuite{
+				Name: "chaos." + c.Case, Package: "noderun.chaos." + r.Graph, ID: i,
+				Timestamp: r.Started.UTC().Format("2006-01-02T15:04:05"), Hostname: host,
+				Properties: []junitProperty{{"graph", r.Graph}, {"profile", r.Profile}, {"seed", fmt.Sprint(r.Seed)},
+					{"case", c.Description}},
+			})
+		}
+		s := &doc.Suites[i]
+		tc := junitCase{Name: c.Node, Classname: "noderun.chaos." + r.Graph + "." + c.Case, Time: fmt.Sprintf("%.3f", c.Seconds)}
+		if !c.Pass {
+			codes := strings.Join(c.Codes, ",")
+			if codes == "" {
+				codes = "none"
+			}
+			tc.Failure = &junitFailure{
+				Message: fmt.Sprintf("case %s, node %s: %s [diagnostics: %s]", c.Case, c.Node, strings.Join(c.Failures, "; "), codes),
+				Type:    failureType(c),
+				Text: fmt.Sprintf("case %s aimed at node %s (%s)\nstate %s, recovery steps %d, retries %d, reconnects %d, tokens regenerated %d\ndiagnostics: %s\ninspect: noderun events %s --node %s --kind diagnostic\n",
+					c.Case, c.Node, faultLine(c), c.State, c.RecoverySteps, c.Retries, c.Reconnects, c.Regenerated, codes, c.RunID, c.Node),
+			}
+			s.Failures++
+		}
+		s.Tests++
+		s.Cases = append(s.Cases, tc)
+	}
+	for i := range doc.Suites {
+		var t float64
+		for _, c := range r.Results {
+			if "chaos."+c.Case == doc.Suites[i].Name {
+				t += c.Seconds
+			}
+		}
+		doc.Suites[i].Time = fmt.Sprintf("%.3f", t)
+	}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, "\n")
+	return err
+}
+
+// failureType is the diagnostic code a reader of a failed case looks up in
+// docs/diagnostics.md: the last one, preferring a specific reason
+// (budget_exhausted, deadline_exceeded, ...) to the generic node_failed.
+func failureType(c Result) string {
+	for i := len(c.Codes) - 1; i >= 0; i-- {
+		if code := c.Codes[i]; code != "NR901" && code != "NR108" {
+			return code
+		}
+	}
+	if len(c.Codes) > 0 {
+		return c.Codes[len(c.Codes)-1]
+	}
+	return "no_diagnostic"
+}
+
+func faultLine(c Result) string {
+	b, _ := json.Marshal(c.Fault)
+	return string(b)
+}

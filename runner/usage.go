@@ -1,0 +1,36 @@
+package runner
+
+import (
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/provider"
+)
+
+// attemptUsage counts what the current attempt has cost, so that failed and
+// abandoned attempts are journaled with their usage too, not only the one
+// that succeeded (the provider reports usage only with terminal evidence).
+type attemptUsage struct {
+	streamed  int             // output chunks received (≈ tokens)
+	reasoning int             // reasoning chunks received
+	preserved int             // output tokens kept by re-attaches
+	reported  *provider.Usage // the provider's figure, with terminal evidence
+	chain     bool            // the attempt continues work from before it (crash resume)
+}
+
+// reattach records that the work is picked up again where it stands: every
+// token streamed so far would have been generated again by a re-send.
+func (u *attemptUsage) reattach() { u.preserved += u.streamed }
+
+// record is the journal's account of the attempt.
+func (u *attemptUsage) record() journal.Usage {
+	if r := u.reported; r != nil {
+		return journal.Usage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, ReasoningTokens: r.ReasoningTokens,
+			StreamedTokens: u.streamed, PreservedTokens: u.preserved, Chain: u.chain}
+	}
+	// Output tokens include reasoning tokens, as providers report them.
+	return journal.Usage{OutputTokens: u.streamed + u.reasoning, ReasoningTokens: u.reasoning, Estimated: true,
+		StreamedTokens: u.streamed, PreservedTokens: u.preserved, Chain: u.chain}
+}
+
+// estimateTokens guesses the tokens of text already journaled by an earlier
+// runner (about four bytes a token), for the accounting of a crash resume.
+func estimateTokens(text string) int { return (len(text) + 3) / 4 }
