@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -64,10 +63,11 @@ func schemaCommand() *cli.Command {
 		Usage: "print the JSON Schema of graph files (for editors: docs/graph.md)",
 		Description: "Editors that use the YAML language server check and complete graph files that start with\n" +
 			"  # yaml-language-server: $schema=PATH-OR-URL-OF-THE-SCHEMA\n" +
-			"Save this output (or use docs/graph.schema.json) and point the comment at it.",
+			"Save this output (or use docs/graph.schema.json) and point the comment at it.\n\n" +
+			"Examples:\n  noderun schema > graph.schema.json   # the JSON Schema of graph files (docs/graph.md)",
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 0 {
-				return usageErr(errors.New("schema: takes no arguments"))
+			if err := wantArgs(c, 0, 0, "takes no arguments"); err != nil {
+				return err
 			}
 			_, err := c.App.Writer.Write(graph.Schema())
 			return err

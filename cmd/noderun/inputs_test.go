@@ -167,6 +167,9 @@ func TestSchemaCommand(t *testing.T) {
 	if code != exitOK || err != nil || stdout != string(want) {
 		t.Fatalf("exit %d, %v; stdout is %d bytes, docs/graph.schema.json %d\n%s", code, err, len(stdout), len(want), stderr)
 	}
+	if code, _, stderr := runCLI(t, "schema", "extra"); code != exitUsage || !strings.Contains(stderr, "takes no arguments") {
+		t.Errorf("schema extra: exit %d\n%s", code, stderr)
+	}
 }
 
 // continue_on_failure: the graph finishes, the dependent runs, and the exit
