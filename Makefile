@@ -62,7 +62,7 @@ lint:
 # Short runs of every fuzz target (parsers of untrusted input).
 FUZZTIME ?= 15s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParseGraph$$' -fuzztime $(FUZZTIME) ./runner/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseGraph$$' -fuzztime $(FUZZTIME) ./runner/graph/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./profile/
 	$(GO) test -run '^$$' -fuzz '^FuzzSSE$$' -fuzztime $(FUZZTIME) ./provider/sse/
 	$(GO) test -run '^$$' -fuzz '^FuzzChatStream$$' -fuzztime $(FUZZTIME) ./provider/openai/

@@ -62,6 +62,7 @@ var (
 	DeadlineExceeded    = Code{"NR904", "deadline_exceeded", slog.LevelError, "the profile's recovery deadline passed"}
 	UnsafeReplayRefused = Code{"NR905", "unsafe_replay_refused", slog.LevelError, "the request may have had side effects; not replayed"}
 	NodeCanceled        = Code{"NR906", "node_canceled", slog.LevelWarn, "the node was canceled"}
+	NodeTimeout         = Code{"NR907", "node_timeout", slog.LevelError, "the node's timeout (its wall time, recovery included) passed; it is not retried"}
 )
 
 // Codes lists every code, in order, for docs and lookups.
@@ -73,7 +74,7 @@ func Codes() []Code {
 		ThreadStarted, HarnessRetrying, ThreadResumed, ThreadMismatch, HarnessFailed,
 		RunStarted, RunFinished, RunInterrupted, NodeSkipped, BreakerOpen,
 		LimitExceeded, ProtocolViolation, JournalUnavailable,
-		NodeFailed, DeterministicError, BudgetExhausted, DeadlineExceeded, UnsafeReplayRefused, NodeCanceled,
+		NodeFailed, DeterministicError, BudgetExhausted, DeadlineExceeded, UnsafeReplayRefused, NodeCanceled, NodeTimeout,
 	}
 }
 
@@ -118,6 +119,8 @@ func DetectedCode(c Class) Code {
 		return LimitExceeded
 	case ClassJournal:
 		return JournalUnavailable
+	case ClassTimeout:
+		return NodeTimeout
 	}
 	return DisconnectDetected
 }

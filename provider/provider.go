@@ -22,6 +22,9 @@ type Request struct {
 	MaxOutputTokens int
 	// WorkDir is where a harness runs; empty means the current directory.
 	WorkDir string
+	// Env is added to a harness process's environment, over the provider's
+	// (a node's env); other adapters ignore it.
+	Env map[string]string
 	// Policy carries the profile values an adapter needs for its own
 	// waiting (idle window, poll interval, stuck bound).
 	Policy profile.Profile

@@ -83,6 +83,8 @@ func Decide(in Input) Decision {
 	switch {
 	case in.Class == diagnostics.ClassCanceled:
 		return Decision{ActFail, diagnostics.NodeCanceled, "the node was canceled"}
+	case in.Class == diagnostics.ClassTimeout:
+		return Decision{ActFail, diagnostics.NodeTimeout, "the node's timeout passed; raise timeout in the graph if the work needs longer"}
 	case in.Class == diagnostics.ClassDeterministic && !rejected:
 		return Decision{ActFail, diagnostics.DeterministicError,
 			"the provider rejected the request, so it is not retried: sending it again would fail the same way"}

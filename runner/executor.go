@@ -132,7 +132,7 @@ func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 // stop fails the node for an error outside the recovery loop's steps: an
 // interruption while waiting, a journal that cannot begin an attempt.
 func (x *nodeExec) stop(ctx context.Context, err error) error {
-	ce := diagnostics.Classify(err)
+	ce := x.classify(ctx, err)
 	return x.fail(ctx, resume.Decide(resume.Input{Class: ce.Class}), ce)
 }
 
@@ -154,6 +154,13 @@ func (x *nodeExec) classify(ctx context.Context, err error) *diagnostics.Error {
 	ce := diagnostics.Classify(err)
 	if ce.Class == diagnostics.ClassCanceled && ctx.Err() == nil {
 		ce = &diagnostics.Error{Class: diagnostics.ClassDisconnect, Err: err} // our own idle watchdog
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, ErrNodeTimeout) { // the node's own timeout, not an interruption
+		during := "while streaming"
+		if !x.recovering.IsZero() {
+			during = fmt.Sprintf("during recovery (last: %s)", x.last.Class)
+		}
+		ce = &diagnostics.Error{Class: diagnostics.ClassTimeout, Err: fmt.Errorf("%w %s after %d bytes of output", cause, during, x.out.Len())}
 	}
 	return ce
 }
@@ -286,6 +293,7 @@ func (x *nodeExec) record(ctx context.Context) provider.Emit {
 			x.usage.streamed++
 			x.out.WriteString(ev.Text)
 			x.deltas++
+			x.run.onProg.data(x.node.ID, x.out.Len(), 0, false)
 			x.advance(int64(len(ev.Text)))
 			return x.chunks.add(rec, ev.Text)
 		case provider.KindReasoning:
@@ -312,6 +320,7 @@ func (x *nodeExec) record(ctx context.Context) provider.Emit {
 			x.usage.reported = ev.Usage
 			if ev.Usage != nil {
 				rec.Payload = jsonBytes(ev.Usage)
+				x.run.onProg.data(x.node.ID, x.out.Len(), ev.Usage.OutputTokens, true)
 			}
 		default:
 			return &diagnostics.Error{Class: diagnostics.ClassDeterministic, Err: fmt.Errorf("adapter emitted unknown event kind %q", ev.Kind)}
@@ -435,7 +444,7 @@ func (x *nodeExec) noteFailure(ctx context.Context, action resume.Action, ce *di
 	}
 	x.last = ce
 	if action == resume.ActCheck || ce.Class == diagnostics.ClassStuck || ce.Class == diagnostics.ClassCanceled ||
-		errors.Is(ce, provider.ErrContinueRejected) {
+		ce.Class == diagnostics.ClassTimeout || errors.Is(ce, provider.ErrContinueRejected) {
 		return // reported by the status check, the adapter, fail, or the retry (NR112)
 	}
 	code := diagnostics.DetectedCode(ce.Class)
@@ -670,6 +679,7 @@ func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) e
 		return x.journalErr(err) // no request the journal cannot record
 	}
 	x.attempt = n
+	x.run.onProg.attempt(x.node.ID, n)
 	return nil
 }
 

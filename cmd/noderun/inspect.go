@@ -220,6 +220,7 @@ func eventsCommand() *cli.Command {
 				}
 			}
 			f := journal.EventFilter{Node: c.String("node"), Kinds: c.StringSlice("kind"), AfterSeq: -1}
+			ended := false // the run was seen ended: one more read gets what it journaled last
 			for {
 				evs, err := j.Events(c.Context, r.ID, f)
 				if err != nil {
@@ -235,12 +236,18 @@ func eventsCommand() *cli.Command {
 					return nil
 				}
 				if len(evs) == 0 {
+					if ended {
+						return nil
+					}
 					cur, err := j.Run(c.Context, r.ID)
 					if err != nil {
 						return err
 					}
 					if cur.Status != journal.RunRunning {
-						return nil
+						// Events read before the status may predate the run's
+						// last ones (NR402 is journaled just before it ends).
+						ended = true
+						continue
 					}
 					if j.Abandoned(cur) {
 						// Nothing more will come: say so rather than wait forever.

@@ -409,7 +409,7 @@ func TestAccountNode(t *testing.T) {
 			evs:    []journal.Event{delta(1), diag("NR101", 1.5), diag("NR110", 1.5), diag("NR111", 1.6), delta(1.7)},
 			needed: 120, preserved: 60, lostMS: 200, cost: 0.00001 + 0.0012,
 			verdict: "recovered from 1 disconnect by continue: 0 tokens regenerated, 60 preserved, 0.2 s lost"},
-				{name: "failed", state: journal.NodeFailed, atts: []journal.Attempt{att(1, journal.OutcomeError, 0, 1)},
+		{name: "failed", state: journal.NodeFailed, atts: []journal.Attempt{att(1, journal.OutcomeError, 0, 1)},
 			usage: map[int]journal.Usage{1: {OutputTokens: 7, Estimated: true}}, evs: []journal.Event{diag("NR101", 1), diag("NR901", 1)},
 			unfin: 7, cost: 0.00007,
 			verdict: "failed after 1 disconnect: 7 tokens generated, 0 tokens regenerated, 0 preserved, 0.0 s lost"},

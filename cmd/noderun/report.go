@@ -146,7 +146,7 @@ func markKind(code string) string {
 		return "retry"
 	case "NR110":
 		return "continue"
-	case "NR901", "NR902", "NR903", "NR904", "NR905", "NR906", "NR405", "NR501", "NR502", "NR503":
+	case "NR901", "NR902", "NR903", "NR904", "NR905", "NR906", "NR907", "NR405", "NR501", "NR502", "NR503":
 		return "failure"
 	}
 	return ""

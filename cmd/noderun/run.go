@@ -27,8 +27,10 @@ func runCommand() *cli.Command {
 		Usage:     "run a goal graph",
 		ArgsUsage: "GRAPH.yaml",
 		Description: "Examples:\n  noderun run testdata/graphs/demo.yaml               # journal: ./noderun.db\n" +
-			"  noderun run g.yaml --db ci.db --profile ci --json    # the result as JSON (docs/json.md)",
-		Flags: execFlags("recovery profile (overrides the graph's)"),
+			"  noderun run g.yaml --db ci.db --profile ci --json    # the result as JSON (docs/json.md)\n" +
+			"  noderun run testdata/graphs/goal.yaml --input goal=\"why streams drop\" --input depth=5",
+		Flags: append(execFlags("recovery profile (overrides the graph's)"),
+			&cli.GenericFlag{Name: "input", Value: &inputFlag{}, Usage: "a value of the graph's inputs: name=value, or name=@FILE for a file's content (repeatable)"}),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, 1, "give exactly one graph file"); err != nil {
 				return err
@@ -42,7 +44,13 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return usageErr(err)
 			}
+			if opts.Inputs, err = inputsOf(c, g); err != nil {
+				return usageErr(err)
+			}
 			// Everything that can be wrong with the input is found before the journal is touched.
+			if _, err := g.ResolveInputs(opts.Inputs); err != nil {
+				return usageErr(err)
+			}
 			if err := errors.Join(runner.Check(g, &opts), runner.CheckEnvironment(g, &opts)); err != nil {
 				return usageErr(err)
 			}

@@ -1,4 +1,4 @@
-package runner
+package graph
 
 import (
 	"container/heap"
@@ -6,12 +6,13 @@ import (
 	"os"
 	"strings"
 	"text/template"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
 
 // Graph is a validated goal graph, as read from a YAML file. A *Graph
-// returned by LoadGraph or ParseGraph is acyclic, every need names a defined
+// returned by Load or Parse is acyclic, every need names a defined
 // node, every node names a defined provider, and every prompt template refers
 // only to the outputs of the node's needs. It is not modified after parsing
 // and is safe for concurrent use.
@@ -23,11 +24,15 @@ type Graph struct {
 	// ProfilesPath is the profiles file, made absolute against the graph
 	// file's directory ("" when the file sets none).
 	ProfilesPath string
-	// Path is the graph file as given to LoadGraph or ParseGraph.
+	// Path is the graph file as given to Load or Parse.
 	Path string
 	// Source is the file's text and Hash its sha256, in hex.
 	Source []byte
 	Hash   string
+	// Inputs are the values a run takes (`noderun run --input name=value`),
+	// in file order; InputsLine is where `inputs:` is (0 when absent).
+	Inputs     []*Input
+	InputsLine int
 	// Providers by name.
 	Providers map[string]*ProviderSpec
 	// Nodes in file order.
@@ -53,7 +58,7 @@ const (
 )
 
 // ProviderSpec is one entry of a graph's providers mapping. Only the fields
-// valid for its Kind can be set (see the package's graph file format).
+// valid for its Kind can be set (see fieldsProvider and docs/graph.md).
 type ProviderSpec struct {
 	Name string
 	// Kind is one of the ProviderKind constants.
@@ -126,6 +131,14 @@ type Node struct {
 	// SideEffects is as set, or when omitted SideUnsafe for harness
 	// providers and SideNone otherwise.
 	SideEffects SideEffects
+	// Timeout bounds the node's wall time, recovery included (0: none).
+	Timeout time.Duration
+	// ContinueOnFailure: when the node fails, its dependents still run; they
+	// see an empty output and `failed "id"` true. The run still fails.
+	ContinueOnFailure bool
+	// Env is added to the environment of the node's harness process, over
+	// the provider's Env (harness providers only).
+	Env map[string]string
 	// Line is where the node's entry starts in the file.
 	Line int
 
@@ -133,15 +146,15 @@ type Node struct {
 	systemTmpl *template.Template
 }
 
-// LoadGraph reads and validates a graph file. A file that cannot be read is
-// a plain error; a file that is not a valid graph is a *GraphError listing
+// Load reads and validates a graph file. A file that cannot be read is
+// a plain error; a file that is not a valid graph is an *Error listing
 // every problem found.
-func LoadGraph(path string) (*Graph, error) {
+func Load(path string) (*Graph, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("graph: %w", err)
 	}
-	return ParseGraph(path, src)
+	return Parse(path, src)
 }
 
 // Node returns the node with the given id, or nil.
@@ -215,9 +228,9 @@ func (h *graphIntHeap) Pop() any {
 	return x
 }
 
-// GraphError is a graph file that is not valid: every problem found, in line
+// Error is a graph file that is not valid: every problem found, in line
 // order.
-type GraphError struct {
+type Error struct {
 	Path     string
 	Problems []Problem
 }
@@ -243,7 +256,7 @@ func (p Problem) String() string {
 }
 
 // Error lists every problem, one per line, as "path:line: message".
-func (e *GraphError) Error() string {
+func (e *Error) Error() string {
 	path := e.Path
 	if path == "" {
 		path = "<graph>"

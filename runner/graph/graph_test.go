@@ -1,4 +1,4 @@
-package runner
+package graph
 
 import (
 	"crypto/sha256"
@@ -38,7 +38,7 @@ func TestParseGraphRejects(t *testing.T) {
 		{"merge of a scalar", graphHead + "  - {id: a, prompt: x, <<: 3}\n", 5, "merge key (<<) must merge a mapping"},
 
 		// top level
-		{"unknown top field", "name: t\ndescr: x\nproviders:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n", 2, `unknown field "descr" (known fields: name, profile, profiles, providers, nodes)`},
+		{"unknown top field", "name: t\ndescr: x\nproviders:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n", 2, `unknown field "descr" (known fields: name, profile, profiles, inputs, providers, nodes)`},
 		{"misspelt name", "nmae: t\nproviders:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n", 1, `unknown field "nmae" (did you mean "name"?)`},
 		{"duplicate top field", "name: t\nname: u\nproviders:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n", 2, `field "name" appears twice (first at line 1)`},
 		{"missing name", "providers:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n", 1, "missing name"},
@@ -147,22 +147,22 @@ func TestParseGraphRejects(t *testing.T) {
 		{"piped output", graphTwo("  - {id: b, needs: [a], prompt: '{{ \"a\" | output }}'}\n"), 6, `output takes one node id in quotes`},
 		{"output without id", graphTwo("  - {id: b, needs: [a], prompt: '{{ output }}'}\n"), 6, `output takes one node id in quotes`},
 		{"output as a value", graphTwo("  - {id: b, needs: [a], prompt: '{{ printf \"%s\" output }}'}\n"), 6, `output must be called with a node id in quotes`},
-		{"unknown data field", graphHead + "  - {id: a, prompt: '{{ .Output.a }}'}\n", 5, `prompt: unknown field .Output (a template can use .Outputs.<id> and output "id")`},
-		{"unknown root field", graphHead + "  - {id: a, prompt: '{{ with \"s\" }}{{ $.Inputs }}{{ end }}'}\n", 5, "unknown field .Inputs"},
+		{"unknown data field", graphHead + "  - {id: a, prompt: '{{ .Output.a }}'}\n", 5, `prompt: unknown field .Output (a template can use .Outputs.<id>, output "id", .Inputs.<name>, input "name" and failed "id")`},
+		{"unknown root field", graphHead + "  - {id: a, prompt: '{{ with \"s\" }}{{ $.Inptus }}{{ end }}'}\n", 5, "unknown field .Inptus"},
 		{"undefined template", graphHead + "  - {id: a, prompt: '{{ template \"nope\" . }}'}\n", 5, `prompt: template "nope" is not defined`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			g, err := ParseGraph("t.yaml", []byte(tc.src))
+			g, err := Parse("t.yaml", []byte(tc.src))
 			if err == nil {
 				t.Fatalf("accepted:\n%s", tc.src)
 			}
 			if g != nil {
 				t.Errorf("a graph was returned with the error")
 			}
-			var ge *GraphError
+			var ge *Error
 			if !errors.As(err, &ge) {
-				t.Fatalf("error is %T, want *GraphError: %v", err, err)
+				t.Fatalf("error is %T, want *Error: %v", err, err)
 			}
 			if len(ge.Problems) != 1 {
 				t.Errorf("want exactly one problem, got %d:\n%v", len(ge.Problems), err)
@@ -199,10 +199,10 @@ nodes:
   - id: a
     prompt: y
 `
-	_, err := ParseGraph("g.yaml", []byte(src))
-	var ge *GraphError
+	_, err := Parse("g.yaml", []byte(src))
+	var ge *Error
 	if !errors.As(err, &ge) {
-		t.Fatalf("want *GraphError, got %v", err)
+		t.Fatalf("want *Error, got %v", err)
 	}
 	want := []string{
 		`g.yaml:4: provider "q": unknown kind "nope" (want one of sim, openai, responses, harness)`,
@@ -237,7 +237,7 @@ func TestParseGraphCyclesReportedOnce(t *testing.T) {
   - {id: f, needs: [e, d], prompt: x}
   - {id: g, needs: [f], prompt: x}
 `
-	_, err := ParseGraph("c.yaml", []byte(src))
+	_, err := Parse("c.yaml", []byte(src))
 	want := "c.yaml:5: cycle: a -> b -> c -> a (each node needs the next)\n" +
 		"c.yaml:9: cycle: e -> f -> e (each node needs the next)"
 	if err == nil || err.Error() != want {
@@ -247,7 +247,7 @@ func TestParseGraphCyclesReportedOnce(t *testing.T) {
 
 func TestParseGraphNoSecretsInMessages(t *testing.T) {
 	src := "name: t\nproviders:\n  p: {kind: openai, model: m, api_key_env: sk-SECRET123, base_url: 'ftp://u:hunter2@x'}\nnodes:\n  - {id: a, prompt: x}\n"
-	_, err := ParseGraph("t.yaml", []byte(src))
+	_, err := Parse("t.yaml", []byte(src))
 	if err == nil {
 		t.Fatal("accepted")
 	}
@@ -313,7 +313,7 @@ nodes:
     prompt: go
 `
 	path := filepath.Join("some", "dir", "demo.yaml")
-	g, err := ParseGraph(path, []byte(src))
+	g, err := Parse(path, []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +382,7 @@ nodes:
 }
 
 func TestParseGraphSingleProviderIsDefault(t *testing.T) {
-	g, err := ParseGraph("t.yaml", []byte("name: t\nproviders:\n  only: {kind: harness}\nnodes:\n  - {id: a, prompt: x}\n"))
+	g, err := Parse("t.yaml", []byte("name: t\nproviders:\n  only: {kind: harness}\nnodes:\n  - {id: a, prompt: x}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ nodes:
     system: *sys
     prompt: y
 `
-	g, err := ParseGraph("t.yaml", []byte(src))
+	g, err := Parse("t.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +441,7 @@ func TestParseGraphAcceptsTemplateForms(t *testing.T) {
 	}
 	for _, p := range prompts {
 		src := graphHead + "  - {id: a, prompt: x}\n  - {id: my-b, prompt: y}\n  - id: c\n    needs: [a, my-b]\n    prompt: '" + strings.ReplaceAll(p, "'", "''") + "'\n"
-		if _, err := ParseGraph("t.yaml", []byte(src)); err != nil {
+		if _, err := Parse("t.yaml", []byte(src)); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}
 	}
@@ -455,7 +455,7 @@ func TestGraphOrderAndDependents(t *testing.T) {
   - {id: root, prompt: x}
   - {id: tail, needs: [report, lone], prompt: x}
 `
-	g, err := ParseGraph("t.yaml", []byte(src))
+	g, err := Parse("t.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,7 +494,7 @@ func TestGraphOrderAndDependents(t *testing.T) {
 }
 
 func TestGraphOrderFileOrderWhenIndependent(t *testing.T) {
-	g, err := ParseGraph("t.yaml", []byte(graphHead+"  - {id: z, prompt: x}\n  - {id: y, prompt: x}\n  - {id: x, prompt: x}\n"))
+	g, err := Parse("t.yaml", []byte(graphHead+"  - {id: z, prompt: x}\n  - {id: y, prompt: x}\n  - {id: x, prompt: x}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,7 +513,7 @@ func TestGraphNodeRender(t *testing.T) {
       A={{ .Outputs.a }} B={{ output "my-b" }} I={{ index .Outputs "a" }}
       {{- range $k, $v := .Outputs }} {{ $k }}:{{ $v }}{{ end }}
 `
-	g, err := ParseGraph("t.yaml", []byte(src))
+	g, err := Parse("t.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -564,7 +564,7 @@ func TestGraphNodeRenderBuiltInCode(t *testing.T) {
 }
 
 func TestGraphNodeRenderConcurrent(t *testing.T) {
-	g, err := ParseGraph("t.yaml", []byte(graphTwo("  - {id: b, needs: [a], prompt: '{{ output \"a\" }}/{{ .Outputs.a }}'}\n")))
+	g, err := Parse("t.yaml", []byte(graphTwo("  - {id: b, needs: [a], prompt: '{{ output \"a\" }}/{{ .Outputs.a }}'}\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -585,15 +585,15 @@ func TestGraphNodeRenderConcurrent(t *testing.T) {
 }
 
 func TestLoadGraph(t *testing.T) {
-	if _, err := LoadGraph(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
 		t.Error("missing file loaded")
-	} else if errors.As(err, new(*GraphError)) {
-		t.Errorf("missing file is a GraphError: %v", err)
+	} else if errors.As(err, new(*Error)) {
+		t.Errorf("missing file is a Error: %v", err)
 	}
 }
 
 func TestGraphErrorFormat(t *testing.T) {
-	e := &GraphError{Path: "x.yaml", Problems: []Problem{
+	e := &Error{Path: "x.yaml", Problems: []Problem{
 		{Line: 3, Node: "a", Field: "promt", Msg: `unknown field "promt"`},
 		{Msg: "the file is empty"},
 	}}
@@ -601,7 +601,7 @@ func TestGraphErrorFormat(t *testing.T) {
 	if e.Error() != want {
 		t.Errorf("got %q", e.Error())
 	}
-	if got := (&GraphError{Problems: []Problem{{Line: 1, Msg: "m"}}}).Error(); got != "<graph>:1: m" {
+	if got := (&Error{Problems: []Problem{{Line: 1, Msg: "m"}}}).Error(); got != "<graph>:1: m" {
 		t.Errorf("no path: %q", got)
 	}
 }
