@@ -79,6 +79,7 @@ type runState struct {
 	entries  map[string]*entry   // where resumed nodes pick up (noderun resume)
 	onState  func(node, state string)
 	parallel int
+	beat     func(NodeCursor, bool) // a supervisor's heartbeat (RunNode); nil for local runs
 
 	mu      sync.Mutex
 	outputs map[string]string
