@@ -59,8 +59,11 @@ func statusCommand() *cli.Command {
 		Name:      "status",
 		Usage:     "list runs, or show one run's nodes",
 		ArgsUsage: "[RUN|last]",
-		Flags:     []cli.Flag{dbFlag},
+		Flags:     append([]cli.Flag{dbFlag}, temporalFlags()...),
 		Action: func(c *cli.Context) error {
+			if c.String("temporal") != "" {
+				return statusTemporal(c)
+			}
 			j, err := openExisting(c)
 			if err != nil {
 				return err
@@ -219,8 +222,11 @@ func showCommand() *cli.Command {
 		Name:      "show",
 		Usage:     "print a node's output (or, for an unfinished node, what its journal holds) and its attempts",
 		ArgsUsage: "RUN|last NODE",
-		Flags:     []cli.Flag{dbFlag, &cli.BoolFlag{Name: "attempts", Usage: "list the node's attempts instead"}},
+		Flags:     append([]cli.Flag{dbFlag, &cli.BoolFlag{Name: "attempts", Usage: "list the node's attempts instead"}}, temporalFlags()...),
 		Action: func(c *cli.Context) error {
+			if c.String("temporal") != "" {
+				return showTemporal(c)
+			}
 			if c.NArg() != 2 {
 				return usageErr(errors.New("show: give RUN and NODE"))
 			}

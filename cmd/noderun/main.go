@@ -72,7 +72,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ExitErrHandler: func(*cli.Context, error) {}, // run() maps errors to exit codes
 		Commands: []*cli.Command{
 			runCommand(), resumeCommand(), cancelCommand(), statusCommand(), eventsCommand(), showCommand(),
-			validateCommand(), profilesCommand(), simCommand(),
+			validateCommand(), profilesCommand(), simCommand(), workerCommand(),
 		},
 	}
 }

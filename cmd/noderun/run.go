@@ -23,7 +23,7 @@ func runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "run a goal graph",
 		ArgsUsage: "GRAPH.yaml",
-		Flags:     execFlags("recovery profile (overrides the graph's)"),
+		Flags:     append(execFlags("recovery profile (overrides the graph's)"), temporalFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return usageErr(errors.New("run: give exactly one graph file"))
@@ -35,6 +35,12 @@ func runCommand() *cli.Command {
 			g, err := runner.LoadGraph(c.Args().First())
 			if err != nil {
 				return usageErr(err)
+			}
+			if c.String("temporal") != "" { // the environment that matters is the workers'
+				if err := runner.Check(g, &opts); err != nil {
+					return usageErr(err)
+				}
+				return runTemporal(c, g, opts)
 			}
 			// Everything that can be wrong with the input is found before the journal is touched.
 			if err := errors.Join(runner.Check(g, &opts), runner.CheckEnvironment(g, &opts)); err != nil {
@@ -58,7 +64,7 @@ func resumeCommand() *cli.Command {
 		Usage:     "continue a run that did not finish: completed nodes keep their outputs, in-flight ones re-attach, resume or retry",
 		ArgsUsage: "RUN|last",
 		Flags: append(execFlags("recovery profile (default: the run's)"),
-			&cli.StringSliceFlag{Name: "retry", Usage: "send this node's request again even if it may have had side effects (repeatable)"}),
+			append(temporalFlags(), &cli.StringSliceFlag{Name: "retry", Usage: "send this node's request again even if it may have had side effects (repeatable)"})...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return usageErr(errors.New("resume: give exactly one run id (or last)"))
@@ -66,6 +72,9 @@ func resumeCommand() *cli.Command {
 			opts, err := execOptions(c)
 			if err != nil {
 				return err
+			}
+			if c.String("temporal") != "" {
+				return resumeTemporal(c, opts)
 			}
 			j, err := openExisting(c, journal.WithLogger(opts.Logger))
 			if err != nil {

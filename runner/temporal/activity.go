@@ -56,9 +56,12 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 	}
 	hb := &beater{ctx: ctx, every: info.HeartbeatTimeout / 3}
 	if from != nil {
-		hb.last = *from // what a later loss must still find, until this worker gets further
+		// What a later loss must still find until this worker gets further.
+		// A fresh node sends its first heartbeat with its response id (the
+		// SDK sends a first heartbeat at once and batches later ones).
+		hb.last = *from
+		hb.record(true)
 	}
-	hb.record(true)
 	stop := hb.keepAlive()
 	res, err := runner.RunNode(ctx, g, in.Node, runner.NodeOptions{
 		Options: runner.Options{Journal: a.Journal, Profiles: profile.Set{in.Profile.Name: in.Profile}, Profile: in.Profile.Name,

@@ -95,9 +95,9 @@ type RunResult struct {
 // Temporal counts it as lost. Workers heartbeat on healthy data, on every
 // recovery step, and at least every third of it while waiting; it follows the
 // profile's poll_after, the longest a healthy node waits for a sign of the
-// provider, and stays between 2 s and 2 min.
+// provider, and stays between 5 s (a busy machine must not look dead) and 2 min.
 func HeartbeatTimeout(p profile.Profile) time.Duration {
-	return min(max(2*p.PollAfter.D(), 2*time.Second), 2*time.Minute)
+	return min(max(2*p.PollAfter.D(), 5*time.Second), 2*time.Minute)
 }
 
 // activityOptions: Temporal retries a node only when its worker was lost
