@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -98,7 +99,8 @@ func PendingNodes(ctx context.Context, c client.Client, runID string) ([]Pending
 	var out []Pending
 	dc := converter.GetDefaultDataConverter()
 	for _, pa := range d.GetPendingActivities() {
-		p := Pending{Node: pa.GetActivityId(), Attempt: pa.GetAttempt(), Worker: pa.GetLastWorkerIdentity()}
+		node, _, _ := strings.Cut(pa.GetActivityId(), "#") // "NODE#n": the operator's n-th replay
+		p := Pending{Node: node, Attempt: pa.GetAttempt(), Worker: pa.GetLastWorkerIdentity()}
 		if pa.GetLastHeartbeatTime() != nil {
 			p.LastBeat = pa.GetLastHeartbeatTime().AsTime()
 		}
