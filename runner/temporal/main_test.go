@@ -27,7 +27,6 @@ var dev struct {
 	once     sync.Once
 	err      error
 	cmd      *exec.Cmd
-	dir      string
 	hostPort string
 	log      bytes.Buffer
 }
@@ -44,9 +43,6 @@ func TestMain(m *testing.M) {
 			_ = dev.cmd.Process.Kill()
 			<-done
 		}
-	}
-	if dev.dir != "" {
-		os.RemoveAll(dev.dir)
 	}
 	if binDir != "" {
 		os.RemoveAll(binDir)
@@ -102,9 +98,6 @@ func startDev() error {
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("%s is missing: run `make tools` (it builds the pinned Temporal CLI): %w", bin, err)
 	}
-	if dev.dir, err = os.MkdirTemp("", "noderun-temporal-"); err != nil {
-		return err
-	}
 	ports := make([]int, 4)
 	for i := range ports {
 		if ports[i], err = freePort(); err != nil {
@@ -114,7 +107,7 @@ func startDev() error {
 	dev.hostPort = "127.0.0.1:" + strconv.Itoa(ports[0])
 	dev.cmd = exec.Command(bin, "server", "start-dev", "--headless", "--ip", "127.0.0.1",
 		"--port", strconv.Itoa(ports[0]), "--ui-port", strconv.Itoa(ports[1]), "--http-port", strconv.Itoa(ports[2]),
-		"--metrics-port", strconv.Itoa(ports[3]), "--db-filename", filepath.Join(dev.dir, "temporal.db"), "--log-level", "error")
+		"--metrics-port", strconv.Itoa(ports[3]), "--log-level", "error") // in memory
 	dev.cmd.Stdout, dev.cmd.Stderr = &dev.log, &dev.log
 	if err := dev.cmd.Start(); err != nil {
 		return err
