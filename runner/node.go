@@ -95,6 +95,15 @@ func RunNode(ctx context.Context, g *Graph, nodeID string, opts NodeOptions) (*N
 	}
 	r.entries[n.ID] = e
 	res := r.runNode(ctx, n)
+	if caps := r.provs[n.Provider].p.Capabilities(); res.State == journal.NodeFailed && opts.From != nil &&
+		e.action == resume.ActResume && caps.Resume && !caps.Check {
+		// A harness thread moved from a lost worker lives in that worker's
+		// session store unless the store is shared: say so, not just "not found".
+		hint := fmt.Sprintf("thread %s was started on a worker that was lost; resuming it needs that worker's session store "+
+			"(CODEX_HOME for Codex, the provider's state_dir for Claude Code and Gemini CLI) shared with this one", opts.From.Ref)
+		r.diag(ctx, n.ID, e.attempt, diagnostics.New(diagnostics.CrossWorkerResume, hint, slog.String("ref", opts.From.Ref)))
+		res.Reason += "; " + hint
+	}
 	return res, r.j.Flush(bg(ctx))
 }
 
