@@ -244,7 +244,7 @@ func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 				return err
 			}
 			rec.Payload = []byte(ev.Ref)
-			x.beat("work named " + ev.Ref)   // what a machine taking over needs first
+			x.beat("started " + ev.Ref)      // what a machine taking over needs first
 			if x.prov.Capabilities().Check { // a harness reports its thread itself (NR301)
 				x.diag(ctx, diagnostics.New(diagnostics.ResponseCreated, "response "+ev.Ref+" created; journaled for resume",
 					slog.String("ref", ev.Ref)))

@@ -129,16 +129,19 @@ func followTemporal(c *cli.Context, tc client.Client, runID string, opts runner.
 		}
 		return &exitError{exitFailed, err}
 	}
-	if err := report(c, opts, ntemporal.Result(res), nil); err != nil {
-		for _, n := range res.Nodes {
-			if n.State == string(journal.NodeAttention) {
-				fmt.Fprintf(c.App.ErrWriter, "noderun: node %s is held for an operator; replay it with: noderun resume --temporal %s %s --retry %s\n",
-					n.Node, c.String("temporal"), runID, n.Node)
-			}
+	err = report(c, opts, ntemporal.Result(res), nil)
+	held := 0
+	for _, n := range res.Nodes {
+		if n.State == string(journal.NodeAttention) {
+			held++
+			fmt.Fprintf(c.App.ErrWriter, "noderun: node %s is held for an operator; replay it with: noderun resume --temporal %s %s --retry %s\n",
+				n.Node, c.String("temporal"), runID, n.Node)
 		}
-		return err
 	}
-	return nil
+	if err != nil && held > 0 {
+		return &exitError{exitFailed, fmt.Errorf("run %s waits on Temporal for an operator (%d node(s) held)", runID, held)}
+	}
+	return err
 }
 
 // resumeTemporal replays nodes held for an operator and follows the run.

@@ -108,6 +108,7 @@ func BenchmarkTemporalVsLocal(b *testing.B) {
 	per := func(d time.Duration) float64 { return float64(d) / 1e6 / float64(b.N) / nodes }
 	b.ReportMetric(per(local), "local-ms/node")
 	b.ReportMetric(per(remote), "temporal-ms/node")
+	b.ReportMetric(per(remote-local), "overhead-ms/node")
 	b.ReportMetric(float64(remote)/float64(local), "temporal/local")
 }
 

@@ -128,6 +128,7 @@ func Follow(ctx context.Context, c client.Client, runID string, every time.Durat
 	}
 	seen := map[string]string{}
 	workers := map[string]string{}
+	steps := map[string]string{} // the last recovery step heartbeated, per node
 	done := make(chan struct{})
 	var final RunResult
 	var ferr error
@@ -183,6 +184,10 @@ func Follow(ctx context.Context, c client.Client, runID string, every time.Durat
 				if p.Worker != "" {
 					workers[p.Node] = p.Worker
 				}
+				if p.Cursor.Step != "" && p.Cursor.Step != steps[p.Node] && seen[p.Node] == string(journal.NodeRunning) {
+					progress(p.Node, p.Cursor.Step+" on "+p.Worker)
+				}
+				steps[p.Node] = p.Cursor.Step
 			}
 		}
 		if res.Status == string(journal.NodeAttention) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -245,7 +246,7 @@ func TestKill9WorkerMidStreamOtherWorkerReattaches(t *testing.T) {
 	if !strings.Contains(survivor.out.String(), "code=NR210") {
 		t.Fatalf("worker %s's stderr lacks NR210:\n%s", reason.Worker, survivor.out.String())
 	}
-	t.Logf("node reason: %+v", reason.Diagnostics)
+	t.Logf("node reason: %+v\nrun --temporal said:\n%s", reason.Diagnostics, run.out.String())
 
 	// The run as `noderun status --temporal` shows it to an operator.
 	out, err := exec.Command(bin, "status", "--temporal", hostPort, runID).CombinedOutput()
@@ -344,4 +345,103 @@ func history(t *testing.T, c client.Client, runID string) *historypb.History {
 		h.Events = append(h.Events, ev)
 	}
 	return h
+}
+
+// A node marked side_effects: unsafe whose worker dies mid-stream is held
+// for an operator: `run --temporal` exits 1 naming the command, and
+// `noderun resume --temporal RUN --retry NODE` replays it to completion.
+func TestKill9UnsafeNodeHeldUntilResumeRetry(t *testing.T) {
+	hostPort := devServer(t)
+	bin := noderunBinary(t)
+	dir := t.TempDir()
+	queue := "held-" + time.Now().Format("150405.000")
+	cfg := sim.Config{Seed: 4, Tokens: 600, TokensPerSecond: 300}
+	graph := func(url string) string {
+		path := filepath.Join(t.TempDir(), "held.yaml")
+		src := fmt.Sprintf("name: held\nprofile: ci\nproviders:\n  chat: {kind: openai, base_url: %s, model: sim}\n"+
+			"nodes:\n  - {id: deploy, provider: chat, prompt: deploy the service, side_effects: unsafe}\n"+
+			"  - {id: announce, provider: chat, needs: [deploy], prompt: 'announce {{ output \"deploy\" }}'}\n", url)
+		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	// The undisturbed outputs.
+	refCfg := cfg
+	refCfg.TokensPerSecond = 50000
+	g, err := runner.LoadGraph(graph(simtest.Start(t, refCfg).BaseURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lj, err := journal.Open(context.Background(), filepath.Join(dir, "local.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lj.Close()
+	ref, err := runner.Run(context.Background(), g, runner.Options{Journal: lj})
+	if err != nil || ref.Status != journal.RunCompleted {
+		t.Fatalf("local run: %v %+v", err, ref)
+	}
+
+	chat := simtest.Start(t, cfg)
+	path := graph(chat.BaseURL())
+	workers := map[string]*proc{}
+	for _, id := range []string{"h1", "h2"} {
+		workers[id] = start(t, id, bin, "worker", "--temporal", hostPort, "--task-queue", queue,
+			"--db", filepath.Join(dir, id+".db"), "--identity", id)
+	}
+	run := start(t, "run", bin, "run", "--temporal", hostPort, "--task-queue", queue, path)
+	c := dialDev(t)
+	runID := waitFor(t, 60*time.Second, "the run's id", func() (string, bool) {
+		m := regexp.MustCompile(`run ([0-9a-f-]{36}) submitted`).FindStringSubmatch(run.out.String())
+		if m == nil {
+			return "", false
+		}
+		return m[1], true
+	})
+	victim := waitFor(t, 60*time.Second, "a heartbeat of node deploy", func() (string, bool) {
+		pend, _ := ntemporal.PendingNodes(context.Background(), c, runID)
+		for _, p := range pend {
+			if p.Node == "deploy" && p.Cursor.Attempt == 1 && p.Worker != "" {
+				return p.Worker, true
+			}
+		}
+		return "", false
+	})
+	_ = workers[victim].cmd.Process.Signal(syscall.SIGKILL)
+	<-workers[victim].done
+	select {
+	case <-run.done:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("run --temporal did not stop at the held node:\n%s", run.out.String())
+	}
+	var ee *exec.ExitError
+	if !errors.As(run.err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("run --temporal: %v, want exit 1\n%s", run.err, run.out.String())
+	}
+	want := fmt.Sprintf("noderun resume --temporal %s %s --retry deploy", hostPort, runID)
+	if !strings.Contains(run.out.String(), want) {
+		t.Fatalf("run --temporal does not say %q:\n%s", want, run.out.String())
+	}
+	t.Logf("run --temporal said:\n%s", run.out.String())
+	st, err := ntemporal.State(context.Background(), c, runID)
+	if err != nil || st.Nodes[0].State != "attention" || st.Nodes[1].State != "pending" {
+		t.Fatalf("state: %+v %v", st, err)
+	}
+
+	resume := start(t, "resume", bin, "resume", "--temporal", hostPort, "--task-queue", queue, "--json", runID, "--retry", "deploy")
+	select {
+	case <-resume.done:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("resume --temporal did not finish:\n%s", resume.out.String())
+	}
+	if resume.err != nil {
+		t.Fatalf("resume --temporal: %v\n%s", resume.err, resume.out.String())
+	}
+	got := jsonOutputs(t, resume.stdout.String())
+	for _, n := range ref.Nodes {
+		if got[n.ID] != n.Output {
+			t.Fatalf("node %s: output after the replay differs from the undisturbed run (%d vs %d bytes)", n.ID, len(got[n.ID]), len(n.Output))
+		}
+	}
 }
