@@ -63,6 +63,18 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 		hb.record(true)
 	}
 	stop := hb.keepAlive()
+	// A worker that is stopping hands its nodes over at once rather than
+	// after its stop timeout: the node is interrupted (a response keeps
+	// running at the provider) and another worker re-attaches to it.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-activity.GetWorkerStopChannel(ctx):
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	res, err := runner.RunNode(ctx, g, in.Node, runner.NodeOptions{
 		Options: runner.Options{Journal: a.Journal, Profiles: profile.Set{in.Profile.Name: in.Profile}, Profile: in.Profile.Name,
 			Logger: a.logger(), Getenv: a.Getenv, RunID: in.RunID},

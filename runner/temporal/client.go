@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -67,17 +68,27 @@ func Submit(ctx context.Context, c client.Client, queue string, in RunInput) (cl
 		WorkflowExecutionTimeout: 0}, WorkflowName, in)
 }
 
-// State asks a run's workflow how it stands (it answers after it ended too).
+// State is how a run stands: the workflow's result once it completed (read
+// from its history: no worker needed), else the answer to QueryState (a
+// worker answers it).
 func State(ctx context.Context, c client.Client, runID string) (RunResult, error) {
-	v, err := c.QueryWorkflow(ctx, runID, "", QueryState)
+	var res RunResult
+	d, err := c.DescribeWorkflowExecution(ctx, runID, "")
 	if err != nil {
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
-			return RunResult{}, fmt.Errorf("run %s: no such workflow on Temporal: %w", runID, journal.ErrNotFound)
+			return res, fmt.Errorf("run %s: no such workflow on Temporal: %w", runID, journal.ErrNotFound)
 		}
-		return RunResult{}, err
+		return res, err
 	}
-	var res RunResult
+	if d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		return res, c.GetWorkflow(ctx, runID, "").Get(ctx, &res)
+	}
+	v, err := c.QueryWorkflow(ctx, runID, "", QueryState)
+	if err != nil {
+		return res, fmt.Errorf("run %s is %s on Temporal; asking its state: %w", runID,
+			strings.ToLower(strings.TrimPrefix(d.GetWorkflowExecutionInfo().GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_")), err)
+	}
 	return res, v.Get(&res)
 }
 
@@ -179,7 +190,7 @@ func Follow(ctx context.Context, c client.Client, runID string, every time.Durat
 		if pend, err := PendingNodes(ctx, c, runID); err == nil {
 			for _, p := range pend {
 				if w, ok := workers[p.Node]; ok && w != p.Worker && p.Worker != "" {
-					progress(p.Node, fmt.Sprintf("worker %s lost; resumed on %s (activity attempt %d)", w, p.Worker, p.Attempt))
+					progress(p.Node, fmt.Sprintf("worker %s gone; resumed on %s (activity attempt %d)", w, p.Worker, p.Attempt))
 				}
 				if p.Worker != "" {
 					workers[p.Node] = p.Worker

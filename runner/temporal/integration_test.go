@@ -148,6 +148,17 @@ func start(t *testing.T, name string, bin string, args ...string) *proc {
 // graph; the worker streaming the Responses node is killed -9 mid-stream and
 // the other one finishes the node by re-attaching to the same response.
 func TestKill9WorkerMidStreamOtherWorkerReattaches(t *testing.T) {
+	crossWorker(t, syscall.SIGKILL)
+}
+
+// A worker that is stopped (SIGTERM: a deploy, an eviction) hands its node
+// over at once: the other worker re-attaches the same way, without waiting
+// for a heartbeat timeout.
+func TestStoppedWorkerHandsNodeOver(t *testing.T) {
+	crossWorker(t, syscall.SIGTERM)
+}
+
+func crossWorker(t *testing.T, sig syscall.Signal) {
 	want := localOutputs(t)
 	hostPort := devServer(t)
 	bin := noderunBinary(t)
@@ -191,11 +202,11 @@ func TestKill9WorkerMidStreamOtherWorkerReattaches(t *testing.T) {
 	if before.TokensGenerated >= respTokens {
 		t.Fatalf("the response finished before the kill (%d tokens): the test did not kill mid-stream", before.TokensGenerated)
 	}
-	if err := workers[victim].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := workers[victim].cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	<-workers[victim].done
-	t.Logf("killed worker %s streaming node reason after %d of %d tokens", victim, before.TokensGenerated, respTokens)
+	t.Logf("%s worker %s streaming node reason after %d of %d tokens", sig, victim, before.TokensGenerated, respTokens)
 
 	select {
 	case <-run.done:
@@ -265,7 +276,7 @@ func TestKill9WorkerMidStreamOtherWorkerReattaches(t *testing.T) {
 	if err := replayer.ReplayWorkflowHistory(nil, hist); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
-	if *updateHistory {
+	if *updateHistory && sig == syscall.SIGKILL {
 		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
 		if err != nil {
 			t.Fatal(err)
