@@ -184,7 +184,7 @@ func (r *runState) entryFromCursor(ctx context.Context, n *Node, from *NodeCurso
 		return nil, resume.Decision{}, err
 	}
 	e.attempt, e.attemptBase = nAtt, from.Attempt-nAtt
-	msg := fmt.Sprintf("the worker running this node was lost at sequence %d (%d bytes); re-attaching to response %s from its heartbeated cursor and re-reading the generated part from the provider: nothing is regenerated",
+	msg := fmt.Sprintf("the worker running this node was lost (its last heartbeat: sequence %d, %d bytes); re-attaching to response %s from the heartbeated cursor and re-reading the generated part from the provider: nothing is regenerated",
 		from.Seq, from.Bytes, from.Ref)
 	if mode == journal.ModeResume {
 		msg = fmt.Sprintf("the worker running this node was lost after %d bytes; resuming harness thread %s from its heartbeated cursor (its session store must be reachable from this worker, e.g. a shared CODEX_HOME)",
