@@ -33,11 +33,11 @@ import (
 var updateHistory = flag.Bool("update-history", false, "record testdata/kill9-history.json from the kill -9 test")
 
 const (
-	respTokens = 2000 // at 200 tokens/s: 10 s, long enough to lose a worker mid-stream
 	chatTokens = 120
 )
 
-func simConfigs() (chat, resp sim.Config) {
+// simConfigs: the Responses node streams respTokens at 200 tokens/s.
+func simConfigs(respTokens int) (chat, resp sim.Config) {
 	return sim.Config{Seed: 11, Tokens: chatTokens, TokensPerSecond: 3000},
 		sim.Config{Seed: 11, Tokens: respTokens, TokensPerSecond: 200}
 }
@@ -66,10 +66,10 @@ nodes:
 
 // localOutputs runs the graph with runner.Run on fresh simulators: the
 // undisturbed reference.
-func localOutputs(t *testing.T) map[string]string {
+func localOutputs(t *testing.T, respTokens int) map[string]string {
 	t.Helper()
 	dir := t.TempDir()
-	cc, rc := simConfigs()
+	cc, rc := simConfigs(respTokens)
 	rc.TokensPerSecond = 20000 // same content, sooner
 	chat, resp := simtest.Start(t, cc), simtest.Start(t, rc)
 	g, err := runner.LoadGraph(fleetGraph(t, dir, chat.BaseURL(), resp.BaseURL()))
@@ -148,23 +148,23 @@ func start(t *testing.T, name string, bin string, args ...string) *proc {
 // graph; the worker streaming the Responses node is killed -9 mid-stream and
 // the other one finishes the node by re-attaching to the same response.
 func TestKill9WorkerMidStreamOtherWorkerReattaches(t *testing.T) {
-	crossWorker(t, syscall.SIGKILL)
+	crossWorker(t, syscall.SIGKILL, 2000) // 10 s: a dead worker is noticed after the 5 s heartbeat timeout
 }
 
 // A worker that is stopped (SIGTERM: a deploy, an eviction) hands its node
 // over at once: the other worker re-attaches the same way, without waiting
 // for a heartbeat timeout.
 func TestStoppedWorkerHandsNodeOver(t *testing.T) {
-	crossWorker(t, syscall.SIGTERM)
+	crossWorker(t, syscall.SIGTERM, 1000) // 5 s: the hand-over takes about a second
 }
 
-func crossWorker(t *testing.T, sig syscall.Signal) {
-	want := localOutputs(t)
+func crossWorker(t *testing.T, sig syscall.Signal, respTokens int) {
+	want := localOutputs(t, respTokens)
 	hostPort := devServer(t)
 	bin := noderunBinary(t)
 	dir := t.TempDir()
 	queue := "kill9-" + time.Now().Format("150405.000")
-	cc, rc := simConfigs()
+	cc, rc := simConfigs(respTokens)
 	chat, resp := simtest.Start(t, cc), simtest.Start(t, rc)
 	graph := fleetGraph(t, dir, chat.BaseURL(), resp.BaseURL())
 
@@ -199,7 +199,7 @@ func crossWorker(t *testing.T, sig syscall.Signal) {
 	})
 	time.Sleep(800 * time.Millisecond)
 	before := resp.Stats()
-	if before.TokensGenerated >= respTokens {
+	if before.TokensGenerated >= int64(respTokens) {
 		t.Fatalf("the response finished before the kill (%d tokens): the test did not kill mid-stream", before.TokensGenerated)
 	}
 	if err := workers[victim].cmd.Process.Signal(sig); err != nil {
@@ -223,7 +223,7 @@ func crossWorker(t *testing.T, sig syscall.Signal) {
 		}
 	}
 	st := resp.Stats()
-	if st.ResponsesCreated != 1 || st.TokensGenerated != respTokens {
+	if st.ResponsesCreated != 1 || st.TokensGenerated != int64(respTokens) {
 		t.Fatalf("Responses sim: %d responses created, %d tokens generated; want 1 and %d (nothing regenerated)",
 			st.ResponsesCreated, st.TokensGenerated, respTokens)
 	}
