@@ -39,6 +39,8 @@ var (
 	ResponseCreated  = Code{"NR207", "response_created", slog.LevelInfo, "the provider assigned a response id"}
 	WorkCancelled    = Code{"NR208", "work_cancelled", slog.LevelInfo, "the response was cancelled at the provider so it stops billing (the node failed, is retried from scratch, or a person asked)"}
 	WorkDetached     = Code{"NR209", "work_detached", slog.LevelWarn, "interrupted: the response keeps running at the provider; resume re-attaches, cancel stops it"}
+	// CrossWorkerResume: a distributed run (Temporal) moved the node to another worker.
+	CrossWorkerResume = Code{"NR210", "cross_worker_resume", slog.LevelWarn, "the node's worker was lost; another worker picks it up from the heartbeated cursor: re-attached by response id (the generated part re-read from the provider), harness thread resumed, or retried within its budget"}
 
 	ThreadStarted   = Code{"NR301", "thread_started", slog.LevelInfo, "the harness reported its thread id"}
 	HarnessRetrying = Code{"NR302", "harness_retrying", slog.LevelInfo, "the harness is retrying on its own (informational)"}
@@ -70,7 +72,7 @@ func Codes() []Code {
 	return []Code{
 		DisconnectDetected, ReconnectScheduled, RetryStarted, RateLimitWait, ProviderError, ConnectFailed, IdleTimeout, Recovered, IdleCutLearnt,
 		ContinueScheduled, ContinueAccepted, ContinueRejected, ContinueRealigned,
-		Reattached, PollingStarted, StatusChecked, StuckCancelled, FellBackToRetry, OutputFromStatus, ResponseCreated, WorkCancelled, WorkDetached,
+		Reattached, PollingStarted, StatusChecked, StuckCancelled, FellBackToRetry, OutputFromStatus, ResponseCreated, WorkCancelled, WorkDetached, CrossWorkerResume,
 		ThreadStarted, HarnessRetrying, ThreadResumed, ThreadMismatch, HarnessFailed,
 		RunStarted, RunFinished, RunInterrupted, NodeSkipped, BreakerOpen,
 		LimitExceeded, ProtocolViolation, JournalUnavailable,

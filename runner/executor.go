@@ -34,6 +34,9 @@ type nodeExec struct {
 	total     int // retry budget for this node
 	retries   int // what is left of it
 	rnd       *rand.Rand
+	// attemptBase turns this machine's attempt numbers into the node's
+	// (a node moved from a lost machine continues its count).
+	attemptBase int
 
 	attempt    int             // current attempt number, 1-based; a retry starts a new one
 	cur        provider.Cursor // where the current attempt's work stands
@@ -73,6 +76,8 @@ type entry struct {
 	out         string
 	action      resume.Action
 	retriesUsed int
+	fresh       bool // nothing to pick up: start the node (RunNode)
+	attemptBase int  // see nodeExec.attemptBase
 }
 
 // execute returns the node's output, or an error whose message explains what
@@ -80,8 +85,11 @@ type entry struct {
 func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 	action := resume.ActRetry // the first attempt is a fresh request
 	var err error
+	if e != nil {
+		x.attemptBase = e.attemptBase
+	}
 	switch {
-	case e == nil:
+	case e == nil || e.fresh:
 		err = x.beginAttempt(ctx, journal.ModeStart)
 	case e.action == resume.ActRetry: // this retry comes out of the budget too
 		x.attempt, x.dispatched = e.attempt, true
@@ -285,6 +293,7 @@ func (x *nodeExec) record(ctx context.Context) provider.Emit {
 				return err
 			}
 			rec.Payload = []byte(ev.Ref)
+			x.beat("started " + ev.Ref)      // what a machine taking over needs first
 			if x.prov.Capabilities().Check { // a harness reports its thread itself (NR301)
 				x.diag(ctx, diagnostics.New(diagnostics.ResponseCreated, "response "+ev.Ref+" created; journaled for resume",
 					slog.String("ref", ev.Ref)))
@@ -342,6 +351,7 @@ func (x *nodeExec) advance(n int64) {
 // queued or in progress. The backoff, the reconnect count and the recovery
 // deadline start over; the retry budget does not.
 func (x *nodeExec) healthy() {
+	x.beat("")
 	if !x.progressed {
 		x.progressed = true
 		x.backoffN, x.resumes, x.recovering = 0, 0, time.Time{}
@@ -574,6 +584,7 @@ func (x *nodeExec) announce(ctx context.Context, d resume.Decision, ce *diagnost
 		slog.Int("retries_left", left), slog.Int("reconnects_left", x.prof.Reconnects-x.resumes)}
 	x.diag(ctx, diagnostics.New(d.Code, line, append(attrs, x.cost.step(d.Action, x.out.Len(), x.deltas)...)...))
 	x.run.progress(x.node.ID, line)
+	x.beat(line)
 }
 
 // fail ends the attempt and reports why the node failed and what was tried.

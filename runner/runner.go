@@ -126,6 +126,7 @@ type runState struct {
 	observe  func(node string, ev provider.Event)
 	parallel int
 	halt     context.CancelCauseFunc // stops the run (a journal that cannot record)
+	beat     func(NodeCursor, bool)  // a supervisor's heartbeat (RunNode); nil for local runs
 
 	mu      sync.Mutex
 	outputs map[string]string

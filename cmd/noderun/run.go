@@ -29,7 +29,7 @@ func runCommand() *cli.Command {
 		Description: "Examples:\n  noderun run testdata/graphs/demo.yaml               # journal: ./noderun.db\n" +
 			"  noderun run g.yaml --db ci.db --profile ci --json    # the result as JSON (docs/json.md)\n" +
 			"  noderun run testdata/graphs/goal.yaml --input goal=\"why streams drop\" --input depth=5",
-		Flags: append(execFlags("recovery profile (overrides the graph's)"),
+		Flags: append(append(execFlags("recovery profile (overrides the graph's)"), temporalFlags()...),
 			&cli.GenericFlag{Name: "input", Value: &inputFlag{}, Usage: "a value of the graph's inputs: name=value, or name=@FILE for a file's content (repeatable)"}),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, 1, "give exactly one graph file"); err != nil {
@@ -50,6 +50,12 @@ func runCommand() *cli.Command {
 			// Everything that can be wrong with the input is found before the journal is touched.
 			if _, err := g.ResolveInputs(opts.Inputs); err != nil {
 				return usageErr(err)
+			}
+			if c.String("temporal") != "" { // the environment that matters is the workers'
+				if err := runner.Check(g, &opts); err != nil {
+					return usageErr(err)
+				}
+				return runTemporal(c, g, opts)
 			}
 			if err := errors.Join(runner.Check(g, &opts), runner.CheckEnvironment(g, &opts)); err != nil {
 				return usageErr(err)
@@ -75,7 +81,7 @@ func resumeCommand() *cli.Command {
 		Description: "Examples:\n  noderun resume last                  # continue the newest run\n" +
 			"  noderun resume last --retry deploy   # ... and send deploy's request again",
 		Flags: append(execFlags("recovery profile (default: the run's)"),
-			&cli.StringSliceFlag{Name: "retry", Usage: "send this node's request again even if it may have had side effects (repeatable)"}),
+			append(temporalFlags(), &cli.StringSliceFlag{Name: "retry", Usage: "send this node's request again even if it may have had side effects (repeatable)"})...),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, 1, "give exactly one run id (or last)"); err != nil {
 				return err
@@ -83,6 +89,9 @@ func resumeCommand() *cli.Command {
 			opts, stopView, err := execOptions(c)
 			if err != nil {
 				return err
+			}
+			if c.String("temporal") != "" {
+				return resumeTemporal(c, opts)
 			}
 			defer stopView()
 			j, err := openExisting(c, journal.WithLogger(opts.Logger))
