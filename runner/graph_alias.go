@@ -1,6 +1,10 @@
 package runner
 
-import "github.com/noderun/noderun/runner/graph"
+import (
+	"context"
+
+	"github.com/noderun/noderun/runner/graph"
+)
 
 // The graph language lives in package graph; these names keep the runner's
 // API (and its callers) as they were.
@@ -34,6 +38,9 @@ const (
 
 // LoadGraph reads and validates a graph file (graph.Load).
 func LoadGraph(path string) (*Graph, error) { return graph.Load(path) }
+
+// LoadGraphContext is LoadGraph, giving up when ctx ends (graph.LoadContext).
+func LoadGraphContext(ctx context.Context, path string) (*Graph, error) { return graph.LoadContext(ctx, path) }
 
 // ParseGraph parses and validates a graph file's text (graph.Parse).
 func ParseGraph(path string, src []byte) (*Graph, error) { return graph.Parse(path, src) }

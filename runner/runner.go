@@ -298,9 +298,14 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 	}
 	system, prompt, err := r.render(n)
 	if err != nil {
+		class, code := diagnostics.ClassDeterministic, diagnostics.NodeFailed
+		if errors.Is(err, graph.ErrTooLarge) {
+			class, code = diagnostics.ClassLimit, diagnostics.LimitExceeded
+			err = fmt.Errorf("%w: %w", err, diagnostics.ErrLimit)
+		}
 		res.State, res.Err, res.Reason = journal.NodeFailed, err, r.red.String(err.Error())
-		r.diag(ctx, n.ID, 0, diagnostics.New(diagnostics.NodeFailed, err.Error(), slog.String("class", string(diagnostics.ClassDeterministic))))
-		_ = r.j.FailNode(bg(ctx), r.id, n.ID, string(diagnostics.ClassDeterministic), res.Reason)
+		r.diag(ctx, n.ID, 0, diagnostics.New(code, err.Error(), slog.String("class", string(class))))
+		_ = r.j.FailNode(bg(ctx), r.id, n.ID, string(class), res.Reason)
 		return res
 	}
 	_ = r.j.SetNodeState(bg(ctx), r.id, n.ID, journal.NodeRunning, "")

@@ -40,9 +40,9 @@ func runCommand() *cli.Command {
 				return err
 			}
 			defer stopView()
-			g, err := runner.LoadGraph(c.Args().First())
+			g, err := loadGraph(c, c.Args().First())
 			if err != nil {
-				return usageErr(err)
+				return err
 			}
 			if opts.Inputs, err = inputsOf(c, g); err != nil {
 				return usageErr(err)
@@ -449,3 +449,22 @@ func oneLine(s string, n int) string {
 // bg keeps ctx's values but not its cancellation: an interrupted run still
 // gets its summary.
 func bg(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
+// loadGraph reads a graph file for a command: its problems are exit 2, and a
+// signal while reading it (a FIFO nobody writes) ends the command at once.
+func loadGraph(c *cli.Context, path string) (*runner.Graph, error) {
+	g, err := runner.LoadGraphContext(c.Context, path)
+	switch {
+	case c.Context.Err() != nil:
+		return nil, interruptedLoad(path)
+	case err != nil:
+		return nil, usageErr(err)
+	}
+	return g, nil
+}
+
+// interruptedLoad is the error of a signal that came while a graph file was
+// being read: nothing was written.
+func interruptedLoad(path string) error {
+	return &exitError{exitInterrupted, fmt.Errorf("interrupted while reading %s; nothing was written", path)}
+}

@@ -2,7 +2,10 @@ package graph
 
 import (
 	"container/heap"
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"text/template"
@@ -149,12 +152,51 @@ type Node struct {
 // Load reads and validates a graph file. A file that cannot be read is
 // a plain error; a file that is not a valid graph is an *Error listing
 // every problem found.
-func Load(path string) (*Graph, error) {
-	src, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("graph: %w", err)
+func Load(path string) (*Graph, error) { return LoadContext(context.Background(), path) }
+
+// MaxFileBytes bounds a graph file: far above any graph people write, far
+// below what would hurt (a path to /dev/zero, a pipe that never ends).
+const MaxFileBytes = 4 << 20
+
+// MaxPromptBytes bounds a node's rendered system or prompt: above any
+// model's context window, so a template that would render more (a range
+// over a huge count, outputs pasted many times) is an error, not an OOM.
+const MaxPromptBytes = 8 << 20
+
+// ErrTooLarge is the error of a graph file or rendered prompt past its bound.
+var ErrTooLarge = errors.New("larger than noderun's limit")
+
+// LoadContext is Load, reading at most MaxFileBytes and giving up when ctx
+// ends: a FIFO that nobody writes, or a device, cannot hold the caller (the
+// blocked read is abandoned).
+func LoadContext(ctx context.Context, path string) (*Graph, error) {
+	type result struct {
+		src []byte
+		err error
 	}
-	return Parse(path, src)
+	done := make(chan result, 1)
+	go func() {
+		f, err := os.Open(path)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer f.Close()
+		src, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+		done <- result{src, err}
+	}()
+	select {
+	case <-ctx.Done():
+		return nil, fmt.Errorf("graph: reading %s: %w", path, context.Cause(ctx))
+	case r := <-done:
+		switch {
+		case r.err != nil:
+			return nil, fmt.Errorf("graph: %w", r.err)
+		case len(r.src) > MaxFileBytes:
+			return nil, fmt.Errorf("graph: %s is %w: a graph file may have at most %d MiB", path, ErrTooLarge, MaxFileBytes>>20)
+		}
+		return Parse(path, r.src)
+	}
 }
 
 // Node returns the node with the given id, or nil.

@@ -138,11 +138,28 @@ func (n *Node) render(field, text string, t *template.Template, v Values) (strin
 	if inputs == nil {
 		inputs = map[string]string{}
 	}
-	var b strings.Builder
-	if err := c.Execute(&b, graphTemplateData{Outputs: data, Inputs: inputs}); err != nil {
+	b := &boundedBuilder{max: MaxPromptBytes}
+	if err := c.Execute(b, graphTemplateData{Outputs: data, Inputs: inputs}); err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			return "", fmt.Errorf("node %q: %s: the rendered text is %w: at most %d MiB", n.ID, field, ErrTooLarge, MaxPromptBytes>>20)
+		}
 		return "", fmt.Errorf("node %q: %s: %w", n.ID, field, err)
 	}
 	return b.String(), nil
+}
+
+// boundedBuilder is a strings.Builder that refuses to grow past max bytes,
+// so that rendering stops there rather than after the whole text is built.
+type boundedBuilder struct {
+	strings.Builder
+	max int
+}
+
+func (b *boundedBuilder) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > b.max {
+		return 0, ErrTooLarge
+	}
+	return b.Builder.Write(p)
 }
 
 // template parses a node's system or prompt and checks that it uses only the
@@ -267,9 +284,15 @@ func (w *graphTmplWalker) node(n parse.Node, dotRoot bool) {
 		w.list(n.List, dotRoot)
 		w.list(n.ElseList, dotRoot)
 	case *parse.RangeNode:
-		// Ranging over .Outputs visits only the needs' outputs: allowed.
-		if !graphIsOutputsPipe(n.Pipe) {
+		// Ranging over .Outputs visits only the needs' outputs: allowed, and
+		// so is .Inputs. Anything else (a number, a computed list) could
+		// render without bound, or name outputs that cannot be checked.
+		switch {
+		case graphIsOutputsPipe(n.Pipe):
+		case graphIsInputsPipe(n.Pipe):
 			w.pipe(n.Pipe, dotRoot)
+		default:
+			w.issue(n.Position(), "range works over .Outputs or .Inputs only, like {{ range $id, $out := .Outputs }}")
 		}
 		w.list(n.List, false)
 		w.list(n.ElseList, dotRoot)
@@ -306,6 +329,9 @@ func (w *graphTmplWalker) command(c *parse.CommandNode, dotRoot, piped bool) {
 	if fn, ok := args[0].(*parse.IdentifierNode); ok {
 		args = args[1:]
 		switch fn.Ident {
+		case "call":
+			w.issue(fn.Pos, "call is not available in graph templates: a node's template sees strings, not functions")
+			return
 		case "input", "failed":
 			if piped || len(args) != 1 {
 				w.issue(fn.Pos, `%s takes one name in quotes, like {{ %s "x" }}`, fn.Ident, fn.Ident)
@@ -440,6 +466,15 @@ func graphTmplPath(n parse.Node) (path []string, fromRoot, ok bool) {
 func graphIsOutputs(n parse.Node) bool {
 	path, _, ok := graphTmplPath(n)
 	return ok && len(path) == 1 && path[0] == "Outputs"
+}
+
+// graphIsInputsPipe: the pipeline is just .Inputs.
+func graphIsInputsPipe(p *parse.PipeNode) bool {
+	if p == nil || len(p.Cmds) != 1 || len(p.Cmds[0].Args) != 1 {
+		return false
+	}
+	path, _, ok := graphTmplPath(p.Cmds[0].Args[0])
+	return ok && len(path) == 1 && path[0] == "Inputs"
 }
 
 // graphIsOutputsPipe: the pipeline is just .Outputs, as in {{ range .Outputs }}.
