@@ -250,9 +250,11 @@ func report(c *cli.Context, opts runner.Options, res *runner.Result, err error) 
 	if err != nil {
 		return &exitError{exitFailed, err}
 	}
-	var d *diagnosis // the run-level lines of noderun diagnose, and a verdict per node
-	if r, derr := opts.Journal.Run(bg(c.Context), res.RunID); derr == nil {
-		d, _ = diagnose(bg(c.Context), opts.Journal, r, nil)
+	var d *diagnosis         // the run-level lines of noderun diagnose, and a verdict per node
+	if opts.Journal != nil { // nil for a run on Temporal: its journals are the workers'
+		if r, derr := opts.Journal.Run(bg(c.Context), res.RunID); derr == nil {
+			d, _ = diagnose(bg(c.Context), opts.Journal, r, nil)
+		}
 	}
 	if c.Bool("json") {
 		err = printResultJSON(c.App.Writer, res, d)

@@ -34,7 +34,7 @@ func TestTemporalCommandsInput(t *testing.T) {
 		{[]string{"worker", "--temporal", refused, "--parallel", "0"}, exitUsage, "--parallel must be at least 1"},
 		{[]string{"run", "--temporal", refused, bad}, exitUsage, "bad.yaml"},
 		{[]string{"status", "--temporal", refused}, exitUsage, "give the run id"},
-		{[]string{"show", "--temporal", refused, "run-1"}, exitUsage, "give the run id and a node"},
+		{[]string{"show", "--temporal", refused, "run-1"}, exitUsage, "give RUN (or last) and NODE"},
 		{[]string{"resume", "--temporal", refused, "last"}, exitUsage, "not last"},
 		{[]string{"run", "--temporal", refused, good}, exitFailed, "temporal " + refused},
 		{[]string{"worker", "--temporal", refused, "--db", filepath.Join(dir, "w.db")}, exitFailed, "temporal " + refused},
