@@ -74,3 +74,19 @@ func TestLoadIsBounded(t *testing.T) {
 		f.Close()
 	}
 }
+
+// docs/diagnostics.md states the limits this package enforces.
+func TestDocsStateTheGraphLimits(t *testing.T) {
+	b, err := os.ReadFile("../../docs/diagnostics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| a graph file | 4 MiB |", "| a node's rendered system or prompt | 8 MiB |"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("docs/diagnostics.md lacks %q", want)
+		}
+	}
+	if MaxFileBytes != 4<<20 || MaxPromptBytes != 8<<20 {
+		t.Errorf("the limits changed: update docs/diagnostics.md and this test")
+	}
+}
