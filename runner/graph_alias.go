@@ -40,7 +40,9 @@ const (
 func LoadGraph(path string) (*Graph, error) { return graph.Load(path) }
 
 // LoadGraphContext is LoadGraph, giving up when ctx ends (graph.LoadContext).
-func LoadGraphContext(ctx context.Context, path string) (*Graph, error) { return graph.LoadContext(ctx, path) }
+func LoadGraphContext(ctx context.Context, path string) (*Graph, error) {
+	return graph.LoadContext(ctx, path)
+}
 
 // ParseGraph parses and validates a graph file's text (graph.Parse).
 func ParseGraph(path string, src []byte) (*Graph, error) { return graph.Parse(path, src) }
