@@ -56,7 +56,7 @@ func TestDiskFullStopsTheNodeAndResumeCompletes(t *testing.T) {
 	const T = 40000 // ~200 KB of output: more than the disk has left
 	srv := simtest.Start(t, sim.Config{Seed: respSeed, Tokens: T, TokensPerSecond: 20000})
 	want := strings.Join(sim.Text("sim", respPrompt, respSeed, T), "")
-	dir := smallDisk(t, 4<<20)
+	dir := smallDisk(t, 64<<20) // room for the resume's WAL once the filler is gone
 	db := filepath.Join(dir, "j.db")
 	j, err := journal.Open(context.Background(), db)
 	if err != nil {
