@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -89,4 +90,30 @@ func TestDocsStateTheGraphLimits(t *testing.T) {
 	if MaxFileBytes != 4<<20 || MaxPromptBytes != 8<<20 {
 		t.Errorf("the limits changed: update docs/diagnostics.md and this test")
 	}
+}
+
+// FuzzRender: any prompt template the parser accepts renders without
+// panicking, within MaxPromptBytes, or fails with an error.
+func FuzzRender(f *testing.F) {
+	f.Add(`{{ output "a" }}`)
+	f.Add(`{{ range $id, $o := .Outputs }}{{ $id }}={{ $o }}{{ end }}`)
+	f.Add(`{{ if failed "a" }}none{{ else }}{{ index .Outputs "a" }}{{ end }}`)
+	f.Add(`{{ input "goal" }} {{ .Inputs.goal }}`)
+	f.Add(`{{ range .Inputs }}{{ . }}{{ end }}`)
+	f.Fuzz(func(t *testing.T, prompt string) {
+		src := "name: t\ninputs:\n  goal: {default: g}\nproviders:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n" +
+			"  - id: b\n    needs: [a]\n    prompt: " + strconv.Quote(prompt) + "\n"
+		g, err := Parse("g.yaml", []byte(src))
+		if err != nil {
+			return
+		}
+		inputs, err := g.ResolveInputs(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, p, err := g.Node("b").Render(Values{Outputs: map[string]string{"a": strings.Repeat("out ", 1000)}, Inputs: inputs})
+		if err == nil && len(p) > MaxPromptBytes {
+			t.Fatalf("rendered %d bytes", len(p))
+		}
+	})
 }
