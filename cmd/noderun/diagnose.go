@@ -72,6 +72,19 @@ type price struct {
 }
 
 // loadPrices reads a price table: model name → input/output/reasoning per 1M tokens.
+// pricesOf reads the command's --prices table; nil without one.
+func pricesOf(c *cli.Context) (map[string]price, error) {
+	f := c.String("prices")
+	if f == "" {
+		return nil, nil
+	}
+	prices, err := loadPrices(f)
+	if err != nil {
+		return nil, usageErr(fmt.Errorf("--prices: %w", err))
+	}
+	return prices, nil
+}
+
 func loadPrices(path string) (map[string]price, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -411,22 +424,15 @@ func diagnoseCommand() *cli.Command {
 			if err := wantArgs(c, 1, 2, "give RUN (or last) and optionally NODE"); err != nil {
 				return err
 			}
-			var prices map[string]price
-			if f := c.String("prices"); f != "" {
-				var err error
-				if prices, err = loadPrices(f); err != nil {
-					return usageErr(fmt.Errorf("--prices: %w", err))
-				}
+			prices, err := pricesOf(c)
+			if err != nil {
+				return err
 			}
-			j, err := openForReading(c)
+			j, r, err := openRun(c, c.Args().Get(0))
 			if err != nil {
 				return err
 			}
 			defer j.Close()
-			r, err := findRun(c.Context, j, c.Args().Get(0))
-			if err != nil {
-				return err
-			}
 			node := c.Args().Get(1)
 			if node != "" {
 				if err := knownNode(c, j, r.ID, "", node); err != nil {

@@ -43,6 +43,21 @@ func openForReading(c *cli.Context) (*journal.Journal, error) {
 	return j, journalErr(err)
 }
 
+// openRun opens the journal for reading and finds the run arg names (an
+// id, a unique prefix of one, or last). Close the journal when done.
+func openRun(c *cli.Context, arg string) (*journal.Journal, journal.Run, error) {
+	j, err := openForReading(c)
+	if err != nil {
+		return nil, journal.Run{}, err
+	}
+	r, err := findRun(c.Context, j, arg)
+	if err != nil {
+		_ = j.Close()
+		return nil, journal.Run{}, err
+	}
+	return j, r, nil
+}
+
 // journalErr is the one form of a journal that cannot be opened, for every
 // command: exit 2 (the operator's to fix: a path, a file, a version), with
 // the journal's own message, which names the file.
@@ -209,15 +224,11 @@ func eventsCommand() *cli.Command {
 					return err
 				}
 			}
-			j, err := openForReading(c)
+			j, r, err := openRun(c, c.Args().First())
 			if err != nil {
 				return err
 			}
 			defer j.Close()
-			r, err := findRun(c.Context, j, c.Args().First())
-			if err != nil {
-				return err
-			}
 			if node := c.String("node"); node != "" {
 				if err := knownNode(c, j, r.ID, "--node", node); err != nil {
 					return err
@@ -349,15 +360,11 @@ func showCommand() *cli.Command {
 			if c.String("temporal") != "" {
 				return showTemporal(c)
 			}
-			j, err := openForReading(c)
+			j, r, err := openRun(c, c.Args().Get(0))
 			if err != nil {
 				return err
 			}
 			defer j.Close()
-			r, err := findRun(c.Context, j, c.Args().Get(0))
-			if err != nil {
-				return err
-			}
 			id := c.Args().Get(1)
 			if err := knownNode(c, j, r.ID, "", id); err != nil {
 				return err

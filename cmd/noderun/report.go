@@ -31,22 +31,15 @@ func reportCommand() *cli.Command {
 			if err := wantArgs(c, 1, 1, "give one run id (or last)"); err != nil {
 				return err
 			}
-			var prices map[string]price
-			if f := c.String("prices"); f != "" {
-				var err error
-				if prices, err = loadPrices(f); err != nil {
-					return usageErr(fmt.Errorf("--prices: %w", err))
-				}
+			prices, err := pricesOf(c)
+			if err != nil {
+				return err
 			}
-			j, err := openForReading(c)
+			j, r, err := openRun(c, c.Args().First())
 			if err != nil {
 				return err
 			}
 			defer j.Close()
-			r, err := findRun(c.Context, j, c.Args().First())
-			if err != nil {
-				return err
-			}
 			page, err := buildReport(c.Context, j, r, prices)
 			if err != nil {
 				return &exitError{exitFailed, err}
