@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -139,4 +140,109 @@ func BenchmarkTrickle(b *testing.B) {
 // the stream back.
 func BenchmarkStream100k(b *testing.B) {
 	paced(b, 100_000)
+}
+
+// BenchmarkIngestVsRaw compares the journal's ingest with the floor: a raw
+// database/sql insert of the same rows, with the same driver and settings
+// (WAL, synchronous=NORMAL, a prepared statement, one transaction per
+// DefaultBatchOps rows) into a plain table without indexes. Each iteration
+// ingests the same rows both ways, interleaved, so machine load hits both
+// alike; it reports both medians and journal/raw throughput (target >= 0.75).
+// The rows are the worst case: provider events with a sequence number (a
+// Responses stream), which every index of the events table covers.
+func BenchmarkIngestVsRaw(b *testing.B) {
+	const rows = 40_000
+	ctx := context.Background()
+	dir := b.TempDir()
+	raw, err := openDB(filepath.Join(dir, "raw.db"), writerParams)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer raw.Close()
+	raw.SetMaxOpenConns(1)
+	if _, err := raw.ExecContext(ctx, `CREATE TABLE events (run INTEGER NOT NULL, seq INTEGER NOT NULL,
+		node TEXT NOT NULL, attempt INTEGER NOT NULL, time INTEGER NOT NULL, kind TEXT NOT NULL,
+		code TEXT NOT NULL, provider_seq INTEGER NOT NULL, payload BLOB NOT NULL)`); err != nil {
+		b.Fatal(err)
+	}
+	ins, err := raw.PrepareContext(ctx, `INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ins.Close()
+	j, err := Open(ctx, filepath.Join(dir, "journal.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	if err := j.CreateRun(ctx, Run{ID: "run", Graph: "bench"}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := j.BeginAttempt(ctx, "run", "node", ModeStart, "sim"); err != nil {
+		b.Fatal(err)
+	}
+	var seq, pseq int64
+	rawIngest := func() {
+		for n := 0; n < rows; n += DefaultBatchOps {
+			tx, err := raw.BeginTx(ctx, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			st := tx.StmtContext(ctx, ins)
+			for i := n; i < min(n+DefaultBatchOps, rows); i++ {
+				seq++
+				if _, err := st.ExecContext(ctx, 1, seq, "node", 1, time.Now().UnixNano(), KindDelta, "", seq, benchPayload); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := tx.Commit(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	journalIngest := func() {
+		for range rows {
+			pseq++
+			if err := j.Append(Event{RunID: "run", NodeID: "node", Attempt: 1, Kind: KindDelta,
+				ProviderSeq: pseq, Payload: benchPayload}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := j.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rawIngest() // warm up: both files exist, both page caches are filled
+	journalIngest()
+	var rawT, jT, rawCPU, jCPU []float64
+	b.ResetTimer()
+	for range b.N {
+		c0, t0 := cpuTime(), time.Now()
+		rawIngest()
+		c1, t1 := cpuTime(), time.Now()
+		journalIngest()
+		c2, t2 := cpuTime(), time.Now()
+		rawT = append(rawT, rows/t1.Sub(t0).Seconds())
+		jT = append(jT, rows/t2.Sub(t1).Seconds())
+		rawCPU = append(rawCPU, float64(c1-c0)/rows)
+		jCPU = append(jCPU, float64(c2-c1)/rows)
+	}
+	b.StopTimer()
+	b.ReportMetric(median(rawT), "raw-events/s")
+	b.ReportMetric(median(jT), "journal-events/s")
+	b.ReportMetric(median(jT)/median(rawT), "ratio")
+	b.ReportMetric(median(rawCPU), "raw-cpu-ns/event")
+	b.ReportMetric(median(jCPU), "journal-cpu-ns/event")
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
