@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -177,18 +178,20 @@ func benchFanOut(b *testing.B, n int) {
 		}
 	}
 
-	var bareT, runT, peakHeap, peakRSS []float64
+	var bareT, runT, bareCPU, runCPU, peakHeap, peakRSS []float64
 	for i := 0; i < b.N; i++ {
 		runtime.GC()
-		t0 := time.Now()
+		c0, t0 := cpuTime(), time.Now()
 		bare()
-		t1 := time.Now()
+		c1, t1 := cpuTime(), time.Now()
 		runtime.GC()
 		resetPeakRSS()
 		stop := samplePeakHeap()
-		t2 := time.Now()
+		c2, t2 := cpuTime(), time.Now()
 		journaled()
-		t3 := time.Now()
+		c3, t3 := cpuTime(), time.Now()
+		bareCPU = append(bareCPU, (c1 - c0).Seconds())
+		runCPU = append(runCPU, (c3 - c2).Seconds())
 		peakHeap = append(peakHeap, float64(stop())/(1<<20))
 		peakRSS = append(peakRSS, float64(peakRSSBytes())/(1<<20))
 		bareT = append(bareT, t1.Sub(t0).Seconds())
@@ -198,6 +201,7 @@ func benchFanOut(b *testing.B, n int) {
 	b.ReportMetric(mb, "bare-s")
 	b.ReportMetric(mr, "runner-s")
 	b.ReportMetric(mr/mb, "ratio")
+	b.ReportMetric(median(runCPU)/median(bareCPU), "cpu-ratio")
 	b.ReportMetric(median(peakHeap), "peak-heap-MiB")
 	b.ReportMetric(median(peakHeap)*1024/float64(n), "heap-KiB/node")
 	b.ReportMetric(median(peakRSS), "peak-rss-MiB")
@@ -229,6 +233,15 @@ func samplePeakHeap() func() uint64 {
 		}
 	}()
 	return func() uint64 { close(done); <-stopped; return peak }
+}
+
+// cpuTime is the process's user+system CPU time (the simulator's is its own).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // resetPeakRSS resets the process's peak RSS (VmHWM), where Linux allows it.

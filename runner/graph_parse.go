@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/noderun/noderun/provider/conns"
 )
 
 var (
@@ -48,6 +50,7 @@ var (
 		"env":         {ProviderKindHarness},
 		"workdir":     {ProviderKindHarness},
 		"state_dir":   {ProviderKindHarness},
+		"max_dials":   {ProviderKindOpenAI, ProviderKindResponses},
 	}
 )
 
@@ -623,6 +626,13 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 					p.report(s, f.val.Line, name, "workdir is empty (omit it to run in the graph file's directory)")
 				}
 				spec.WorkDir = p.resolvePath(w)
+			}
+		case "max_dials":
+			if v, ok := p.integer(s, f); ok {
+				if v <= 0 {
+					p.report(s, f.val.Line, name, "max_dials must be > 0 (omit it for the default, %d), got %d", conns.DefaultMaxDials, v)
+				}
+				spec.MaxDials = v
 			}
 		case "state_dir":
 			if d, ok := p.str(s, f); ok {
