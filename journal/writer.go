@@ -97,6 +97,7 @@ type writer struct {
 	// the connection is free again.
 	prepared map[string]*sql.Stmt
 	learn    []string
+	bound    map[string]*sql.Stmt // prepared, bound to the current transaction
 }
 
 // maxPrepared bounds the statement cache; state changes use a fixed set
@@ -116,23 +117,29 @@ type stmtTx struct {
 }
 
 func (t stmtTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if st := t.w.stmt(query); st != nil {
-		return t.StmtContext(ctx, st).ExecContext(ctx, args...)
+	if st := t.w.stmt(ctx, t.Tx, query); st != nil {
+		return st.ExecContext(ctx, args...)
 	}
 	return t.Tx.ExecContext(ctx, query, args...)
 }
 
 func (t stmtTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	if st := t.w.stmt(query); st != nil {
-		return t.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	if st := t.w.stmt(ctx, t.Tx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
 	}
 	return t.Tx.QueryRowContext(ctx, query, args...)
 }
 
-// stmt returns the prepared statement for query, or nil (and notes it, to be
-// prepared after the batch).
-func (w *writer) stmt(query string) *sql.Stmt {
+// stmt returns the prepared statement for query bound to tx (once per
+// transaction: binding allocates), or nil, noting query to be prepared
+// after the batch.
+func (w *writer) stmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
+	if st, ok := w.bound[query]; ok {
+		return st
+	}
 	if st, ok := w.prepared[query]; ok {
+		st = tx.StmtContext(ctx, st)
+		w.bound[query] = st
 		return st
 	}
 	if len(w.prepared)+len(w.learn) < maxPrepared && !slices.Contains(w.learn, query) {
@@ -223,6 +230,7 @@ func newWriter(ctx context.Context, j *Journal) (*writer, error) {
 		runs:     map[string]*runCursor{},
 		chains:   map[attemptKey]*chain{},
 		prepared: map[string]*sql.Stmt{},
+		bound:    map[string]*sql.Stmt{},
 	}
 	const cols = `INTO events (run, seq, node, attempt, time, kind, code, provider_seq, payload) VALUES `
 	const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -387,6 +395,7 @@ func (w *writer) apply() error {
 	}
 	defer tx.Rollback()
 	w.tx = w.stmts.bind(ctx, tx)
+	clear(w.bound) // the transaction closes them
 	stx := stmtTx{tx, w}
 	clear(w.runs)
 	clear(w.chains)

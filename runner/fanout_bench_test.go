@@ -29,10 +29,11 @@ import (
 // fanOutTokens is what every node of the fan-out benchmark streams.
 const fanOutTokens = 200
 
-// simChildEnv makes the test binary a simulator process (see TestMain): the
-// fan-out benchmarks hold 10,000 connections, and the simulator's end of
-// them must not share this process's file descriptors, CPU accounting or
-// peak RSS.
+// simChildEnv makes the test binary a simulator process streaming that many
+// tokens per request (see TestMain). The benchmarks measure the client side:
+// the simulator's CPU must not count as the client's, and at 10,000 streams
+// its end of the connections must not share this process's file
+// descriptors or peak RSS.
 const simChildEnv = "NODERUN_BENCH_SIM_CHILD"
 
 func TestMain(m *testing.M) {
@@ -45,7 +46,12 @@ func TestMain(m *testing.M) {
 // serveSimChild serves a simulator until its stdin closes, and prints its
 // base URL on stdout.
 func serveSimChild() int {
-	srv := sim.New(sim.Config{Seed: 1, Tokens: fanOutTokens})
+	tokens, err := strconv.Atoi(os.Getenv(simChildEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, simChildEnv+":", err)
+		return 2
+	}
+	srv := sim.New(sim.Config{Seed: 1, Tokens: tokens})
 	if err := srv.Start(""); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -56,10 +62,11 @@ func serveSimChild() int {
 	return 0
 }
 
-// startSimChild starts the simulator process and returns its base URL.
-func startSimChild(b *testing.B) string {
+// startSimChild starts a simulator process streaming tokens per request
+// and returns its base URL.
+func startSimChild(b *testing.B, tokens int) string {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), simChildEnv+"=1")
+	cmd.Env = append(os.Environ(), simChildEnv+"="+strconv.Itoa(tokens))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -101,7 +108,7 @@ func BenchmarkFanOut(b *testing.B) {
 }
 
 func benchFanOut(b *testing.B, n int) {
-	base := startSimChild(b)
+	base := startSimChild(b, fanOutTokens)
 	j, err := journal.Open(context.Background(), filepath.Join(b.TempDir(), "fanout.db"))
 	if err != nil {
 		b.Fatal(err)
@@ -178,30 +185,16 @@ func benchFanOut(b *testing.B, n int) {
 		}
 	}
 
-	var bareT, runT, bareCPU, runCPU, peakHeap, peakRSS []float64
-	for i := 0; i < b.N; i++ {
-		runtime.GC()
-		c0, t0 := cpuTime(), time.Now()
-		bare()
-		c1, t1 := cpuTime(), time.Now()
-		runtime.GC()
+	var peakHeap, peakRSS []float64
+	measured := func() {
 		resetPeakRSS()
 		stop := samplePeakHeap()
-		c2, t2 := cpuTime(), time.Now()
 		journaled()
-		c3, t3 := cpuTime(), time.Now()
-		bareCPU = append(bareCPU, (c1 - c0).Seconds())
-		runCPU = append(runCPU, (c3 - c2).Seconds())
 		peakHeap = append(peakHeap, float64(stop())/(1<<20))
 		peakRSS = append(peakRSS, float64(peakRSSBytes())/(1<<20))
-		bareT = append(bareT, t1.Sub(t0).Seconds())
-		runT = append(runT, t3.Sub(t2).Seconds())
 	}
-	mb, mr := median(bareT), median(runT)
-	b.ReportMetric(mb, "bare-s")
-	b.ReportMetric(mr, "runner-s")
-	b.ReportMetric(mr/mb, "ratio")
-	b.ReportMetric(median(runCPU)/median(bareCPU), "cpu-ratio")
+	p := interleave(b.N, bare, measured)
+	p.report(b, "s")
 	b.ReportMetric(median(peakHeap), "peak-heap-MiB")
 	b.ReportMetric(median(peakHeap)*1024/float64(n), "heap-KiB/node")
 	b.ReportMetric(median(peakRSS), "peak-rss-MiB")
@@ -210,6 +203,59 @@ func benchFanOut(b *testing.B, n int) {
 	b.ReportMetric(float64(retries), "retries")
 	b.ReportMetric(float64(bareTimeouts.Load()), "bare-dial-timeouts")
 	b.ReportMetric(float64(bareErrors.Load()), "bare-errors")
+}
+
+// pairs holds what interleave measured: per run, the wall and process CPU
+// seconds of each side.
+type pairs struct {
+	bareWall, runWall, bareCPU, runCPU []float64
+}
+
+// interleave runs bare and runner n times each, in pairs whose order
+// alternates, so that neither side always runs first (on a warmer cache, or
+// right after the other side's garbage). Machine load hits both sides of a
+// pair alike, so the median of the pairwise ratios is the steadiest figure
+// on a shared machine.
+func interleave(n int, bare, runner func()) pairs {
+	var p pairs
+	timed := func(f func(), wall, cpu *[]float64) {
+		runtime.GC()
+		c0, t0 := cpuTime(), time.Now()
+		f()
+		*wall = append(*wall, time.Since(t0).Seconds())
+		*cpu = append(*cpu, (cpuTime() - c0).Seconds())
+	}
+	for i := range n {
+		if i%2 == 0 {
+			timed(bare, &p.bareWall, &p.bareCPU)
+			timed(runner, &p.runWall, &p.runCPU)
+		} else {
+			timed(runner, &p.runWall, &p.runCPU)
+			timed(bare, &p.bareWall, &p.bareCPU)
+		}
+	}
+	return p
+}
+
+// report reports both sides' median walls (in unit: "s" or "ms"), the
+// median of the pairwise wall ratios runner/bare ("ratio") and of the CPU
+// ratios ("cpu-ratio").
+func (p pairs) report(b *testing.B, unit string) {
+	scale := 1.0
+	if unit == "ms" {
+		scale = 1000
+	}
+	ratios := func(num, den []float64) []float64 {
+		out := make([]float64, len(num))
+		for i := range num {
+			out[i] = num[i] / den[i]
+		}
+		return out
+	}
+	b.ReportMetric(median(p.bareWall)*scale, "bare-"+unit)
+	b.ReportMetric(median(p.runWall)*scale, "runner-"+unit)
+	b.ReportMetric(median(ratios(p.runWall, p.bareWall)), "ratio")
+	b.ReportMetric(median(ratios(p.runCPU, p.bareCPU)), "cpu-ratio")
 }
 
 // samplePeakHeap samples the live heap every 5 ms until the returned
