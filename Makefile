@@ -75,7 +75,7 @@ PROFILE := bin/profile
 profile:
 	mkdir -p $(PROFILE)
 	$(GO) test -run '^$$' -bench 'RunnerVsBareClient' -benchtime 6x -count 1 -o $(PROFILE)/runner.test \
-		-cpuprofile $(PROFILE)/cpu.out -memprofile $(PROFILE)/mem.out -memprofilerate 4096 ./runner/
+		-cpuprofile $(PROFILE)/cpu.out -memprofile $(PROFILE)/mem.out ./runner/
 	$(GO) tool pprof -top -cum -nodecount 40 $(PROFILE)/runner.test $(PROFILE)/cpu.out
 	$(GO) tool pprof -top -sample_index alloc_space -nodecount 25 $(PROFILE)/runner.test $(PROFILE)/mem.out
 	@echo "the runner's own path (emit, coalescer, journal writer):"
