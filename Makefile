@@ -4,10 +4,12 @@ BIN     := bin/noderun
 CODEX_VERSION  := 0.169.0
 CLAUDE_VERSION := 2.1.328
 GEMINI_VERSION := 0.61.0
+TEMPORAL_VERSION := v1.5.1
 TOOLS   := $(CURDIR)/.tools
 CODEX   := $(TOOLS)/node_modules/.bin/codex
 CLAUDE  := $(TOOLS)/node_modules/.bin/claude
 GEMINI  := $(TOOLS)/node_modules/.bin/gemini
+TEMPORAL := $(TOOLS)/bin/temporal
 export NODERUN_CODEX ?= $(CODEX)
 export NODERUN_CLAUDE ?= $(CLAUDE)
 export NODERUN_GEMINI ?= $(GEMINI)
@@ -29,11 +31,11 @@ demo: build
 	@echo
 	@./$(BIN) diagnose last --db demo.db
 
-# Tests run the real Codex CLI, Claude Code, Gemini CLI, nginx and xmllint (JUnit schema checks); `tools` installs what is missing.
+# Tests run the real Codex CLI, Claude Code, Gemini CLI, a Temporal dev server, nginx and xmllint (JUnit schema checks); `tools` installs what is missing.
 test: tools
 	$(GO) test -race -count=1 ./...
 
-tools: $(CODEX) $(CLAUDE) $(GEMINI)
+tools: $(CODEX) $(CLAUDE) $(GEMINI) $(TEMPORAL)
 	@command -v nginx >/dev/null 2>&1 || ls /usr/sbin/nginx >/dev/null 2>&1 || \
 		{ echo "installing nginx-light (gateway tests)"; (apt-get update -qq && apt-get install -y -qq nginx-light) >/dev/null; }
 	@command -v xmllint >/dev/null 2>&1 || \
@@ -50,6 +52,12 @@ $(CODEX) $(CLAUDE) $(GEMINI) &:
 	npm install --prefix $(TOOLS) --no-audit --no-fund --save-exact @openai/codex@$(CODEX_VERSION) \
 		@anthropic-ai/claude-code@$(CLAUDE_VERSION) @google/gemini-cli@$(GEMINI_VERSION)
 
+# The Temporal CLI (its dev server runs the runner/temporal tests), pinned, built from the Go module
+# proxy (about 5 minutes on 2 cores; only when missing).
+$(TEMPORAL):
+	mkdir -p $(TOOLS)/bin
+	GOBIN=$(TOOLS)/bin $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION)
+
 # Performance targets live here, not in timed tests. Each benchmark measures both sides of its
 # ratio in the same run, in pairs of alternating order, and reports medians (docs/performance.md):
 #   RunnerVsBareClient  runner + journal vs a bare go-openai loop, one 100k-token stream (ratio <= 1.05)
@@ -61,9 +69,11 @@ $(CODEX) $(CLAUDE) $(GEMINI) &:
 bench:
 	@cat /proc/loadavg
 	$(GO) test -run '^$$' -bench 'RunnerVsBareClient' -benchtime 9x -count 1 ./runner/
+	$(GO) test -run '^$$' -bench 'RecoveryCost' -benchtime 5x -count 1 ./runner/
 	$(GO) test -run '^$$' -bench 'FanOut/nodes=1000$$' -benchtime 3x -count 1 ./runner/
 	$(GO) test -run '^$$' -bench 'FanOut/nodes=10000$$' -benchtime 1x -count 1 -timeout 20m ./runner/
 	$(GO) test -run '^$$' -bench 'IngestVsRaw' -benchtime 9x -count 1 ./journal/
+	$(GO) test -run '^$$' -bench . -benchtime 10x -count 1 ./runner/temporal/
 	$(GO) test -run '^$$' -bench 'Append|Stream100k' -benchtime 200000x -count 1 ./journal/
 	$(GO) test -run '^$$' -bench . -benchtime 5x -count 1 ./provider/sim/
 	@cat /proc/loadavg
@@ -89,7 +99,7 @@ lint:
 # Short runs of every fuzz target (parsers of untrusted input).
 FUZZTIME ?= 15s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParseGraph$$' -fuzztime $(FUZZTIME) ./runner/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseGraph$$' -fuzztime $(FUZZTIME) ./runner/graph/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./profile/
 	$(GO) test -run '^$$' -fuzz '^FuzzSSE$$' -fuzztime $(FUZZTIME) ./provider/sse/
 	$(GO) test -run '^$$' -fuzz '^FuzzChatStream$$' -fuzztime $(FUZZTIME) ./provider/openai/
@@ -102,6 +112,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzGeminiInput$$' -fuzztime $(FUZZTIME) ./provider/sim/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseMatrix$$' -fuzztime $(FUZZTIME) ./runner/chaos/
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePrices$$' -fuzztime $(FUZZTIME) ./cmd/noderun/
+	$(GO) test -run '^$$' -fuzz '^FuzzContinuation$$' -fuzztime $(FUZZTIME) ./provider/openai/
 
 clean:
 	rm -rf bin demo.db demo.db-wal demo.db-shm

@@ -54,6 +54,9 @@ const (
 	// error). The node stops at once: no provider work the journal cannot
 	// record. Resumable work is left resumable.
 	ClassJournal Class = "journal_unavailable"
+	// ClassTimeout: the node's own timeout (its wall time, recovery
+	// included) passed; it is not retried.
+	ClassTimeout Class = "node_timeout"
 )
 
 // Transient reports whether an error of this class may go away on its own.

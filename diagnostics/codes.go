@@ -25,6 +25,10 @@ var (
 	IdleTimeout        = Code{"NR107", "idle_timeout", slog.LevelWarn, "no data arrived within the profile's idle window"}
 	Recovered          = Code{"NR108", "recovered", slog.LevelInfo, "the node completed after one or more recovery steps"}
 	IdleCutLearnt      = Code{"NR109", "idle_cut_learnt", slog.LevelWarn, "a stream was cut after N s of silence: an intermediary likely cuts idle streams; the node now polls sooner"}
+	ContinueScheduled  = Code{"NR110", "continue_scheduled", slog.LevelWarn, "a dropped chat stream is continued from its journaled output (continued_from bytes) as the final assistant message; nothing delivered is generated again"}
+	ContinueAccepted   = Code{"NR111", "continue_accepted", slog.LevelInfo, "the server continued the answer: it returned only the continuation, or repeated the prefix, which was stripped"}
+	ContinueRejected   = Code{"NR112", "continue_rejected", slog.LevelWarn, "the server rejected the continuation form (HTTP 400/422): continuation is off for this provider for the rest of the run; retrying from scratch"}
+	ContinueRealigned  = Code{"NR113", "continue_realigned", slog.LevelWarn, "the continuation did not start with the bytes of a character cut short; the output was rewritten from the whole-character prefix"}
 
 	Reattached       = Code{"NR201", "reattached", slog.LevelInfo, "re-attached to the response from sequence N; nothing regenerated"}
 	PollingStarted   = Code{"NR202", "polling_started", slog.LevelInfo, "the stream was silent; switched to polling the response status"}
@@ -35,6 +39,8 @@ var (
 	ResponseCreated  = Code{"NR207", "response_created", slog.LevelInfo, "the provider assigned a response id"}
 	WorkCancelled    = Code{"NR208", "work_cancelled", slog.LevelInfo, "the response was cancelled at the provider so it stops billing (the node failed, is retried from scratch, or a person asked)"}
 	WorkDetached     = Code{"NR209", "work_detached", slog.LevelWarn, "interrupted: the response keeps running at the provider; resume re-attaches, cancel stops it"}
+	// CrossWorkerResume: a distributed run (Temporal) moved the node to another worker.
+	CrossWorkerResume = Code{"NR210", "cross_worker_resume", slog.LevelWarn, "the node's worker was lost; another worker picks it up from the heartbeated cursor: re-attached by response id (the generated part re-read from the provider), harness thread resumed, or retried within its budget"}
 
 	ThreadStarted   = Code{"NR301", "thread_started", slog.LevelInfo, "the harness reported its thread id"}
 	HarnessRetrying = Code{"NR302", "harness_retrying", slog.LevelInfo, "the harness is retrying on its own (informational)"}
@@ -58,17 +64,19 @@ var (
 	DeadlineExceeded    = Code{"NR904", "deadline_exceeded", slog.LevelError, "the profile's recovery deadline passed"}
 	UnsafeReplayRefused = Code{"NR905", "unsafe_replay_refused", slog.LevelError, "the request may have had side effects; not replayed"}
 	NodeCanceled        = Code{"NR906", "node_canceled", slog.LevelWarn, "the node was canceled"}
+	NodeTimeout         = Code{"NR907", "node_timeout", slog.LevelError, "the node's timeout (its wall time, recovery included) passed; it is not retried"}
 )
 
 // Codes lists every code, in order, for docs and lookups.
 func Codes() []Code {
 	return []Code{
 		DisconnectDetected, ReconnectScheduled, RetryStarted, RateLimitWait, ProviderError, ConnectFailed, IdleTimeout, Recovered, IdleCutLearnt,
-		Reattached, PollingStarted, StatusChecked, StuckCancelled, FellBackToRetry, OutputFromStatus, ResponseCreated, WorkCancelled, WorkDetached,
+		ContinueScheduled, ContinueAccepted, ContinueRejected, ContinueRealigned,
+		Reattached, PollingStarted, StatusChecked, StuckCancelled, FellBackToRetry, OutputFromStatus, ResponseCreated, WorkCancelled, WorkDetached, CrossWorkerResume,
 		ThreadStarted, HarnessRetrying, ThreadResumed, ThreadMismatch, HarnessFailed,
 		RunStarted, RunFinished, RunInterrupted, NodeSkipped, BreakerOpen,
 		LimitExceeded, ProtocolViolation, JournalUnavailable,
-		NodeFailed, DeterministicError, BudgetExhausted, DeadlineExceeded, UnsafeReplayRefused, NodeCanceled,
+		NodeFailed, DeterministicError, BudgetExhausted, DeadlineExceeded, UnsafeReplayRefused, NodeCanceled, NodeTimeout,
 	}
 }
 
@@ -113,6 +121,8 @@ func DetectedCode(c Class) Code {
 		return LimitExceeded
 	case ClassJournal:
 		return JournalUnavailable
+	case ClassTimeout:
+		return NodeTimeout
 	}
 	return DisconnectDetected
 }

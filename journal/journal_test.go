@@ -177,7 +177,7 @@ func TestRunNodeAttemptRoundTrip(t *testing.T) {
 	j := openTest(t, "")
 	text := []byte("name: demo\nnodes: []\n")
 	if err := j.CreateRun(ctx, Run{ID: "r1", Graph: "demo", GraphPath: "demo.yaml", GraphText: text, Profile: "ci",
-		Started: time.Unix(100, 0)}); err != nil {
+		Started: time.Unix(100, 0), Inputs: map[string]string{"goal": "a \"quoted\"\ngoal", "n": "3"}}); err != nil {
 		t.Fatal(err)
 	}
 	createRun(t, j, "r2") // started now: newer
@@ -221,6 +221,12 @@ func TestRunNodeAttemptRoundTrip(t *testing.T) {
 	r, err := j.Run(ctx, "r1")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if r.Inputs["goal"] != "a \"quoted\"\ngoal" || r.Inputs["n"] != "3" || len(r.Inputs) != 2 {
+		t.Fatalf("inputs = %q", r.Inputs)
+	}
+	if r2, err := j.Run(ctx, "r2"); err != nil || r2.Inputs != nil {
+		t.Fatalf("run without inputs: %q, %v", r2.Inputs, err)
 	}
 	if r.Graph != "demo" || r.GraphPath != "demo.yaml" || string(r.GraphText) != string(text) || r.Profile != "ci" ||
 		r.Status != RunFailed || !r.Started.Equal(time.Unix(100, 0)) || r.Finished.IsZero() ||

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -70,6 +71,9 @@ type Run struct {
 	GraphPath string
 	GraphText []byte // the graph file as run; Runs leaves it nil
 	GraphHash string // hex SHA-256 of GraphText; CreateRun computes it if empty
+	// Inputs are the values of the graph's inputs the run was started with
+	// (file inputs hold the file's content), which a resume reuses; nil when none.
+	Inputs    map[string]string
 	Profile   string
 	Status    RunStatus
 	Started   time.Time
@@ -190,11 +194,19 @@ func (j *Journal) CreateRun(ctx context.Context, r Run) error {
 	if graphText == nil {
 		graphText = []byte{}
 	}
+	inputs := ""
+	if len(r.Inputs) > 0 {
+		b, err := json.Marshal(r.Inputs)
+		if err != nil {
+			return j.errorf("%s: inputs: %w", what, err)
+		}
+		inputs = string(b)
+	}
 	err := j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO runs (id, graph, graph_path, graph_text, graph_sha256, profile,
-			status, started, owner_pid, owner_host, owner_token, heartbeat) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)`,
+			status, started, owner_pid, owner_host, owner_token, heartbeat, inputs) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.Graph, r.GraphPath, graphText, r.GraphHash, r.Profile, r.Started.UnixNano(),
-			r.Owner.PID, r.Owner.Host, r.Owner.Token, hb)
+			r.Owner.PID, r.Owner.Host, r.Owner.Token, hb, inputs)
 		return err
 	})
 	if err == nil && r.Owner != (Owner{}) {
@@ -419,10 +431,11 @@ func (j *Journal) Runs(ctx context.Context, limit int) ([]Run, error) {
 	return out, nil
 }
 
-// Run returns one run, graph text included.
+// Run returns one run, graph text and inputs included.
 func (j *Journal) Run(ctx context.Context, runID string) (Run, error) {
 	var text []byte
-	r, err := scanRun(j.rdb.QueryRowContext(ctx, `SELECT `+runColumns+`, graph_text FROM runs WHERE id = ?`, runID), &text)
+	var inputs string
+	r, err := scanRun(j.rdb.QueryRowContext(ctx, `SELECT `+runColumns+`, graph_text, inputs FROM runs WHERE id = ?`, runID), &text, &inputs)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
 	}
@@ -430,6 +443,11 @@ func (j *Journal) Run(ctx context.Context, runID string) (Run, error) {
 		return Run{}, j.errorf("run %q: %w", runID, err)
 	}
 	r.GraphText = text
+	if inputs != "" {
+		if err := json.Unmarshal([]byte(inputs), &r.Inputs); err != nil {
+			return Run{}, j.errorf("run %q: inputs: %w", runID, err)
+		}
+	}
 	return r, nil
 }
 

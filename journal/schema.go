@@ -90,6 +90,9 @@ CREATE INDEX events_by_node ON events (run, node, seq);
 CREATE UNIQUE INDEX events_provider_seq ON events (run, node, attempt, provider_seq)
 	WHERE provider_seq >= 0 AND attempt > 0;
 `,
+	// 2: the inputs a run was started with (a JSON object of strings), which
+	// a resume reuses.
+	`ALTER TABLE runs ADD COLUMN inputs TEXT NOT NULL DEFAULT '';`,
 }
 
 // migrate brings db up to len(list) applied migrations. It runs in one

@@ -22,6 +22,9 @@ type Request struct {
 	MaxOutputTokens int
 	// WorkDir is where a harness runs; empty means the current directory.
 	WorkDir string
+	// Env is added to a harness process's environment, over the provider's
+	// (a node's env); other adapters ignore it.
+	Env map[string]string
 	// Policy carries the profile values an adapter needs for its own
 	// waiting (idle window, poll interval, stuck bound).
 	Policy profile.Profile
@@ -95,6 +98,9 @@ type Capabilities struct {
 	// IdleHandled: the adapter handles silence itself (polls instead of
 	// holding an idle stream), so the executor must not cut it for idleness.
 	IdleHandled bool
+	// Continue: a dropped stream can be continued from the output delivered
+	// so far (Continuer), regenerating nothing; the request is re-sent.
+	Continue bool
 }
 
 // Provider is a model provider adapter.

@@ -18,6 +18,10 @@ const (
 	ActResume Action = "resume"
 	// ActCheck asks the provider for the work's status before deciding.
 	ActCheck Action = "check"
+	// ActContinue re-sends a chat request with the output delivered so far as
+	// the final assistant message, so the server continues the answer
+	// instead of starting over: nothing delivered is generated again.
+	ActContinue Action = "continue"
 	// ActRetry sends the request again from scratch, consuming the retry budget.
 	ActRetry Action = "retry"
 	// ActFail gives up, with an explanation.
@@ -40,6 +44,13 @@ type Input struct {
 	CanResume bool
 	// CanCheck: the provider can report status and a ref is recorded.
 	CanCheck bool
+	// CanContinue: the provider can continue a partial answer (a chat server
+	// with a continuation form that it has not rejected) and some output was
+	// delivered.
+	CanContinue bool
+	// ContinueRejected: the failed step was a continuation that the server
+	// rejected (HTTP 400/422): the form is not supported, the request is.
+	ContinueRejected bool
 	// Checked: the status was already checked since the last stream attempt.
 	Checked bool
 	// Dispatched: the request may have reached the provider in some attempt
@@ -62,13 +73,19 @@ type Decision struct {
 
 // Decide returns the next recovery step. Preference order: check the status
 // (cheap, and it may show the work already finished), resume (regenerates
-// nothing), retry (regenerates everything, and only when replay is safe),
-// fail with an explanation.
+// nothing), continue (regenerates nothing, re-sends the request with the
+// partial answer), retry (regenerates everything, and only when replay is
+// safe), fail with an explanation.
 func Decide(in Input) Decision {
+	// A rejected continuation is a client error about the form, not the
+	// request: it falls back to a retry from scratch.
+	rejected := in.ContinueRejected && in.Class == diagnostics.ClassDeterministic
 	switch {
 	case in.Class == diagnostics.ClassCanceled:
 		return Decision{ActFail, diagnostics.NodeCanceled, "the node was canceled"}
-	case in.Class == diagnostics.ClassDeterministic:
+	case in.Class == diagnostics.ClassTimeout:
+		return Decision{ActFail, diagnostics.NodeTimeout, "the node's timeout passed; raise timeout in the graph if the work needs longer"}
+	case in.Class == diagnostics.ClassDeterministic && !rejected:
 		return Decision{ActFail, diagnostics.DeterministicError,
 			"the provider rejected the request, so it is not retried: sending it again would fail the same way"}
 	case in.Class == diagnostics.ClassJournal:
@@ -80,14 +97,14 @@ func Decide(in Input) Decision {
 	case in.Class == diagnostics.ClassLimit:
 		return Decision{ActFail, diagnostics.LimitExceeded,
 			"the answer exceeded a bound that keeps memory bounded, so it is not retried (see docs/diagnostics.md for the limits)"}
-	case !in.Class.Transient():
+	case !in.Class.Transient() && !rejected:
 		return Decision{ActFail, diagnostics.NodeFailed, fmt.Sprintf("error class %q is not recoverable", in.Class)}
 	case in.DeadlineExceeded:
 		return Decision{ActFail, diagnostics.DeadlineExceeded,
 			"the profile's recovery deadline passed without the provider recovering"}
 	}
 	// A stuck response can only be cancelled and retried; status and resume would find it stuck again.
-	if in.Class != diagnostics.ClassStuck {
+	if in.Class.Transient() && in.Class != diagnostics.ClassStuck {
 		if in.CanCheck && !in.Checked {
 			return Decision{ActCheck, diagnostics.StatusChecked, "checking the provider's status before deciding"}
 		}
@@ -95,13 +112,23 @@ func Decide(in Input) Decision {
 			return Decision{ActResume, diagnostics.ReconnectScheduled,
 				fmt.Sprintf("re-attaching to the recorded work (%d reconnects left)", in.ResumesLeft)}
 		}
+		// A continue re-sends the request, so an unsafe node is not
+		// continued; the reconnect budget bounds it like re-attaching.
+		if in.CanContinue && in.ResumesLeft > 0 && in.SideEffects != SideUnsafe {
+			return Decision{ActContinue, diagnostics.ContinueScheduled,
+				fmt.Sprintf("continuing the answer from its delivered output (%d reconnects left)", in.ResumesLeft)}
+		}
 	}
 	if in.SideEffects == SideUnsafe && in.Dispatched {
 		return Decision{ActFail, diagnostics.UnsafeReplayRefused, unsafeReason(in)}
 	}
 	if in.RetriesLeft > 0 {
 		code := diagnostics.RetryStarted
-		if in.Class == diagnostics.ClassStuck || in.CanResume {
+		switch {
+		case rejected:
+			return Decision{ActRetry, diagnostics.ContinueRejected,
+				fmt.Sprintf("the server rejected the continuation form, so continuation is off for this provider; sending the request again from scratch (%d retries left after this)", in.RetriesLeft-1)}
+		case in.Class == diagnostics.ClassStuck || in.CanResume || in.CanContinue:
 			code = diagnostics.FellBackToRetry
 		}
 		return Decision{ActRetry, code, fmt.Sprintf("sending the request again (%d retries left after this)", in.RetriesLeft-1)}

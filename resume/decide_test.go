@@ -26,6 +26,8 @@ type row struct {
 	canCheck   tri
 	checked    tri
 	canResume  tri
+	canCont    tri // CanContinue
+	rejected   tri // ContinueRejected
 	resumeLeft tri
 	unsafe     tri
 	dispatched tri
@@ -41,7 +43,7 @@ var gone = []diagnostics.Class{diagnostics.ClassDisconnect, diagnostics.ClassCon
 // the same way (TestDecisionTableRowsAreNecessary), so removing a row fails.
 var table = []row{
 	{classes: []diagnostics.Class{diagnostics.ClassCanceled}, action: ActFail, code: diagnostics.NodeCanceled},
-	{classes: []diagnostics.Class{diagnostics.ClassDeterministic}, action: ActFail, code: diagnostics.DeterministicError},
+	{classes: []diagnostics.Class{diagnostics.ClassDeterministic}, rejected: no, action: ActFail, code: diagnostics.DeterministicError},
 	{classes: []diagnostics.Class{diagnostics.ClassJournal}, action: ActFail, code: diagnostics.JournalUnavailable},
 	{classes: []diagnostics.Class{diagnostics.ClassProtocol}, action: ActFail, code: diagnostics.ProtocolViolation},
 	{classes: []diagnostics.Class{diagnostics.ClassLimit}, action: ActFail, code: diagnostics.LimitExceeded},
@@ -49,9 +51,12 @@ var table = []row{
 	{deadline: yes, action: ActFail, code: diagnostics.DeadlineExceeded},
 	{classes: gone, canCheck: yes, checked: no, action: ActCheck, code: diagnostics.StatusChecked},
 	{classes: gone, canResume: yes, resumeLeft: yes, action: ActResume, code: diagnostics.ReconnectScheduled},
+	{classes: gone, canCont: yes, resumeLeft: yes, unsafe: no, action: ActContinue, code: diagnostics.ContinueScheduled},
 	{unsafe: yes, dispatched: yes, action: ActFail, code: diagnostics.UnsafeReplayRefused},
+	{classes: []diagnostics.Class{diagnostics.ClassDeterministic}, retryLeft: yes, action: ActRetry, code: diagnostics.ContinueRejected},
 	{classes: []diagnostics.Class{diagnostics.ClassStuck}, retryLeft: yes, action: ActRetry, code: diagnostics.FellBackToRetry},
 	{canResume: yes, retryLeft: yes, action: ActRetry, code: diagnostics.FellBackToRetry},
+	{canCont: yes, retryLeft: yes, action: ActRetry, code: diagnostics.FellBackToRetry},
 	{retryLeft: yes, action: ActRetry, code: diagnostics.RetryStarted},
 	{action: ActFail, code: diagnostics.BudgetExhausted},
 }
@@ -68,6 +73,7 @@ func (r row) matches(in Input) bool {
 	}
 	return r.deadline.match(in.DeadlineExceeded) && r.canCheck.match(in.CanCheck) && r.checked.match(in.Checked) &&
 		r.canResume.match(in.CanResume) && r.resumeLeft.match(in.ResumesLeft > 0) &&
+		r.canCont.match(in.CanContinue) && r.rejected.match(in.ContinueRejected) &&
 		r.unsafe.match(in.SideEffects == SideUnsafe) && r.dispatched.match(in.Dispatched) &&
 		r.retryLeft.match(in.RetriesLeft > 0)
 }
@@ -99,9 +105,14 @@ func allInputs() []Input {
 							for _, resumes := range []int{0, 2} {
 								for _, retries := range []int{0, 1} {
 									for _, dl := range bools {
-										out = append(out, Input{Class: c, CanResume: canResume, CanCheck: canCheck,
-											Checked: checked, Dispatched: disp, SideEffects: s,
-											ResumesLeft: resumes, RetriesLeft: retries, DeadlineExceeded: dl})
+										for _, cont := range bools {
+											for _, rej := range bools {
+												out = append(out, Input{Class: c, CanResume: canResume, CanCheck: canCheck,
+													CanContinue: cont, ContinueRejected: rej,
+													Checked: checked, Dispatched: disp, SideEffects: s,
+													ResumesLeft: resumes, RetriesLeft: retries, DeadlineExceeded: dl})
+											}
+										}
 									}
 								}
 							}
@@ -116,7 +127,7 @@ func allInputs() []Input {
 
 func TestDecideMatchesTable(t *testing.T) {
 	inputs := allInputs()
-	if len(inputs) != 11*2*2*2*2*3*2*2*2 {
+	if len(inputs) != 11*2*2*2*2*3*2*2*2*2*2 {
 		t.Fatalf("enumerated %d inputs", len(inputs))
 	}
 	for _, in := range inputs {
@@ -168,6 +179,15 @@ func TestDecideRules(t *testing.T) {
 		{"401 fails at once", Input{Class: diagnostics.ClassDeterministic, RetriesLeft: 3, CanResume: true, ResumesLeft: 3}, ActFail},
 		{"stuck is retried, not resumed", Input{Class: diagnostics.ClassStuck, CanResume: true, CanCheck: true, ResumesLeft: 3, RetriesLeft: 1, Dispatched: true}, ActRetry},
 		{"deadline beats budget", Input{Class: diagnostics.ClassRateLimited, RetriesLeft: 3, DeadlineExceeded: true}, ActFail},
+		{"chat disconnect continues when the server can", Input{Class: diagnostics.ClassDisconnect, CanContinue: true, ResumesLeft: 8, RetriesLeft: 3, Dispatched: true}, ActContinue},
+		{"continue spends no retry budget", Input{Class: diagnostics.ClassDisconnect, CanContinue: true, ResumesLeft: 8, Dispatched: true}, ActContinue},
+		{"idempotent node is continued", Input{Class: diagnostics.ClassDisconnect, CanContinue: true, ResumesLeft: 8, SideEffects: SideIdempotent, Dispatched: true}, ActContinue},
+		{"unsafe node is not continued", Input{Class: diagnostics.ClassDisconnect, CanContinue: true, ResumesLeft: 8, RetriesLeft: 3, SideEffects: SideUnsafe, Dispatched: true}, ActFail},
+		{"continues spent: retry from scratch", Input{Class: diagnostics.ClassDisconnect, CanContinue: true, RetriesLeft: 3, Dispatched: true}, ActRetry},
+		{"rejected form falls back to retry", Input{Class: diagnostics.ClassDeterministic, ContinueRejected: true, RetriesLeft: 3, Dispatched: true}, ActRetry},
+		{"rejected form, no budget: fail", Input{Class: diagnostics.ClassDeterministic, ContinueRejected: true, Dispatched: true}, ActFail},
+		{"a 400 that is not about the form fails", Input{Class: diagnostics.ClassDeterministic, CanContinue: true, ResumesLeft: 8, RetriesLeft: 3, Dispatched: true}, ActFail},
+		{"a stuck response is never continued", Input{Class: diagnostics.ClassStuck, CanContinue: true, ResumesLeft: 8, RetriesLeft: 1, Dispatched: true}, ActRetry},
 	}
 	for _, c := range cases {
 		if got := Decide(c.in); got.Action != c.want {

@@ -464,3 +464,41 @@ func TestGraphStateDir(t *testing.T) {
 		t.Errorf("state_dir on an openai provider: %v", err)
 	}
 }
+
+// `run --sim` (and so `noderun chaos`) points every built-in harness at the
+// simulator, whatever base URLs and keys the graph's providers name: the
+// agents example (whose URLs point at a port nobody listens on here) runs
+// with the real Codex CLI, Claude Code and Gemini CLI, each answering with
+// the simulator's text, each request named by its node.
+func TestRunSimPointsEveryHarnessAtTheSimulator(t *testing.T) {
+	t.Parallel()
+	srv := simtest.Start(t, sim.Config{})
+	g, err := LoadGraph(filepath.Join("..", "testdata", "graphs", "agents.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins := map[string]string{"codex": codexbin.Path(t), "claude": codexbin.Claude(t), "gemini": codexbin.Gemini(t)}
+	for name, p := range g.Providers {
+		p.Command, p.WorkDir = bins[name], t.TempDir()
+		p.Env["TMPDIR"] = t.TempDir()
+	}
+	j := openJournal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, g, Options{Journal: j, Sim: &SimOptions{Server: srv}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range res.Nodes {
+		if n.State != journal.NodeCompleted || n.Output != simAnswer(g.Node(n.ID).Prompt) {
+			t.Errorf("node %s: %s, output %q (%v)\n%s", n.ID, n.State, head(n.Output), n.Err, dumpDiags(diagRecs(t, j, res.RunID, n.ID)))
+		}
+	}
+	st := srv.Stats()
+	for node, ep := range map[string]string{"notes-codex": sim.EndpointResponsesCreate, "notes-claude": sim.EndpointMessages,
+		"notes-gemini": sim.EndpointGeminiStream} {
+		if st.Nodes[node].Requests[ep] < 1 {
+			t.Errorf("node %s sent no %s request to the simulator: %+v", node, ep, st.Nodes[node])
+		}
+	}
+}

@@ -1,10 +1,21 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/noderun/noderun/diagnostics"
 )
+
+// ErrNodeTimeout is (wrapped in) the error of a node whose timeout passed.
+var ErrNodeTimeout = errors.New("node timeout")
+
+// nodeTimeout is the cause of a node context that its timeout ended.
+type nodeTimeout struct{ d time.Duration }
+
+func (e *nodeTimeout) Error() string        { return fmt.Sprintf("the node's timeout (%s) passed", e.d) }
+func (e *nodeTimeout) Is(target error) bool { return target == ErrNodeTimeout }
 
 // NodeError is why a node failed: its class, the decision that ended it, and
 // what was tried, in words an operator can act on.

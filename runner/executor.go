@@ -34,10 +34,15 @@ type nodeExec struct {
 	total     int // retry budget for this node
 	retries   int // what is left of it
 	rnd       *rand.Rand
+	// attemptBase turns this machine's attempt numbers into the node's
+	// (a node moved from a lost machine continues its count).
+	attemptBase int
 
 	attempt    int             // current attempt number, 1-based; a retry starts a new one
 	cur        provider.Cursor // where the current attempt's work stands
 	out        strings.Builder // output of the current attempt
+	deltas     int             // delta events of the current attempt, about a token each
+	cost       recoveryCost    // what recovery re-sent and regenerated (continue.go)
 	done       bool            // terminal evidence seen
 	progressed bool            // healthy progress since the last recovery step
 	ground     resume.Ground   // how far this attempt got, against the node's earlier ones
@@ -71,6 +76,8 @@ type entry struct {
 	out         string
 	action      resume.Action
 	retriesUsed int
+	fresh       bool // nothing to pick up: start the node (RunNode)
+	attemptBase int  // see nodeExec.attemptBase
 }
 
 // execute returns the node's output, or an error whose message explains what
@@ -78,8 +85,11 @@ type entry struct {
 func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 	action := resume.ActRetry // the first attempt is a fresh request
 	var err error
+	if e != nil {
+		x.attemptBase = e.attemptBase
+	}
 	switch {
-	case e == nil:
+	case e == nil || e.fresh:
 		err = x.beginAttempt(ctx, journal.ModeStart)
 	case e.action == resume.ActRetry: // this retry comes out of the budget too
 		x.attempt, x.dispatched = e.attempt, true
@@ -130,7 +140,7 @@ func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 // stop fails the node for an error outside the recovery loop's steps: an
 // interruption while waiting, a journal that cannot begin an attempt.
 func (x *nodeExec) stop(ctx context.Context, err error) error {
-	ce := diagnostics.Classify(err)
+	ce := x.classify(ctx, err)
 	return x.fail(ctx, resume.Decide(resume.Input{Class: ce.Class}), ce)
 }
 
@@ -139,7 +149,7 @@ func (x *nodeExec) succeed(ctx context.Context) string {
 	x.endAttempt(ctx, nil)
 	if x.recoveries > 0 {
 		x.diag(ctx, diagnostics.New(diagnostics.Recovered, "node completed after recovery",
-			slog.Int("recovery_steps", x.recoveries), slog.Int("attempts", x.attempt)))
+			append([]slog.Attr{slog.Int("recovery_steps", x.recoveries), slog.Int("attempts", x.attempt)}, x.cost.total()...)...))
 	}
 	return x.out.String()
 }
@@ -152,6 +162,13 @@ func (x *nodeExec) classify(ctx context.Context, err error) *diagnostics.Error {
 	ce := diagnostics.Classify(err)
 	if ce.Class == diagnostics.ClassCanceled && ctx.Err() == nil {
 		ce = &diagnostics.Error{Class: diagnostics.ClassDisconnect, Err: err} // our own idle watchdog
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, ErrNodeTimeout) { // the node's own timeout, not an interruption
+		during := "while streaming"
+		if !x.recovering.IsZero() {
+			during = fmt.Sprintf("during recovery (last: %s)", x.last.Class)
+		}
+		ce = &diagnostics.Error{Class: diagnostics.ClassTimeout, Err: fmt.Errorf("%w %s after %d bytes of output", cause, during, x.out.Len())}
 	}
 	return ce
 }
@@ -208,6 +225,12 @@ func (x *nodeExec) act(ctx context.Context, action resume.Action) error {
 		x.usage.reattach()
 		return x.withWatchdog(ctx, func(ctx context.Context, emit provider.Emit) error {
 			return x.prov.(provider.Resumer).Resume(ctx, x.req, x.cur, emit)
+		})
+	case resume.ActContinue:
+		x.resumes++
+		x.usage.reattach() // a continue keeps what was streamed, as a re-attach does
+		return x.withWatchdog(ctx, func(ctx context.Context, emit provider.Emit) error {
+			return x.prov.(provider.Continuer).Continue(ctx, x.req, x.out.String(), emit)
 		})
 	default:
 		x.checked = false
@@ -270,6 +293,7 @@ func (x *nodeExec) record(ctx context.Context) provider.Emit {
 				return err
 			}
 			rec.Payload = []byte(ev.Ref)
+			x.beat("started " + ev.Ref)      // what a machine taking over needs first
 			if x.prov.Capabilities().Check { // a harness reports its thread itself (NR301)
 				x.diag(ctx, diagnostics.New(diagnostics.ResponseCreated, "response "+ev.Ref+" created; journaled for resume",
 					slog.String("ref", ev.Ref)))
@@ -277,6 +301,8 @@ func (x *nodeExec) record(ctx context.Context) provider.Emit {
 		case provider.KindDelta:
 			x.usage.streamed++
 			x.out.WriteString(ev.Text)
+			x.deltas++
+			x.run.onProg.data(x.node.ID, x.out.Len(), 0, false)
 			x.advance(int64(len(ev.Text)))
 			return x.chunks.add(rec, ev.Text)
 		case provider.KindReasoning:
@@ -303,6 +329,7 @@ func (x *nodeExec) record(ctx context.Context) provider.Emit {
 			x.usage.reported = ev.Usage
 			if ev.Usage != nil {
 				rec.Payload = jsonBytes(ev.Usage)
+				x.run.onProg.data(x.node.ID, x.out.Len(), ev.Usage.OutputTokens, true)
 			}
 		default:
 			return &diagnostics.Error{Class: diagnostics.ClassDeterministic, Err: fmt.Errorf("adapter emitted unknown event kind %q", ev.Kind)}
@@ -324,6 +351,7 @@ func (x *nodeExec) advance(n int64) {
 // queued or in progress. The backoff, the reconnect count and the recovery
 // deadline start over; the retry budget does not.
 func (x *nodeExec) healthy() {
+	x.beat("")
 	if !x.progressed {
 		x.progressed = true
 		x.backoffN, x.resumes, x.recovering = 0, 0, time.Time{}
@@ -425,8 +453,9 @@ func (x *nodeExec) noteFailure(ctx context.Context, action resume.Action, ce *di
 		x.dispatched = x.wasSent // this request never left
 	}
 	x.last = ce
-	if action == resume.ActCheck || ce.Class == diagnostics.ClassStuck || ce.Class == diagnostics.ClassCanceled {
-		return // reported by the status check, the adapter, or fail
+	if action == resume.ActCheck || ce.Class == diagnostics.ClassStuck || ce.Class == diagnostics.ClassCanceled ||
+		ce.Class == diagnostics.ClassTimeout || errors.Is(ce, provider.ErrContinueRejected) {
+		return // reported by the status check, the adapter, fail, or the retry (NR112)
 	}
 	code := diagnostics.DetectedCode(ce.Class)
 	switch {
@@ -499,6 +528,8 @@ func (x *nodeExec) input(ce *diagnostics.Error) resume.Input {
 		Class:            ce.Class,
 		CanResume:        caps.Resume && x.cur.Ref != "",
 		CanCheck:         caps.Check && x.cur.Ref != "",
+		CanContinue:      caps.Continue && x.out.Len() > 0,
+		ContinueRejected: errors.Is(ce, provider.ErrContinueRejected),
 		Checked:          x.checked,
 		Dispatched:       x.dispatched,
 		SideEffects:      x.side,
@@ -539,6 +570,8 @@ func (x *nodeExec) announce(ctx context.Context, d resume.Decision, ce *diagnost
 		return // check reports its own result
 	case resume.ActResume:
 		line = fmt.Sprintf("reconnecting %d/%d in %s (%s)", x.resumes+1, x.prof.Reconnects, delay.Round(time.Millisecond), ce.Class)
+	case resume.ActContinue:
+		line = fmt.Sprintf("continuing from byte %d, %d/%d in %s (%s)", x.out.Len(), x.resumes+1, x.prof.Reconnects, delay.Round(time.Millisecond), ce.Class)
 	case resume.ActRetry:
 		line = fmt.Sprintf("retrying %d/%d in %s (%s)", x.total-x.retries+1, x.total, delay.Round(time.Millisecond), ce.Class)
 	}
@@ -546,10 +579,12 @@ func (x *nodeExec) announce(ctx context.Context, d resume.Decision, ce *diagnost
 	if d.Action == resume.ActRetry {
 		left-- // this retry is taken from the budget
 	}
-	x.diag(ctx, diagnostics.New(d.Code, line, slog.String("class", string(ce.Class)), slog.Duration("delay", delay),
+	attrs := []slog.Attr{slog.String("class", string(ce.Class)), slog.Duration("delay", delay),
 		slog.Int("backoff_step", x.backoffN-1), // the delay was drawn from [0, base*factor^step]
-		slog.Int("retries_left", left), slog.Int("reconnects_left", x.prof.Reconnects-x.resumes)))
+		slog.Int("retries_left", left), slog.Int("reconnects_left", x.prof.Reconnects-x.resumes)}
+	x.diag(ctx, diagnostics.New(d.Code, line, append(attrs, x.cost.step(d.Action, x.out.Len(), x.deltas)...)...))
 	x.run.progress(x.node.ID, line)
+	x.beat(line)
 }
 
 // fail ends the attempt and reports why the node failed and what was tried.
@@ -646,6 +681,7 @@ func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) e
 	x.cur = provider.Cursor{Seq: -1}
 	x.ground.Restart()
 	x.out.Reset()
+	x.deltas = 0
 	x.done = false
 	x.usage = attemptUsage{}
 	x.run.progress(x.node.ID, "streaming")
@@ -654,6 +690,7 @@ func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) e
 		return x.journalErr(err) // no request the journal cannot record
 	}
 	x.attempt = n
+	x.run.onProg.attempt(x.node.ID, n)
 	return nil
 }
 

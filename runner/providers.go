@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -72,8 +73,8 @@ func CheckEnvironment(g *Graph, opts *Options) error {
 		var err error
 		if opts.Sim == nil { // a simulated run needs no keys
 			_, _, err = endpoint(spec, getenv)
-		} else if spec.Kind == ProviderKindHarness && spec.Harness != "" && spec.Harness != "codex" {
-			err = fmt.Errorf("harness %q cannot be pointed at the simulator: only the Codex descriptor says how", spec.Harness)
+		} else if spec.Kind == ProviderKindHarness && spec.Harness != "" && !slices.Contains(simulatedHarnesses, spec.Harness) {
+			err = fmt.Errorf("harness %q cannot be pointed at the simulator: only the built-in %v can", spec.Harness, simulatedHarnesses)
 		}
 		if err == nil && spec.Kind == ProviderKindHarness {
 			var p *harness.Provider
@@ -98,11 +99,8 @@ func getenvOf(opts *Options) func(string) string {
 // endpoint resolves a provider's base URL and API key from the graph and the
 // environment (OPENAI_BASE_URL, OPENAI_API_KEY).
 func endpoint(spec *ProviderSpec, getenv func(string) string) (baseURL, key string, err error) {
-	switch spec.Kind {
-	case ProviderKindSim:
-		return "", "", nil
-	case ProviderKindHarness:
-		return "", "", nil
+	if spec.Kind != ProviderKindOpenAI && spec.Kind != ProviderKindResponses {
+		return "", "", nil // sim, harness, and kinds registered in Options.Kinds
 	}
 	baseURL = spec.BaseURL
 	if baseURL == "" {
@@ -157,8 +155,9 @@ func simConfig(spec *ProviderSpec) (sim.Config, error) {
 
 // buildProviders makes every adapter the graph names, starting an embedded
 // simulator for each sim provider, or pointing every provider at a
-// simulator when simOpt is set. close stops them.
-func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, log *slog.Logger, simOpt *SimOptions) (map[string]builtProvider, func(), error) {
+// simulator when simOpt is set. kinds builds the providers of the kinds a
+// program registered (never simulated). close stops them.
+func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, log *slog.Logger, simOpt *SimOptions, kinds map[string]ProviderFunc) (map[string]builtProvider, func(), error) {
 	out := make(map[string]builtProvider, len(g.Providers))
 	var closers []func() error
 	closeAll := func() {
@@ -181,6 +180,18 @@ func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, l
 	}
 	for _, name := range sortedProviderNames(g) {
 		spec := g.Providers[name]
+		if f, ok := kinds[spec.Kind]; ok {
+			bp, err := buildCustom(g, spec, f)
+			if err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+			if c, ok := bp.p.(io.Closer); ok {
+				closers = append(closers, c.Close)
+			}
+			out[name] = bp
+			continue
+		}
 		fail := func(err error) (map[string]builtProvider, func(), error) {
 			closeAll()
 			return nil, nil, fmt.Errorf("%s:%d: provider %q: %w", g.Path, spec.Line, name, err)
@@ -232,7 +243,8 @@ func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, l
 			}
 			bp.p = p
 		case ProviderKindOpenAI:
-			bp.p = openai.New(openai.Config{BaseURL: baseURL, APIKey: key, MaxDials: spec.MaxDials})
+			bp.p = openai.New(openai.Config{BaseURL: baseURL, APIKey: key, Continuation: provider.Continuation(spec.Continuation),
+				MaxDials: spec.MaxDials})
 		case ProviderKindResponses:
 			p, err := responses.New(responses.Config{BaseURL: baseURL, APIKey: key, Logger: log, MaxDials: spec.MaxDials})
 			if err != nil {

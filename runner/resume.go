@@ -90,7 +90,7 @@ func reopen(ctx context.Context, runID, flag string, nodes []string, opts *Optio
 	if err != nil {
 		return nil, nil, err
 	}
-	g, err := ParseGraph(run.GraphPath, run.GraphText)
+	g, err := ParseGraphWith(run.GraphPath, run.GraphText, *opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("run %s: its journaled graph no longer parses: %w", runID, err)
 	}
@@ -107,6 +107,7 @@ func reopen(ctx context.Context, runID, flag string, nodes []string, opts *Optio
 	if err != nil {
 		return nil, nil, err
 	}
+	r.inputs = run.Inputs // as resolved when the run started: the same prompts
 	if err := j.AcquireRun(ctx, runID, r.owner); err != nil {
 		closeProvs()
 		return nil, nil, err // a *journal.LockedError names the live owner
@@ -156,6 +157,7 @@ func (r *runState) entryFor(ctx context.Context, n *Node, force bool) (*entry, r
 		Class:       diagnostics.ClassDisconnect,
 		CanResume:   caps.Resume && last.Ref != "",
 		CanCheck:    caps.Check && last.Ref != "",
+		CanContinue: caps.Continue && e.out != "", // a chat answer continues from its journaled output
 		Dispatched:  true,
 		SideEffects: resume.SideEffects(n.SideEffects),
 		ResumesLeft: r.prof.Reconnects,

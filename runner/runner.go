@@ -1,6 +1,25 @@
-// Package runner runs goal graphs: it validates graph files, schedules nodes
+// Package runner runs goal graphs (package graph): it schedules nodes
 // in dependency order, and executes each node with the recovery loop that
 // makes a dropped stream a recoverable event rather than a failed node.
+//
+// # Embedding
+//
+// A program runs a graph in four steps: get a *graph.Graph (graph.Load of a
+// file, the language of docs/graph.md, or graph.Build of one made in code),
+// open a journal (journal.Open), call Run, read the Result. Everything the
+// run does is in the journal, and Resume continues a run that did not
+// finish, with the inputs it started with.
+//
+// A program adds its own providers by kind name (Options.Kinds): anything
+// that implements provider.Provider, and optionally provider.Resumer,
+// provider.Checker and provider.Canceler, gets the same recovery loop as the
+// built-in adapters, as long as it reports a stream that ended without
+// terminal evidence as diagnostics.ErrDisconnected (see the example).
+// Options.OnProgress receives every state change, the bytes and tokens
+// streamed, and every recovery step with its diagnostic code.
+//
+// Graph, Node, LoadGraph, ParseGraph and the other graph names here are
+// aliases of package graph's, kept for existing callers.
 package runner
 
 import (
@@ -23,6 +42,7 @@ import (
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/resume"
+	"github.com/noderun/noderun/runner/graph"
 )
 
 // Options configure a run.
@@ -44,6 +64,20 @@ type Options struct {
 	// tokens and the age of the last data or status poll from it. It must
 	// not block.
 	Observe func(node string, ev provider.Event)
+	// OnProgress, when set, is told the same changes and more, as data:
+	// bytes and tokens streamed, and every recovery step with its
+	// diagnostic code. It is called from the nodes' goroutines, one call at
+	// a time; it must not block.
+	OnProgress func(Progress)
+	// Inputs are the values given for the graph's inputs (name to value, as
+	// on the command line); Run resolves them (graph.ResolveInputs) and
+	// journals the result, which Resume reuses (Resume ignores this field).
+	Inputs map[string]string
+	// Kinds registers provider kinds beyond the built-in ones: a graph's
+	// provider whose kind is a key here is built by its function. Parse such
+	// graphs with ParseGraphWith(..., graph.Options{Kinds: ...}), or build
+	// them in code; Resume needs the same Kinds.
+	Kinds map[string]ProviderFunc
 	// Getenv looks up API keys and base URLs (default os.Getenv).
 	Getenv func(string) string
 	// RunID names the run (default: a new UUID).
@@ -87,9 +121,12 @@ type runState struct {
 	owner    journal.Owner       // this process, holding the run's lock
 	entries  map[string]*entry   // where resumed nodes pick up (noderun resume)
 	onState  func(node, state string)
+	onProg   *progressSink
+	inputs   map[string]string // resolved; templates read them
 	observe  func(node string, ev provider.Event)
 	parallel int
 	halt     context.CancelCauseFunc // stops the run (a journal that cannot record)
+	beat     func(NodeCursor, bool)  // a supervisor's heartbeat (RunNode); nil for local runs
 
 	mu      sync.Mutex
 	outputs map[string]string
@@ -136,13 +173,19 @@ func Run(ctx context.Context, g *Graph, opts Options) (*Result, error) {
 	if opts.RunID == "" {
 		opts.RunID = uuid.NewString()
 	}
+	inputs, err := g.ResolveInputs(opts.Inputs)
+	if err != nil {
+		return nil, err // a *GraphError naming the inputs block; nothing written
+	}
 	r, closeProvs, err := newRunState(ctx, g, &opts)
 	if err != nil {
 		return nil, err
 	}
 	defer closeProvs()
+	r.inputs = inputs
 	if err := r.j.CreateRun(bg(ctx), journal.Run{ID: r.id, Graph: g.Name, GraphPath: g.Path, GraphText: g.Source,
-		GraphHash: g.Hash, Profile: r.prof.Name, Status: journal.RunRunning, Started: time.Now(), Owner: r.owner}); err != nil {
+		GraphHash: g.Hash, Profile: r.prof.Name, Status: journal.RunRunning, Started: time.Now(), Owner: r.owner,
+		Inputs: inputs}); err != nil {
 		return nil, err
 	}
 	defer r.j.ReleaseRun(bg(ctx), r.id, r.owner)
@@ -179,6 +222,9 @@ func newRunState(ctx context.Context, g *Graph, opts *Options) (*runState, func(
 	if opts.Journal == nil {
 		return nil, nil, errors.New("runner: no journal")
 	}
+	if err := checkKinds(opts.Kinds); err != nil {
+		return nil, nil, err
+	}
 	prof, err := Prepare(g, opts)
 	if err != nil {
 		return nil, nil, err
@@ -197,12 +243,12 @@ func newRunState(ctx context.Context, g *Graph, opts *Options) (*runState, func(
 	if opts.Parallel <= 0 {
 		opts.Parallel = 4
 	}
-	provs, closeProvs, err := buildProviders(ctx, g, opts.Getenv, opts.Logger, opts.Sim)
+	provs, closeProvs, err := buildProviders(ctx, g, opts.Getenv, opts.Logger, opts.Sim, opts.Kinds)
 	if err != nil {
 		return nil, nil, err
 	}
 	r := &runState{id: opts.RunID, g: g, j: opts.Journal, log: opts.Logger.With("run", opts.RunID), red: red, prof: prof,
-		provs: provs, onState: opts.Progress, observe: opts.Observe, parallel: opts.Parallel, owner: journal.NewOwner(),
+		provs: provs, onState: opts.Progress, observe: opts.Observe, onProg: newProgressSink(opts.OnProgress), parallel: opts.Parallel, owner: journal.NewOwner(),
 		outputs: map[string]string{}, results: map[string]*NodeResult{}, breakers: map[string]*breaker{},
 		entries: map[string]*entry{}}
 	for name := range provs {
@@ -245,11 +291,23 @@ func (r *runState) finish(ctx context.Context) (*Result, error) {
 func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 	res := &NodeResult{ID: n.ID}
 	bp := r.provs[n.Provider]
+	if n.Timeout > 0 {
+		// The node's wall time, recovery included: the executor reports
+		// ErrNodeTimeout with its own code when this fires.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, n.Timeout, &nodeTimeout{n.Timeout})
+		defer cancel()
+	}
 	system, prompt, err := r.render(n)
 	if err != nil {
+		class, code := diagnostics.ClassDeterministic, diagnostics.NodeFailed
+		if errors.Is(err, graph.ErrTooLarge) {
+			class, code = diagnostics.ClassLimit, diagnostics.LimitExceeded
+			err = fmt.Errorf("%w: %w", err, diagnostics.ErrLimit)
+		}
 		res.State, res.Err, res.Reason = journal.NodeFailed, err, r.red.String(err.Error())
-		r.diag(ctx, n.ID, 0, diagnostics.New(diagnostics.NodeFailed, err.Error(), slog.String("class", string(diagnostics.ClassDeterministic))))
-		_ = r.j.FailNode(bg(ctx), r.id, n.ID, string(diagnostics.ClassDeterministic), res.Reason)
+		r.diag(ctx, n.ID, 0, diagnostics.New(code, err.Error(), slog.String("class", string(class))))
+		_ = r.j.FailNode(bg(ctx), r.id, n.ID, string(class), res.Reason)
 		return res
 	}
 	_ = r.j.SetNodeState(bg(ctx), r.id, n.ID, journal.NodeRunning, "")
@@ -264,7 +322,7 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 	x := &nodeExec{run: r, node: n, prov: bp.p, provNm: n.Provider, inProcess: bp.inProcess, prof: r.prof, side: resume.SideEffects(n.SideEffects),
 		chunks: coalescer{j: r.j}, total: total, retries: total, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		req: provider.Request{Node: n.ID, Model: model, System: system, Prompt: prompt,
-			ReasoningEffort: n.ReasoningEffort, MaxOutputTokens: n.MaxOutputTokens, WorkDir: bp.workDir, Policy: r.prof}}
+			ReasoningEffort: n.ReasoningEffort, MaxOutputTokens: n.MaxOutputTokens, WorkDir: bp.workDir, Env: n.Env, Policy: r.prof}}
 	// adapters name the node on the wire (provider.NodeHeader)
 	out, err := x.execute(provider.WithNode(ctx, n.ID), r.entries[n.ID])
 	var ne *NodeError
@@ -289,21 +347,20 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 	return res
 }
 
-// render fills the node's system and prompt templates with its needs' outputs.
+// render fills the node's system and prompt templates with its needs'
+// outputs ("" for one that failed under continue_on_failure) and the run's
+// inputs.
 func (r *runState) render(n *Node) (system, prompt string, err error) {
 	r.mu.Lock()
-	outs := make(map[string]string, len(n.Needs))
+	v := graph.Values{Outputs: make(map[string]string, len(n.Needs)), Failed: map[string]bool{}, Inputs: r.inputs}
 	for _, id := range n.Needs {
-		outs[id] = r.outputs[id]
+		v.Outputs[id] = r.outputs[id]
+		if res := r.results[id]; res != nil && res.State == journal.NodeFailed {
+			v.Failed[id] = true
+		}
 	}
 	r.mu.Unlock()
-	if system, err = n.RenderSystem(outs); err != nil {
-		return "", "", fmt.Errorf("node %q: system: %w", n.ID, err)
-	}
-	if prompt, err = n.RenderPrompt(outs); err != nil {
-		return "", "", fmt.Errorf("node %q: prompt: %w", n.ID, err)
-	}
-	return system, prompt, nil
+	return n.Render(v)
 }
 
 // diag journals a diagnostic and logs it with its code.
@@ -329,6 +386,9 @@ func (r *runState) diag(ctx context.Context, node string, attempt int, d diagnos
 	}
 	_ = r.j.Append(journal.Event{RunID: r.id, NodeID: node, Attempt: attempt, Kind: "diagnostic", Code: d.Code.ID,
 		ProviderSeq: -1, Payload: jsonBytes(payload)})
+	if node != "" {
+		r.onProg.diag(node, attempt, d)
+	}
 	r.log.Log(ctx, d.Code.Level, d.Message, attrs...)
 }
 
@@ -336,6 +396,7 @@ func (r *runState) progress(node, state string) {
 	if r.onState != nil {
 		r.onState(node, state)
 	}
+	r.onProg.state(node, state)
 }
 
 func jsonBytes(v any) []byte {

@@ -10,8 +10,9 @@ import (
 )
 
 // schedule runs the graph's nodes in dependency order, at most r.parallel at
-// once. A failed node skips everything downstream of it; independent
-// branches go on. On cancellation it starts nothing new and waits for the
+// once. A failed node skips everything downstream of it, unless it is marked
+// continue_on_failure (its dependents then run, seeing it failed);
+// independent branches go on. On cancellation it starts nothing new and waits for the
 // running nodes to stop.
 func (r *runState) schedule(ctx context.Context) {
 	waiting := make(map[string]int, len(r.g.Nodes)) // needs not yet completed
@@ -51,7 +52,7 @@ func (r *runState) schedule(ctx context.Context) {
 		running--
 		r.record(res)
 		for _, id := range r.g.Dependents(res.ID) {
-			if res.State != journal.NodeCompleted {
+			if res.State != journal.NodeCompleted && !passes(r.g.Node(res.ID), res) {
 				r.skip(ctx, id, res.ID)
 				continue
 			}
@@ -100,6 +101,12 @@ func (r *runState) skip(ctx context.Context, id, cause string) {
 	for _, d := range r.g.Dependents(id) {
 		r.skip(ctx, d, id)
 	}
+}
+
+// passes reports whether a node that did not complete still lets its
+// dependents run: it failed (not interrupted) and is marked continue_on_failure.
+func passes(n *Node, res *NodeResult) bool {
+	return n.ContinueOnFailure && res.State == journal.NodeFailed
 }
 
 func inGraphOrder(g *Graph, nodes []*Node) []*Node {

@@ -2,7 +2,10 @@ package runner
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/harness"
@@ -13,7 +16,8 @@ import (
 // graph names (`noderun run --sim`, `noderun chaos`): no file edits, no API
 // keys. Every provider keeps its API: openai and chat sims are served the
 // Chat Completions API, responses and responses sims the Responses API, and
-// Codex harness nodes run the real Codex CLI pointed at the simulator.
+// harness nodes run the real Codex CLI, Claude Code or Gemini CLI pointed at
+// the simulator.
 type SimOptions struct {
 	// Server is a running simulator every provider talks to, kind sim
 	// included (their own sim blocks are then ignored). Nil starts one
@@ -46,29 +50,56 @@ func simulate(spec *ProviderSpec, srv *sim.Server) (api string, out *ProviderSpe
 		}
 		return ProviderKindOpenAI, &cp, cleanup, nil
 	case ProviderKindHarness:
-		if spec.Harness != "" && spec.Harness != "codex" {
-			return "", nil, nil, fmt.Errorf("harness %q cannot be pointed at the simulator: only the Codex descriptor says how (model_providers); run this graph without --sim", spec.Harness)
-		}
-		home, err := os.MkdirTemp("", "noderun-sim-codex-")
-		if err != nil {
-			return "", nil, nil, fmt.Errorf("codex home for the simulator: %w", err)
-		}
-		// Codex's own retries stay off so that every drop reaches noderun,
-		// and it names the node in a header the simulator aims faults with.
+		return simulateHarness(spec, &cp, srv)
+	}
+	return "", nil, nil, fmt.Errorf("unknown provider kind %q", spec.Kind)
+}
+
+// simulatedHarnesses are the built-in harnesses a simulated run can point at
+// the simulator, each through its CLI's own settings.
+var simulatedHarnesses = []string{"codex", "claude", "gemini"}
+
+// simulateHarness points a harness at srv with a fresh, temporary session
+// store, so that a simulated run leaves the user's own store alone: Codex by
+// a model provider (its own retries off, so that every drop reaches
+// noderun), Claude Code and Gemini CLI by their base-URL variables (their own
+// retries are bounded by their descriptors). Each names its node in the
+// header the simulator aims faults with.
+func simulateHarness(spec, cp *ProviderSpec, srv *sim.Server) (string, *ProviderSpec, func(), error) {
+	name := spec.Harness
+	if name == "" {
+		name = "codex"
+	}
+	if !slices.Contains(simulatedHarnesses, name) {
+		return "", nil, nil, fmt.Errorf("harness %q cannot be pointed at the simulator: only the built-in %v can; run this graph without --sim",
+			spec.Harness, simulatedHarnesses)
+	}
+	home, err := os.MkdirTemp("", "noderun-sim-"+name+"-")
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("%s home for the simulator: %w", name, err)
+	}
+	cp.Env = maps.Clone(spec.Env)
+	if cp.Env == nil {
+		cp.Env = map[string]string{}
+	}
+	root := strings.TrimSuffix(srv.BaseURL(), "/v1")
+	switch name {
+	case "codex":
 		settings := fmt.Sprintf(`model_providers.%s={name="noderun sim",base_url=%q,wire_api="responses",env_key=%q,`+
 			`stream_max_retries=0,request_max_retries=0,env_http_headers={%q=%q}}`,
 			codexSimProvider, srv.BaseURL(), codexSimKeyEnv, provider.NodeHeader, harness.NodeEnv)
 		cp.Args = append(append([]string{}, spec.Args...), "-c", "model_provider="+codexSimProvider, "-c", settings)
-		cp.Env = map[string]string{}
-		for k, v := range spec.Env {
-			cp.Env[k] = v
-		}
 		cp.Env["CODEX_HOME"] = home
 		cp.Env[codexSimKeyEnv] = "sim"
-		if cp.Model == "" {
-			cp.Model = "sim"
-		}
-		return ProviderKindHarness, &cp, func() { _ = os.RemoveAll(home) }, nil
+	case "claude":
+		cp.Env["ANTHROPIC_BASE_URL"], cp.Env["ANTHROPIC_API_KEY"] = root, "sim"
+		cp.StateDir = home
+	case "gemini":
+		cp.Env["GOOGLE_GEMINI_BASE_URL"], cp.Env["GEMINI_API_KEY"] = root, "sim"
+		cp.StateDir = home
 	}
-	return "", nil, nil, fmt.Errorf("unknown provider kind %q", spec.Kind)
+	if cp.Model == "" {
+		cp.Model = "sim"
+	}
+	return ProviderKindHarness, cp, func() { _ = os.RemoveAll(home) }, nil
 }

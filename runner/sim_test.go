@@ -52,6 +52,19 @@ func TestSimulate(t *testing.T) {
 	if _, err := os.Stat(home); !os.IsNotExist(err) {
 		t.Errorf("CODEX_HOME %s left behind", home)
 	}
+	for name, keys := range map[string][2]string{"claude": {"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"}, "gemini": {"GOOGLE_GEMINI_BASE_URL", "GEMINI_API_KEY"}} {
+		spec := &ProviderSpec{Kind: ProviderKindHarness, Harness: name, Env: map[string]string{keys[0]: "https://example.invalid", "A": "b"}}
+		api, out, cleanup, err := simulate(spec, srv)
+		if err != nil || api != ProviderKindHarness || out.Env[keys[0]] != strings.TrimSuffix(srv.BaseURL(), "/v1") ||
+			out.Env[keys[1]] == "" || out.Env["A"] != "b" || out.StateDir == "" || spec.Env[keys[0]] != "https://example.invalid" {
+			t.Errorf("%s: %v %+v", name, err, out)
+			continue
+		}
+		cleanup()
+		if _, err := os.Stat(out.StateDir); !os.IsNotExist(err) {
+			t.Errorf("%s: state dir %s left behind", name, out.StateDir)
+		}
+	}
 	if _, _, _, err := simulate(&ProviderSpec{Kind: ProviderKindHarness, Harness: "other.yaml"}, srv); err == nil ||
 		!strings.Contains(err.Error(), "cannot be pointed at the simulator") {
 		t.Errorf("other harness: %v", err)

@@ -11,13 +11,14 @@ import (
 type attemptUsage struct {
 	streamed  int             // output chunks received (≈ tokens)
 	reasoning int             // reasoning chunks received
-	preserved int             // output tokens kept by re-attaches
+	preserved int             // output tokens kept by re-attaches and continues
 	reported  *provider.Usage // the provider's figure, with terminal evidence
 	chain     bool            // the attempt continues work from before it (crash resume)
 }
 
-// reattach records that the work is picked up again where it stands: every
-// token streamed so far would have been generated again by a re-send.
+// reattach records that the work is picked up again where it stands (a
+// re-attach, or a continue from the journaled prefix): every token streamed
+// so far would have been generated again by a re-send.
 func (u *attemptUsage) reattach() { u.preserved += u.streamed }
 
 // record is the journal's account of the attempt.

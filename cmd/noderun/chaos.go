@@ -50,8 +50,8 @@ func chaosAction(c *cli.Context) error {
 	}
 	if c.NArg() == 1 {
 		var err error
-		if g, err = runner.LoadGraph(c.Args().First()); err != nil {
-			return usageErr(err)
+		if g, err = loadGraph(c, c.Args().First()); err != nil {
+			return err
 		}
 	}
 	var matrix *chaos.Matrix

@@ -333,6 +333,9 @@ func recoveryMeans(steps map[string]int) string {
 	if steps["reattached"] > 0 || steps["thread_resumed"] > 0 {
 		means = append(means, "re-attach")
 	}
+	if steps["continue_scheduled"] > 0 {
+		means = append(means, "continue")
+	}
 	if steps["output_from_status"] > 0 {
 		means = append(means, "status")
 	}
@@ -359,7 +362,7 @@ func (d *diagnosis) summary() []string {
 	}
 	lines := []string{
 		fmt.Sprintf("recovery: %s, %s, %s, %s lost", faults, plural(steps, "recovery step"), plural(t.Attempts, "attempt"), seconds(t.TimeLostMS)),
-		fmt.Sprintf("tokens: %s generated = %s needed + %s regenerated + %s unfinished; %s preserved by re-attach%s",
+		fmt.Sprintf("tokens: %s generated = %s needed + %s regenerated + %s unfinished; %s preserved by re-attach or continue%s",
 			thousands(t.Tokens.Generated), thousands(t.Tokens.Needed), thousands(t.Tokens.Regenerated),
 			thousands(t.Tokens.Unfinished), thousands(t.Tokens.Preserved), est),
 	}

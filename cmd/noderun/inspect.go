@@ -89,11 +89,15 @@ func statusCommand() *cli.Command {
 		Usage:     "list runs, or show one run's nodes",
 		ArgsUsage: "[RUN|last]",
 		Description: "Examples:\n  noderun status                 # the newest 50 runs\n" +
-			"  noderun status last --json     # the newest run's nodes, as JSON (docs/json.md)",
-		Flags: []cli.Flag{dbFlag, jsonFlag},
+			"  noderun status last --json     # the newest run's nodes, as JSON (docs/json.md)\n" +
+			"  noderun status RUN --temporal 127.0.0.1:7233   # a run on Temporal (docs/temporal.md)",
+		Flags: append([]cli.Flag{dbFlag, jsonFlag}, temporalFlags()...),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 0, 1, "give at most one run id (or last)"); err != nil {
 				return err
+			}
+			if c.String("temporal") != "" {
+				return statusTemporal(c)
 			}
 			j, err := openForReading(c)
 			if err != nil {
@@ -220,6 +224,7 @@ func eventsCommand() *cli.Command {
 				}
 			}
 			f := journal.EventFilter{Node: c.String("node"), Kinds: c.StringSlice("kind"), AfterSeq: -1}
+			ended := false // the run was seen ended: one more read gets what it journaled last
 			for {
 				evs, err := j.Events(c.Context, r.ID, f)
 				if err != nil {
@@ -235,12 +240,18 @@ func eventsCommand() *cli.Command {
 					return nil
 				}
 				if len(evs) == 0 {
+					if ended {
+						return nil
+					}
 					cur, err := j.Run(c.Context, r.ID)
 					if err != nil {
 						return err
 					}
 					if cur.Status != journal.RunRunning {
-						return nil
+						// Events read before the status may predate the run's
+						// last ones (NR402 is journaled just before it ends).
+						ended = true
+						continue
 					}
 					if j.Abandoned(cur) {
 						// Nothing more will come: say so rather than wait forever.
@@ -330,10 +341,13 @@ func showCommand() *cli.Command {
 		Description: "Examples:\n  noderun show last report              # the node's output\n" +
 			"  noderun show last report --attempts   # its attempts, with what each cost\n" +
 			"  noderun show last report --json       # as JSON (docs/json.md)",
-		Flags: []cli.Flag{dbFlag, jsonFlag, &cli.BoolFlag{Name: "attempts", Usage: "list the node's attempts instead"}},
+		Flags: append([]cli.Flag{dbFlag, jsonFlag, &cli.BoolFlag{Name: "attempts", Usage: "list the node's attempts instead"}}, temporalFlags()...),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 2, 2, "give RUN (or last) and NODE"); err != nil {
 				return err
+			}
+			if c.String("temporal") != "" {
+				return showTemporal(c)
 			}
 			j, err := openForReading(c)
 			if err != nil {

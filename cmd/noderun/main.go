@@ -82,7 +82,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ExitErrHandler: func(*cli.Context, error) {}, // run() maps errors to exit codes
 		Commands: []*cli.Command{
 			runCommand(), resumeCommand(), cancelCommand(), statusCommand(), eventsCommand(), showCommand(),
-			diagnoseCommand(), reportCommand(), validateCommand(), profilesCommand(), simCommand(), chaosCommand(),
+			diagnoseCommand(), reportCommand(), validateCommand(), schemaCommand(), profilesCommand(), simCommand(), chaosCommand(), workerCommand(),
 		},
 	}
 	applyConventions(app)

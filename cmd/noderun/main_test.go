@@ -62,7 +62,7 @@ func TestDemoGraphRunsAndRecovers(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
-	for _, want := range []string{"NR101", "NR108"} { // a disconnect detected, a node recovered
+	for _, want := range []string{"NR101", "NR110", "NR111", "NR108"} { // a disconnect detected, an answer continued, a node recovered
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %s:\n%s", want, stderr)
 		}

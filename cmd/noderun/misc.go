@@ -38,7 +38,10 @@ func validateCommand() *cli.Command {
 			bad := 0
 			for _, path := range c.Args().Slice() {
 				res := graphJSON{Path: path, Errors: []string{}, Warnings: []string{}}
-				g, err := runner.LoadGraph(path)
+				g, err := runner.LoadGraphContext(c.Context, path)
+				if c.Context.Err() != nil {
+					return interruptedLoad(path)
+				}
 				opts := runner.Options{}
 				if err == nil {
 					err = runner.Check(g, &opts)

@@ -404,6 +404,11 @@ func TestAccountNode(t *testing.T) {
 			evs:    []journal.Event{delta(1), diag("NR101", 2), diag("NR207", 2), diag("NR102", 2), diag("NR201", 2.2), delta(2.4)},
 			needed: 4200, preserved: 4210, lostMS: 400, cost: 0.00001 + 0.042 + 0.01,
 			verdict: "recovered from 1 disconnect by re-attach: 0 tokens regenerated, 4,210 preserved, 0.4 s lost"},
+		{name: "continued", state: journal.NodeCompleted, atts: []journal.Attempt{att(1, journal.OutcomeOK, 0, 3)},
+			usage:  map[int]journal.Usage{1: {InputTokens: 10, OutputTokens: 120, PreservedTokens: 60}},
+			evs:    []journal.Event{delta(1), diag("NR101", 1.5), diag("NR110", 1.5), diag("NR111", 1.6), delta(1.7)},
+			needed: 120, preserved: 60, lostMS: 200, cost: 0.00001 + 0.0012,
+			verdict: "recovered from 1 disconnect by continue: 0 tokens regenerated, 60 preserved, 0.2 s lost"},
 		{name: "failed", state: journal.NodeFailed, atts: []journal.Attempt{att(1, journal.OutcomeError, 0, 1)},
 			usage: map[int]journal.Usage{1: {OutputTokens: 7, Estimated: true}}, evs: []journal.Event{diag("NR101", 1), diag("NR901", 1)},
 			unfin: 7, cost: 0.00007,
@@ -436,9 +441,9 @@ func TestPipedLogIsOneStream(t *testing.T) {
 	demoRun(t)
 	steps := 0
 	for _, l := range strings.Split(demo.errs, "\n") {
-		if strings.Contains(l, "retrying 1/3") || strings.Contains(l, "reconnecting 1/8") {
+		if strings.Contains(l, "retrying 1/3") || strings.Contains(l, "reconnecting 1/8") || strings.Contains(l, "continuing from byte") {
 			steps++
-			if !strings.Contains(l, "code=NR10") {
+			if !strings.Contains(l, "code=NR1") {
 				t.Errorf("a recovery step outside the log stream: %s", l)
 			}
 		}
@@ -446,7 +451,7 @@ func TestPipedLogIsOneStream(t *testing.T) {
 			t.Errorf("a separate progress line: %s", l)
 		}
 	}
-	if steps != 3 { // the demo's two retries and one reconnect, once each
+	if steps != 3 { // the demo's two continued chat answers and one reconnect, once each
 		t.Errorf("%d recovery step lines, want 3:\n%s", steps, demo.errs)
 	}
 	code, _, errs := runCLI(t, "run", "--log-format", "json", "--db", filepath.Join(t.TempDir(), "j.db"), tinyGraph(t))

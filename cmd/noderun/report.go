@@ -142,9 +142,11 @@ func markKind(code string) string {
 		return "poll"
 	case "NR102":
 		return "reconnect"
-	case "NR103", "NR205":
+	case "NR103", "NR205", "NR112":
 		return "retry"
-	case "NR901", "NR902", "NR903", "NR904", "NR905", "NR906", "NR405", "NR501", "NR502", "NR503":
+	case "NR110":
+		return "continue"
+	case "NR901", "NR902", "NR903", "NR904", "NR905", "NR906", "NR907", "NR405", "NR501", "NR502", "NR503":
 		return "failure"
 	}
 	return ""
@@ -366,7 +368,7 @@ svg text { font: 12px system-ui, sans-serif; }
 .attempt.ok { fill: #4caf6e; } .attempt.error { fill: #e06666; } .attempt.running { fill: #9aa3b5; }
 .attempt-label { fill: #fff; font-size: 11px; pointer-events: none; }
 .mark line { stroke-width: 2; } .mark.disconnect line { stroke: #b00020; } .mark.reattach line { stroke: #1f5fbf; }
-.mark.poll line { stroke: #c49000; } .mark.reconnect line { stroke: #6a3fb5; } .mark.retry line { stroke: #e07a00; }
+.mark.poll line { stroke: #c49000; } .mark.reconnect line { stroke: #6a3fb5; } .mark.retry line { stroke: #e07a00; } .mark.continue line { stroke: #1b8a5a; }
 .mark.failure line { stroke: #000; }
 .grid { stroke: #e3e6ec; } .legend span { display: inline-block; margin-right: 14px; }
 .legend i { display: inline-block; width: 12px; height: 12px; margin-right: 4px; vertical-align: -1px; }
@@ -390,7 +392,7 @@ started {{.Run.Started.UTC.Format "2006-01-02 15:04:05Z"}} · report generated {
 <h2>Timeline</h2>
 <div class="legend"><span><i style="background:#4caf6e"></i>attempt ok</span><span><i style="background:#e06666"></i>attempt failed</span>
 <span><i style="background:#b00020"></i>disconnect</span><span><i style="background:#6a3fb5"></i>reconnect</span><span><i style="background:#1f5fbf"></i>re-attach</span>
-<span><i style="background:#c49000"></i>poll / status</span><span><i style="background:#e07a00"></i>retry</span><span><i style="background:#000"></i>failure</span>
+<span><i style="background:#c49000"></i>poll / status</span><span><i style="background:#1b8a5a"></i>continue</span><span><i style="background:#e07a00"></i>retry</span><span><i style="background:#000"></i>failure</span>
 <span id="attempt-count"></span></div>
 <svg id="timeline" width="{{.Timeline.W}}" height="{{.Timeline.H}}" role="img" aria-label="every attempt of every node over time ({{.Timeline.Span}})">
 {{range .Timeline.Ticks}}<line class="grid" x1="{{.X}}" y1="14" x2="{{.X}}" y2="{{$.Timeline.H}}"/><text x="{{.X}}" y="11" text-anchor="middle">{{.Label}}</text>{{end}}

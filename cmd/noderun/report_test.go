@@ -98,7 +98,8 @@ func TestReportRendersInHeadlessChromium(t *testing.T) {
 	if !strings.Contains(dom, fmt.Sprintf(`id="attempt-count">%d attempts<`, len(atts))) {
 		t.Error("the legend does not count the attempts")
 	}
-	for kind, want := range map[string]int{"disconnect": 3, "reattach": 1, "retry": 2} {
+	// The demo's two chat drops are continued (NR110), its Responses drop re-attached.
+	for kind, want := range map[string]int{"disconnect": 3, "reattach": 1, "continue": 2} {
 		if got := strings.Count(dom, `data-kind="`+kind+`"`); got < want {
 			t.Errorf("%d %s marks on the timeline, want at least %d", got, kind, want)
 		}

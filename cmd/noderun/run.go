@@ -27,8 +27,10 @@ func runCommand() *cli.Command {
 		Usage:     "run a goal graph",
 		ArgsUsage: "GRAPH.yaml",
 		Description: "Examples:\n  noderun run testdata/graphs/demo.yaml               # journal: ./noderun.db\n" +
-			"  noderun run g.yaml --db ci.db --profile ci --json    # the result as JSON (docs/json.md)",
-		Flags: execFlags("recovery profile (overrides the graph's)"),
+			"  noderun run g.yaml --db ci.db --profile ci --json    # the result as JSON (docs/json.md)\n" +
+			"  noderun run testdata/graphs/goal.yaml --input goal=\"why streams drop\" --input depth=5",
+		Flags: append(append(execFlags("recovery profile (overrides the graph's)"), temporalFlags()...),
+			&cli.GenericFlag{Name: "input", Value: &inputFlag{}, Usage: "a value of the graph's inputs: name=value, or name=@FILE for a file's content (repeatable)"}),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, 1, "give exactly one graph file"); err != nil {
 				return err
@@ -38,11 +40,23 @@ func runCommand() *cli.Command {
 				return err
 			}
 			defer stopView()
-			g, err := runner.LoadGraph(c.Args().First())
+			g, err := loadGraph(c, c.Args().First())
 			if err != nil {
+				return err
+			}
+			if opts.Inputs, err = inputsOf(c, g); err != nil {
 				return usageErr(err)
 			}
 			// Everything that can be wrong with the input is found before the journal is touched.
+			if _, err := g.ResolveInputs(opts.Inputs); err != nil {
+				return usageErr(err)
+			}
+			if c.String("temporal") != "" { // the environment that matters is the workers'
+				if err := runner.Check(g, &opts); err != nil {
+					return usageErr(err)
+				}
+				return runTemporal(c, g, opts)
+			}
 			if err := errors.Join(runner.Check(g, &opts), runner.CheckEnvironment(g, &opts)); err != nil {
 				return usageErr(err)
 			}
@@ -67,7 +81,7 @@ func resumeCommand() *cli.Command {
 		Description: "Examples:\n  noderun resume last                  # continue the newest run\n" +
 			"  noderun resume last --retry deploy   # ... and send deploy's request again",
 		Flags: append(execFlags("recovery profile (default: the run's)"),
-			&cli.StringSliceFlag{Name: "retry", Usage: "send this node's request again even if it may have had side effects (repeatable)"}),
+			append(temporalFlags(), &cli.StringSliceFlag{Name: "retry", Usage: "send this node's request again even if it may have had side effects (repeatable)"})...),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, 1, "give exactly one run id (or last)"); err != nil {
 				return err
@@ -75,6 +89,9 @@ func resumeCommand() *cli.Command {
 			opts, stopView, err := execOptions(c)
 			if err != nil {
 				return err
+			}
+			if c.String("temporal") != "" {
+				return resumeTemporal(c, opts)
 			}
 			defer stopView()
 			j, err := openExisting(c, journal.WithLogger(opts.Logger))
@@ -233,9 +250,11 @@ func report(c *cli.Context, opts runner.Options, res *runner.Result, err error) 
 	if err != nil {
 		return &exitError{exitFailed, err}
 	}
-	var d *diagnosis // the run-level lines of noderun diagnose, and a verdict per node
-	if r, derr := opts.Journal.Run(bg(c.Context), res.RunID); derr == nil {
-		d, _ = diagnose(bg(c.Context), opts.Journal, r, nil)
+	var d *diagnosis         // the run-level lines of noderun diagnose, and a verdict per node
+	if opts.Journal != nil { // nil for a run on Temporal: its journals are the workers'
+		if r, derr := opts.Journal.Run(bg(c.Context), res.RunID); derr == nil {
+			d, _ = diagnose(bg(c.Context), opts.Journal, r, nil)
+		}
 	}
 	if c.Bool("json") {
 		err = printResultJSON(c.App.Writer, res, d)
@@ -432,3 +451,22 @@ func oneLine(s string, n int) string {
 // bg keeps ctx's values but not its cancellation: an interrupted run still
 // gets its summary.
 func bg(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
+// loadGraph reads a graph file for a command: its problems are exit 2, and a
+// signal while reading it (a FIFO nobody writes) ends the command at once.
+func loadGraph(c *cli.Context, path string) (*runner.Graph, error) {
+	g, err := runner.LoadGraphContext(c.Context, path)
+	switch {
+	case c.Context.Err() != nil:
+		return nil, interruptedLoad(path)
+	case err != nil:
+		return nil, usageErr(err)
+	}
+	return g, nil
+}
+
+// interruptedLoad is the error of a signal that came while a graph file was
+// being read: nothing was written.
+func interruptedLoad(path string) error {
+	return &exitError{exitInterrupted, fmt.Errorf("interrupted while reading %s; nothing was written", path)}
+}

@@ -114,7 +114,7 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request, emit provid
 	dir := p.workDir(req)
 	vals := p.values(req, dir, "")
 	argv := p.desc.Start.Argv(vals, p.cfg.Args)
-	return p.run(ctx, dir, argv, vals, "", emit)
+	return p.run(ctx, dir, argv, vals, req.Env, "", emit)
 }
 
 // Resume continues the recorded thread cur.Ref with the descriptor's
@@ -136,7 +136,7 @@ func (p *Provider) Resume(ctx context.Context, req provider.Request, cur provide
 	if err := emit(provider.Event{Kind: provider.KindDiagnostic, Diag: &d, Ref: cur.Ref, Seq: -1, Time: time.Now()}); err != nil {
 		return err
 	}
-	return p.run(ctx, dir, argv, vals, cur.Ref, emit)
+	return p.run(ctx, dir, argv, vals, req.Env, cur.Ref, emit)
 }
 
 // Cancel stops the processes running thread ref, if any. Stream and Resume
@@ -225,16 +225,23 @@ func (p *Provider) command() string {
 }
 
 // env is noderun's environment, then the descriptor's env, then the
-// provider's (later entries win).
-func (p *Provider) env(vals map[string]string) []string {
+// provider's, then the node's (later entries win).
+func (p *Provider) env(vals, nodeEnv map[string]string) []string {
 	env := os.Environ()
 	for _, k := range slices.Sorted(maps.Keys(p.desc.Env)) {
-		if _, over := p.cfg.Env[k]; !over {
+		_, over := p.cfg.Env[k]
+		_, overNode := nodeEnv[k]
+		if !over && !overNode {
 			env = append(env, k+"="+p.desc.Env[k].Expand(vals))
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(p.cfg.Env)) {
-		env = append(env, k+"="+p.cfg.Env[k])
+		if _, over := nodeEnv[k]; !over {
+			env = append(env, k+"="+p.cfg.Env[k])
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(nodeEnv)) {
+		env = append(env, k+"="+nodeEnv[k])
 	}
 	return env
 }
@@ -294,7 +301,7 @@ const NodeEnv = "NODERUN_NODE"
 
 // run runs one harness process to its end and reports the outcome. want is
 // the thread a resume must come back with ("" for a new thread).
-func (p *Provider) run(ctx context.Context, dir string, argv []string, vals map[string]string, want string, emit provider.Emit) error {
+func (p *Provider) run(ctx context.Context, dir string, argv []string, vals, nodeEnv map[string]string, want string, emit provider.Emit) error {
 	name := p.desc.Name
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", name, context.Cause(ctx))
@@ -308,7 +315,7 @@ func (p *Provider) run(ctx context.Context, dir string, argv []string, vals map[
 	}
 	runCtx, kill := context.WithCancelCause(ctx)
 	defer kill(nil)
-	env := p.env(vals)
+	env := p.env(vals, nodeEnv)
 	if n := provider.NodeOf(ctx); n != "" {
 		// a harness pointed at the simulator names its node with this (env_http_headers)
 		env = append(env, NodeEnv+"="+n)

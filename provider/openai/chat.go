@@ -11,6 +11,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	goopenai "github.com/sashabaranov/go-openai"
@@ -32,12 +33,21 @@ type Config struct {
 	// MaxDials bounds concurrent connects per host of the default client
 	// (0: conns.DefaultMaxDials).
 	MaxDials int
+	// Continuation is the server's form for continuing a partial answer
+	// (continue.go); "" or none: a dropped stream can only be retried.
+	Continuation provider.Continuation
 }
 
 // Provider streams chat completions. It cannot resume or check a stream:
-// the Chat Completions API has no id to re-attach to.
+// the Chat Completions API has no id to re-attach to. It can continue one
+// when the server takes a partial assistant message (Config.Continuation).
 type Provider struct {
 	client *goopenai.Client
+	form   provider.Continuation
+	// rejected: the server answered a continuation with 400/422; the form
+	// is not declared again for the rest of this adapter's life (one run).
+	rejected atomic.Bool
+	accepted atomic.Bool // a continuation was accepted: the form works
 }
 
 // New returns a chat adapter.
@@ -56,7 +66,7 @@ func New(cfg Config) *Provider {
 	// Recv; a quiet reasoning model sends many. The executor's idle window,
 	// not a line count, decides when a silent stream is dead.
 	oc.EmptyMessagesLimit = math.MaxInt32
-	return &Provider{client: goopenai.NewClientWithConfig(oc)}
+	return &Provider{client: goopenai.NewClientWithConfig(oc), form: cfg.Continuation}
 }
 
 // DefaultHTTPClient has no overall timeout, since streams are long, but
@@ -68,14 +78,21 @@ func httpClient(maxDials int) *http.Client {
 	return &http.Client{Transport: conns.Transport(maxDials, 10*time.Second, 2*time.Minute)}
 }
 
-// Capabilities: none beyond streaming.
-func (p *Provider) Capabilities() provider.Capabilities { return provider.Capabilities{} }
+// Capabilities: continuing a dropped answer, when the server has a form for
+// it and has not rejected it.
+func (p *Provider) Capabilities() provider.Capabilities {
+	return provider.Capabilities{Continue: p.form != "" && p.form != provider.ContinueNone && !p.rejected.Load()}
+}
 
 // Stream sends the request and emits its output deltas. It returns nil only
 // after finish_reason and [DONE]; otherwise a classified error.
 func (p *Provider) Stream(ctx context.Context, req provider.Request, emit provider.Emit) error {
 	obs := &observation{}
-	ctx = context.WithValue(ctx, observationKey{}, obs)
+	return p.stream(context.WithValue(ctx, observationKey{}, obs), obs, chatRequest(req), emit)
+}
+
+// chatRequest is the wire request of a node.
+func chatRequest(req provider.Request) goopenai.ChatCompletionRequest {
 	creq := goopenai.ChatCompletionRequest{
 		Model:         req.Model,
 		Stream:        true,
@@ -89,7 +106,11 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request, emit provid
 		creq.MaxCompletionTokens = req.MaxOutputTokens
 	}
 	creq.ReasoningEffort = req.ReasoningEffort
+	return creq
+}
 
+// stream sends creq and emits what comes back, until terminal evidence.
+func (p *Provider) stream(ctx context.Context, obs *observation, creq goopenai.ChatCompletionRequest, emit provider.Emit) error {
 	stream, err := p.client.CreateChatCompletionStream(ctx, creq)
 	if err != nil {
 		return obs.classify(err)

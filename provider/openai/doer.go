@@ -2,6 +2,8 @@ package openai
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -23,6 +25,10 @@ type observationKey struct{}
 type observation struct {
 	retryAfter atomic.Int64 // nanoseconds
 	done       atomic.Bool  // a `data: [DONE]` line was read
+	status     atomic.Int32 // the response's HTTP status
+	// patch, when set, edits the JSON request body before it is sent: the
+	// fields of a continuation form that go-openai does not know (continue.go).
+	patch func(body map[string]json.RawMessage) error
 }
 
 func (o *observation) sawDone() bool { return o.done.Load() }
@@ -39,11 +45,17 @@ func (o *observation) classify(err error) error {
 
 func (d *watchingDoer) Do(req *http.Request) (*http.Response, error) {
 	provider.MarkNode(req)
-	resp, err := d.c.Do(req)
 	obs, _ := req.Context().Value(observationKey{}).(*observation)
+	if obs != nil && obs.patch != nil && req.Body != nil {
+		if err := patchBody(req, obs.patch); err != nil {
+			return nil, err
+		}
+	}
+	resp, err := d.c.Do(req)
 	if err != nil || obs == nil {
 		return resp, err
 	}
+	obs.status.Store(int32(resp.StatusCode))
 	if resp.StatusCode >= 400 {
 		obs.retryAfter.Store(int64(diagnostics.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())))
 		guard.BoundErrorBody(resp) // go-openai reads all of it, and quotes it in its error
@@ -58,6 +70,29 @@ func (d *watchingDoer) Do(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = &doneWatcher{r: resp.Body, obs: obs}
 	return resp, nil
+}
+
+// patchBody rewrites req's JSON body with patch.
+func patchBody(req *http.Request, patch func(map[string]json.RawMessage) error) error {
+	raw, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	if err != nil {
+		return fmt.Errorf("chat request body: %w", err)
+	}
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &body); err != nil {
+		return fmt.Errorf("chat request body: %w", err)
+	}
+	if err := patch(body); err != nil {
+		return fmt.Errorf("chat request body: %w", err)
+	}
+	if raw, err = json.Marshal(body); err != nil {
+		return fmt.Errorf("chat request body: %w", err)
+	}
+	req.Body = io.NopCloser(bytes.NewReader(raw))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }
+	req.ContentLength = int64(len(raw))
+	return nil
 }
 
 var doneLine = []byte("data: [DONE]")

@@ -61,6 +61,7 @@ type chatCall struct {
 	created int64
 	model   string
 	tokens  []string
+	echo    string // a repeated prefix sent before the tokens (Config.ContinuationEcho)
 	p       params
 	usage   chatUsage
 	count   tokenCounter
@@ -92,12 +93,26 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if s.earlyFault(w, r, f, EndpointChat) {
 		return
 	}
+	cont, status, msg, param := s.continuation(&req)
+	if status != 0 {
+		writeError(w, status, msg, param)
+		return
+	}
 	input := req.input()
 	c := &chatCall{
 		id: newID("chatcmpl-"), created: unixNow(), model: req.Model, p: p,
 		tokens: Text(req.Model, input, s.cfg.Seed, p.tokens), count: s.stats.tokensFor(at.node),
 	}
-	c.usage = chatUsage{PromptTokens: countTokens(input), CompletionTokens: len(c.tokens),
+	prompt := countTokens(input)
+	if cont != nil {
+		s.stats.continued.Add(1)
+		c.tokens = s.rest(req.Model, input, c.tokens, cont.prefix)
+		prompt += countTokens(cont.prefix) // the partial answer is input again
+		if s.cfg.ContinuationEcho {
+			c.echo = cont.prefix
+		}
+	}
+	c.usage = chatUsage{PromptTokens: prompt, CompletionTokens: len(c.tokens),
 		PromptDetails: &promptDetails{}, CompletionDetails: &completionDetails{}}
 	c.usage.TotalTokens = c.usage.PromptTokens + c.usage.CompletionTokens
 	if !req.Stream {
@@ -135,13 +150,22 @@ func (s *Server) streamChat(sw *sseWriter, c *chatCall, includeUsage bool) error
 	if err := sw.send(c.frame(chunkDelta{Role: "assistant", Content: &empty}, nil)); err != nil {
 		return err
 	}
+	if c.echo != "" { // repeated, not generated
+		if err := sw.send(c.contentFrame(c.echo)); err != nil {
+			return err
+		}
+	}
 	for i, tok := range c.tokens {
 		if d := c.p.wait(i, false); d > 0 {
 			if err := sw.idle(nil, d); err != nil {
 				return err
 			}
 		}
-		c.count.add()
+		// A token whose frame a cut fault halves is never delivered: not
+		// counted, since a continuation generates it (once) again.
+		if !sw.cutNext {
+			c.count.add()
+		}
 		if err := sw.send(c.contentFrame(tok)); err != nil {
 			return err
 		}
@@ -193,7 +217,7 @@ func (c *chatCall) completion() map[string]any {
 		"system_fingerprint": fingerprint,
 		"choices": []any{map[string]any{
 			"index":         0,
-			"message":       map[string]any{"role": "assistant", "content": strings.Join(c.tokens, ""), "refusal": nil},
+			"message":       map[string]any{"role": "assistant", "content": c.echo + strings.Join(c.tokens, ""), "refusal": nil},
 			"logprobs":      nil,
 			"finish_reason": c.finishReason(),
 		}},

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -22,8 +23,8 @@ const DefaultTokens = 64
 // DefaultTokens tokens as fast as possible with no faults.
 //
 // Its YAML form (LoadConfig, DecodeConfig) has the keys seed, tokens,
-// tokens_per_second, silence, burst_tokens, keepalive and faults (a list of
-// Fault); durations are Go duration strings ("2s", "150ms").
+// tokens_per_second, silence, burst_tokens, keepalive, continuation,
+// continuation_echo and faults (a list of Fault); durations are Go duration strings ("2s", "150ms").
 type Config struct {
 	Seed            int64
 	Tokens          int           // output tokens when the request gives no max (default 64)
@@ -31,8 +32,15 @@ type Config struct {
 	Silence         time.Duration // reasoning silence before the first output token
 	BurstTokens     int           // if >0, after each burst of this many tokens, silence again for Silence
 	Keepalive       time.Duration // if >0, send ": keepalive" SSE comments after this long without writing
-	Faults          []Fault
-	Logger          *slog.Logger // nil = discard
+	// Continuation lists the forms of continuing a partial chat answer the
+	// server accepts (FormPrefix, FormContinueFinal, FormAssistantLast);
+	// nil accepts all, ["none"] none (see continue.go).
+	Continuation []string
+	// ContinuationEcho: a continued answer repeats the prefix before the
+	// continuation, as some servers do.
+	ContinuationEcho bool
+	Faults           []Fault
+	Logger           *slog.Logger // nil = discard
 }
 
 // ConfigError is a config problem at a line of the YAML source.
@@ -120,6 +128,24 @@ func DecodeConfig(n *yaml.Node) (Config, error) {
 			return nonNegative(v, key, &cfg.BurstTokens)
 		case "keepalive":
 			return duration(v, key, &cfg.Keepalive)
+		case "continuation":
+			if v.Kind != yaml.SequenceNode {
+				return errAt(v, "continuation must be a list of forms (prefix, continue_final_message, assistant_last) or [none]")
+			}
+			cfg.Continuation = []string{}
+			for _, fn := range v.Content {
+				var f string
+				if err := scalar(fn, key, &f); err != nil {
+					return err
+				}
+				if f != formNone && !slices.Contains(forms, f) {
+					return errAt(fn, "unknown continuation form %q (want prefix, continue_final_message, assistant_last or none)", f)
+				}
+				cfg.Continuation = append(cfg.Continuation, f)
+			}
+			return nil
+		case "continuation_echo":
+			return scalar(v, key, &cfg.ContinuationEcho)
 		case "faults":
 			if isNull(v) {
 				return nil
@@ -136,7 +162,7 @@ func DecodeConfig(n *yaml.Node) (Config, error) {
 			}
 			return nil
 		}
-		return errAt(v, "unknown field %q (want seed, tokens, tokens_per_second, silence, burst_tokens, keepalive, faults)", key)
+		return errAt(v, "unknown field %q (want seed, tokens, tokens_per_second, silence, burst_tokens, keepalive, continuation, continuation_echo, faults)", key)
 	})
 	return cfg, err
 }

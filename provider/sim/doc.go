@@ -63,6 +63,15 @@
 // background response they never touch the generator, which keeps producing
 // into the response's log, so a resume finds everything.
 //
+// # Continuing a partial chat answer
+//
+// A chat request whose last message is a partial assistant answer, in one of
+// the forms real servers take (continue.go, docs/providers.md), is continued:
+// when the partial answer is a prefix of the deterministic answer, exactly the
+// rest is streamed and only those tokens are generated (Stats.ContinuedRequests,
+// Stats.TokensGenerated), so a test can check byte-identical output and that
+// nothing was regenerated.
+//
 // # Config file
 //
 // `noderun sim serve --faults FILE` and the `sim:` block of a graph file use
@@ -74,6 +83,9 @@
 //	silence: 2s             # before the first token, and after each burst
 //	burst_tokens: 50        # 0 = a single burst
 //	keepalive: 500ms        # ": keepalive" after this long without writing
+//	continuation: [prefix]  # forms of continuing a partial chat answer it accepts
+//	                        # (prefix, continue_final_message, assistant_last; default all; [none])
+//	continuation_echo: true # a continued answer repeats the prefix first
 //	faults:
 //	  - endpoint: chat          # chat, responses.create, responses.get,
 //	                            # responses.stream, responses.cancel, models; omit for any

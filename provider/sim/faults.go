@@ -86,7 +86,8 @@ type Fault struct {
 	Endpoint string `yaml:"endpoint" json:"endpoint,omitempty"`
 	// Node restricts the fault to requests for this graph node (NodeHeader
 	// or NodeMetadata), and makes Requests count that node's requests only:
-	// for chat and responses.create, request k is the node's attempt k, so
+	// for chat and responses.create, request k is the node's attempt k (or a
+	// continuation of its answer, which stays in the attempt), so
 	// the fault hits the same request whatever runs beside it.
 	Node string `yaml:"node" json:"node,omitempty"`
 	// Requests are 1-based request numbers, counted per endpoint (per node

@@ -82,6 +82,8 @@ type message struct {
 	Type    string  `json:"type"`
 	Role    string  `json:"role"`
 	Content content `json:"content"`
+	// Prefix marks a partial assistant answer to continue (continue.go).
+	Prefix *bool `json:"prefix"`
 }
 
 func lastUserText(msgs []message) string {

@@ -17,6 +17,9 @@ type chatRequest struct {
 	MaxTokens           int            `json:"max_tokens"`
 	MaxCompletionTokens int            `json:"max_completion_tokens"`
 	Metadata            map[string]any `json:"metadata"`
+	// vLLM's continuation flags (continue.go).
+	ContinueFinalMessage *bool `json:"continue_final_message"`
+	AddGenerationPrompt  *bool `json:"add_generation_prompt"`
 }
 
 type streamOptions struct {

@@ -22,6 +22,9 @@ type Stats struct {
 	TokensGenerated int64 `json:"tokens_generated"`
 	// ReasoningTokens counts reasoning summary tokens produced.
 	ReasoningTokens int64 `json:"reasoning_tokens"`
+	// ContinuedRequests counts chat requests that continued a partial
+	// answer (any form); their tokens_generated is only what followed it.
+	ContinuedRequests int64 `json:"continued_requests"`
 	// Faults counts faults that acted, per kind.
 	Faults map[string]int64 `json:"faults"`
 	// Nodes counts, per graph node that named itself (NodeHeader or
@@ -48,6 +51,7 @@ type counters struct {
 	responses   atomic.Int64
 	tokens      atomic.Int64
 	reasoning   atomic.Int64
+	continued   atomic.Int64
 	nodes       map[string]*nodeCounters
 }
 
@@ -138,6 +142,7 @@ func (c *counters) reset() {
 	c.responses.Store(0)
 	c.tokens.Store(0)
 	c.reasoning.Store(0)
+	c.continued.Store(0)
 }
 
 func (c *counters) fault(k FaultKind) {
@@ -153,13 +158,14 @@ func (c *counters) snapshot() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := Stats{
-		Requests:         maps.Clone(c.requests),
-		Connections:      c.connections.Load(),
-		ResponsesCreated: c.responses.Load(),
-		TokensGenerated:  c.tokens.Load(),
-		ReasoningTokens:  c.reasoning.Load(),
-		Faults:           maps.Clone(c.faults),
-		Nodes:            make(map[string]NodeStats, len(c.nodes)),
+		Requests:          maps.Clone(c.requests),
+		Connections:       c.connections.Load(),
+		ResponsesCreated:  c.responses.Load(),
+		TokensGenerated:   c.tokens.Load(),
+		ReasoningTokens:   c.reasoning.Load(),
+		ContinuedRequests: c.continued.Load(),
+		Faults:            maps.Clone(c.faults),
+		Nodes:             make(map[string]NodeStats, len(c.nodes)),
 	}
 	for name, nc := range c.nodes {
 		st.Nodes[name] = NodeStats{Requests: maps.Clone(nc.requests), TokensGenerated: nc.tokens.Load(), Events: nc.events.Load()}

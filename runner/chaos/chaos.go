@@ -191,9 +191,13 @@ func (x *caseRun) streamEndpoint(n *runner.Node) string {
 	return sim.EndpointResponsesCreate
 }
 
-// resumable reports whether n's provider re-attaches without regenerating.
+// resumable reports whether n's provider re-attaches (Responses) or
+// continues (a chat server with a continuation form) without regenerating.
 func (x *caseRun) resumable(n *runner.Node) bool {
 	spec := x.g.Providers[n.Provider]
+	if spec.Continuation != "" && spec.Continuation != "none" {
+		return true
+	}
 	return spec.Kind == runner.ProviderKindResponses || spec.Kind == runner.ProviderKindSim && spec.API == runner.SimAPIResponses
 }
 
@@ -313,7 +317,7 @@ func (x *caseRun) judge(ctx context.Context, r *Result, c Case, n *runner.Node, 
 		switch e.Code {
 		case "NR103", "NR205":
 			r.Retries++
-		case "NR102":
+		case "NR102", "NR110": // a re-attach, or a continue of a chat answer: both bounded by reconnects
 			r.Reconnects++
 		case "NR108":
 			var p struct {

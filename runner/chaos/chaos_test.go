@@ -242,3 +242,34 @@ nodes:
 		}
 	}
 }
+
+// A chat node whose server continues a dropped answer: every drop after some
+// output is continued (NR110, counted with the reconnects) and nothing the
+// node received is generated again.
+func TestContinuationUnderChaos(t *testing.T) {
+	g := loadGraph(t, "continued.yaml")
+	prof, err := runner.Prepare(g, &runner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := Select(DefaultCases(prof), &Matrix{Defaults: []string{"close-middle", "cut-late", "reset-early", "idle-silence"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, g, Options{Journal: openJournal(t), Cases: cases, Seed: 5, Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	_ = rep.WriteTable(&buf)
+	if !rep.OK() || len(rep.Results) != len(cases) {
+		t.Fatalf("%d of %d failed\n%s", rep.Failed, len(rep.Results), buf.String())
+	}
+	for _, r := range rep.Results {
+		if r.Regenerated != 0 || r.Retries != 0 || !slices.Contains(r.Codes, "NR110") {
+			t.Errorf("%s: regenerated %d, retries %d, codes %v: want a continue and nothing regenerated", r.Case, r.Regenerated, r.Retries, r.Codes)
+		}
+	}
+}

@@ -1,4 +1,4 @@
-package runner
+package graph
 
 import (
 	"errors"
@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// FuzzParseGraph feeds ParseGraph untrusted text: it must never panic, a
-// rejection is a *GraphError whose every line names the file, and an accepted
+// FuzzParseGraph feeds Parse untrusted text: it must never panic, a
+// rejection is a *Error whose every line names the file, and an accepted
 // graph is acyclic with every need and provider defined.
 func FuzzParseGraph(f *testing.F) {
 	for _, pattern := range []string{"*.yaml", "valid/*.yaml", "invalid/*.yaml"} {
@@ -28,6 +28,9 @@ func FuzzParseGraph(f *testing.F) {
 		graphHead + "  - {id: a, prompt: x}\n  - {id: b, needs: [a], prompt: '{{ output \"a\" }}{{ .Outputs.a }}{{ index .Outputs \"a\" }}'}\n",
 		graphHead + "  - &n {id: a, prompt: x}\n  - {<<: *n, id: b}\n  - {<<: [*n, *n], id: c}\n",
 		"name: &a [*a]\n",
+		"name: t\ninputs:\n  goal: {description: x}\n  n: {type: int, default: 2}\n  f: {type: file, required: false}\n" +
+			"providers:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: '{{ input \"goal\" }}{{ .Inputs.n }}', timeout: 1m, continue_on_failure: true}\n" +
+			"  - {id: b, needs: [a], prompt: '{{ if failed \"a\" }}x{{ end }}'}\n",
 		"a: &a\n  b: *a\nname: t\nnodes: *a\n",
 		graphHead + "  - {id: a, prompt: '{{ define \"t\" }}{{ template \"t\" . }}{{ end }}x'}\n",
 		graphHead + "  - {id: a, prompt: '{{ with $x := 1 }}{{ $.Outputs }}{{ end }}'}\n",
@@ -35,9 +38,9 @@ func FuzzParseGraph(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
-		g, err := ParseGraph("f.yaml", src)
+		g, err := Parse("f.yaml", src)
 		if err != nil {
-			var ge *GraphError
+			var ge *Error
 			if !errors.As(err, &ge) {
 				t.Fatalf("error is %T: %v", err, err)
 			}
@@ -45,7 +48,7 @@ func FuzzParseGraph(f *testing.F) {
 				t.Fatal("graph returned with an error")
 			}
 			if len(ge.Problems) == 0 {
-				t.Fatal("GraphError without problems")
+				t.Fatal("Error without problems")
 			}
 			for _, p := range ge.Problems {
 				if p.Line < 0 || p.Msg == "" {
@@ -60,6 +63,11 @@ func FuzzParseGraph(f *testing.F) {
 			return
 		}
 		graphCheckInvariants(t, g)
+		// What parses can be rebuilt from its fields (graphs made in code and
+		// journaled as YAML take that path).
+		if _, err := Build(g, Options{}); err != nil {
+			t.Fatalf("an accepted graph does not rebuild: %v", err)
+		}
 		outs := map[string]string{}
 		for _, id := range g.Order() {
 			outs[id] = "out-" + id

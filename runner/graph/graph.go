@@ -1,17 +1,21 @@
-package runner
+package graph
 
 import (
 	"container/heap"
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"text/template"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
 
 // Graph is a validated goal graph, as read from a YAML file. A *Graph
-// returned by LoadGraph or ParseGraph is acyclic, every need names a defined
+// returned by Load or Parse is acyclic, every need names a defined
 // node, every node names a defined provider, and every prompt template refers
 // only to the outputs of the node's needs. It is not modified after parsing
 // and is safe for concurrent use.
@@ -23,11 +27,15 @@ type Graph struct {
 	// ProfilesPath is the profiles file, made absolute against the graph
 	// file's directory ("" when the file sets none).
 	ProfilesPath string
-	// Path is the graph file as given to LoadGraph or ParseGraph.
+	// Path is the graph file as given to Load or Parse.
 	Path string
 	// Source is the file's text and Hash its sha256, in hex.
 	Source []byte
 	Hash   string
+	// Inputs are the values a run takes (`noderun run --input name=value`),
+	// in file order; InputsLine is where `inputs:` is (0 when absent).
+	Inputs     []*Input
+	InputsLine int
 	// Providers by name.
 	Providers map[string]*ProviderSpec
 	// Nodes in file order.
@@ -53,7 +61,7 @@ const (
 )
 
 // ProviderSpec is one entry of a graph's providers mapping. Only the fields
-// valid for its Kind can be set (see the package's graph file format).
+// valid for its Kind can be set (see fieldsProvider and docs/graph.md).
 type ProviderSpec struct {
 	Name string
 	// Kind is one of the ProviderKind constants.
@@ -69,6 +77,9 @@ type ProviderSpec struct {
 	MaxDials int
 	// API (sim): SimAPIChat or SimAPIResponses; set to SimAPIChat when omitted.
 	API string
+	// Continuation (openai, sim chat): the server's form for continuing a
+	// partial answer (provider.Continuation); empty means none.
+	Continuation string
 	// Harness (harness): a built-in descriptor name, or a descriptor file.
 	// Command (harness): the binary. A Harness or Command value that contains
 	// a path separator is made absolute against the graph file's directory;
@@ -126,6 +137,14 @@ type Node struct {
 	// SideEffects is as set, or when omitted SideUnsafe for harness
 	// providers and SideNone otherwise.
 	SideEffects SideEffects
+	// Timeout bounds the node's wall time, recovery included (0: none).
+	Timeout time.Duration
+	// ContinueOnFailure: when the node fails, its dependents still run; they
+	// see an empty output and `failed "id"` true. The run still fails.
+	ContinueOnFailure bool
+	// Env is added to the environment of the node's harness process, over
+	// the provider's Env (harness providers only).
+	Env map[string]string
 	// Line is where the node's entry starts in the file.
 	Line int
 
@@ -133,15 +152,54 @@ type Node struct {
 	systemTmpl *template.Template
 }
 
-// LoadGraph reads and validates a graph file. A file that cannot be read is
-// a plain error; a file that is not a valid graph is a *GraphError listing
+// Load reads and validates a graph file. A file that cannot be read is
+// a plain error; a file that is not a valid graph is an *Error listing
 // every problem found.
-func LoadGraph(path string) (*Graph, error) {
-	src, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("graph: %w", err)
+func Load(path string) (*Graph, error) { return LoadContext(context.Background(), path) }
+
+// MaxFileBytes bounds a graph file: far above any graph people write, far
+// below what would hurt (a path to /dev/zero, a pipe that never ends).
+const MaxFileBytes = 4 << 20
+
+// MaxPromptBytes bounds a node's rendered system or prompt: above any
+// model's context window, so a template that would render more (a range
+// over a huge count, outputs pasted many times) is an error, not an OOM.
+const MaxPromptBytes = 8 << 20
+
+// ErrTooLarge is the error of a graph file or rendered prompt past its bound.
+var ErrTooLarge = errors.New("larger than noderun's limit")
+
+// LoadContext is Load, reading at most MaxFileBytes and giving up when ctx
+// ends: a FIFO that nobody writes, or a device, cannot hold the caller (the
+// blocked read is abandoned).
+func LoadContext(ctx context.Context, path string) (*Graph, error) {
+	type result struct {
+		src []byte
+		err error
 	}
-	return ParseGraph(path, src)
+	done := make(chan result, 1)
+	go func() {
+		f, err := os.Open(path)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer f.Close()
+		src, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+		done <- result{src, err}
+	}()
+	select {
+	case <-ctx.Done():
+		return nil, fmt.Errorf("graph: reading %s: %w", path, context.Cause(ctx))
+	case r := <-done:
+		switch {
+		case r.err != nil:
+			return nil, fmt.Errorf("graph: %w", r.err)
+		case len(r.src) > MaxFileBytes:
+			return nil, fmt.Errorf("graph: %s is %w: a graph file may have at most %d MiB", path, ErrTooLarge, MaxFileBytes>>20)
+		}
+		return Parse(path, r.src)
+	}
 }
 
 // Node returns the node with the given id, or nil.
@@ -215,9 +273,9 @@ func (h *graphIntHeap) Pop() any {
 	return x
 }
 
-// GraphError is a graph file that is not valid: every problem found, in line
+// Error is a graph file that is not valid: every problem found, in line
 // order.
-type GraphError struct {
+type Error struct {
 	Path     string
 	Problems []Problem
 }
@@ -243,7 +301,7 @@ func (p Problem) String() string {
 }
 
 // Error lists every problem, one per line, as "path:line: message".
-func (e *GraphError) Error() string {
+func (e *Error) Error() string {
 	path := e.Path
 	if path == "" {
 		path = "<graph>"

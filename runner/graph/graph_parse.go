@@ -1,4 +1,4 @@
-package runner
+package graph
 
 import (
 	"bytes"
@@ -14,10 +14,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/noderun/noderun/provider/conns"
 )
 
 var (
@@ -27,40 +26,44 @@ var (
 	graphDigitsPattern  = regexp.MustCompile(`^[-+]?[0-9_]+$`)
 )
 
-// Field names, for unknown-field messages and suggestions.
+// Field names, for unknown-field messages and suggestions (fields.go).
 var (
-	graphRootFields     = []string{"name", "profile", "profiles", "providers", "nodes"}
-	graphNodeFields     = []string{"id", "needs", "provider", "model", "system", "prompt", "reasoning_effort", "max_output_tokens", "retries", "side_effects"}
-	graphProviderKinds  = []string{ProviderKindSim, ProviderKindOpenAI, ProviderKindResponses, ProviderKindHarness}
-	graphReasoningLevel = []string{"none", "minimal", "low", "medium", "high"}
-	graphSideEffects    = []string{string(SideNone), string(SideIdempotent), string(SideUnsafe)}
-	graphSimAPIs        = []string{SimAPIChat, SimAPIResponses}
+	graphRootFields  = fieldNames(fieldsGraph)
+	graphNodeFields  = fieldNames(fieldsNode)
+	graphInputFields = fieldNames(fieldsInput)
 	// graphProviderFields lists, for each provider field, the kinds it is
 	// valid for; nil means every kind.
-	graphProviderFields = map[string][]string{
-		"kind":        nil,
-		"model":       nil,
-		"base_url":    {ProviderKindOpenAI, ProviderKindResponses},
-		"api_key_env": {ProviderKindOpenAI, ProviderKindResponses},
-		"api":         {ProviderKindSim},
-		"sim":         {ProviderKindSim},
-		"harness":     {ProviderKindHarness},
-		"command":     {ProviderKindHarness},
-		"args":        {ProviderKindHarness},
-		"env":         {ProviderKindHarness},
-		"workdir":     {ProviderKindHarness},
-		"state_dir":   {ProviderKindHarness},
-		"max_dials":   {ProviderKindOpenAI, ProviderKindResponses},
-	}
+	graphProviderFields = func() map[string][]string {
+		m := make(map[string][]string, len(fieldsProvider))
+		for _, f := range fieldsProvider {
+			m[f.Name] = f.Kinds
+		}
+		return m
+	}()
+	// graphContinuations are provider.Continuations() (a runner test checks).
+	graphContinuations = []string{"none", "prefix", "continue_final_message", "assistant_last"}
 )
 
 // graphMergeBudget bounds the work merge keys (<<) can cause in one file.
 const graphMergeBudget = 10000
 
-// ParseGraph parses and validates a graph file's text. path is used in
+// Options change how a graph file is read.
+type Options struct {
+	// Kinds are provider kinds beyond the built-in ones, as registered with
+	// the runner (runner.Options.Kinds). A provider of such a kind may set
+	// only kind and model.
+	Kinds []string
+}
+
+// Parse parses and validates a graph file's text. path is used in
 // messages and to resolve relative paths in the file; it is not read. Every
-// problem found is returned in one *GraphError.
-func ParseGraph(path string, src []byte) (*Graph, error) {
+// problem found is returned in one *Error.
+func Parse(path string, src []byte) (*Graph, error) {
+	return ParseWith(path, src, Options{})
+}
+
+// ParseWith is Parse with options.
+func ParseWith(path string, src []byte, opts Options) (*Graph, error) {
 	sum := sha256.Sum256(src)
 	g := &Graph{
 		Path:      path,
@@ -68,17 +71,18 @@ func ParseGraph(path string, src []byte) (*Graph, error) {
 		Hash:      hex.EncodeToString(sum[:]),
 		Providers: map[string]*ProviderSpec{},
 	}
-	p := &graphParser{dir: filepath.Dir(path), mergeBudget: graphMergeBudget}
+	p := &graphParser{dir: filepath.Dir(path), mergeBudget: graphMergeBudget, inputs: map[string]*Input{},
+		kinds: append(slices.Clone(graphProviderKinds), opts.Kinds...)}
 	if root := p.document(src); root != nil {
 		p.graph(g, root)
 	}
 	if len(p.problems) > 0 {
 		sort.SliceStable(p.problems, func(i, j int) bool { return p.problems[i].Line < p.problems[j].Line })
-		return nil, &GraphError{Path: path, Problems: p.problems}
+		return nil, &Error{Path: path, Problems: p.problems}
 	}
 	g.index()
 	if len(g.order) != len(g.Nodes) { // cannot happen: cycles are problems
-		return nil, &GraphError{Path: path, Problems: []Problem{{Msg: "internal error: graph has a cycle"}}}
+		return nil, &Error{Path: path, Problems: []Problem{{Msg: "internal error: graph has a cycle"}}}
 	}
 	return g, nil
 }
@@ -90,6 +94,8 @@ type graphParser struct {
 	// mergeReported: the merge budget's exhaustion is reported once.
 	mergeReported bool
 	nodes         []*graphParsedNode
+	inputs        map[string]*Input // declared, by name, for template checks
+	kinds         []string          // provider kinds known
 }
 
 // graphParsedNode is a node with what the checks across nodes need.
@@ -351,6 +357,18 @@ func (p *graphParser) integer(s graphScope, f graphPair) (int, bool) {
 	return n, true
 }
 
+// boolean reads true or false.
+func (p *graphParser) boolean(s graphScope, f graphPair) (bool, bool) {
+	v := graphResolve(f.val)
+	if v == nil || v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" {
+		p.report(s, f.val.Line, f.key.Value, "%s must be true or false", f.key.Value)
+		return false, false
+	}
+	var b bool
+	_ = v.Decode(&b)
+	return b, true
+}
+
 // strList reads a list of strings, with the line of each entry.
 func (p *graphParser) strList(s graphScope, f graphPair) ([]string, []int, bool) {
 	v := graphResolve(f.val)
@@ -464,6 +482,10 @@ func (p *graphParser) graph(g *Graph, root *yaml.Node) {
 		}
 	}
 
+	if f, ok := fields["inputs"]; ok {
+		p.inputsBlock(g, f)
+	}
+
 	if f, ok := fields["providers"]; ok {
 		switch v := graphResolve(f.val); {
 		case v != nil && graphIsNull(v):
@@ -524,7 +546,7 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 	}
 	v := graphResolve(val)
 	if v == nil || graphIsNull(v) {
-		p.report(s, key.Line, "kind", "missing kind (one of %s)", strings.Join(graphProviderKinds, ", "))
+		p.report(s, key.Line, "kind", "missing kind (one of %s)", strings.Join(p.kinds, ", "))
 		return spec
 	}
 	if v.Kind != yaml.MappingNode {
@@ -538,21 +560,21 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 			kindLine = f.key.Line
 			if k, ok := p.str(s, f); ok {
 				spec.Kind = k
-				if !slices.Contains(graphProviderKinds, k) {
-					p.report(s, f.val.Line, "kind", "unknown kind %s (want one of %s)", graphQuote(k), strings.Join(graphProviderKinds, ", "))
+				if !slices.Contains(p.kinds, k) {
+					p.report(s, f.val.Line, "kind", "unknown kind %s (want one of %s)", graphQuote(k), strings.Join(p.kinds, ", "))
 				}
 			}
 		}
 	}
-	kindKnown := slices.Contains(graphProviderKinds, spec.Kind)
-	if spec.Kind == "" && !graphMisspelt(fields, "kind", graphProviderFieldsFor("")) {
-		p.report(s, kindLine, "kind", "missing kind (one of %s)", strings.Join(graphProviderKinds, ", "))
+	kindKnown := slices.Contains(p.kinds, spec.Kind)
+	if spec.Kind == "" && !graphMisspelt(fields, "kind", p.providerFieldsFor("")) {
+		p.report(s, kindLine, "kind", "missing kind (one of %s)", strings.Join(p.kinds, ", "))
 	}
 	for _, f := range fields {
 		name := f.key.Value
 		kinds, known := graphProviderFields[name]
 		if !known {
-			p.unknownField(s, f.key, graphProviderFieldsFor(spec.Kind))
+			p.unknownField(s, f.key, p.providerFieldsFor(spec.Kind))
 			continue
 		}
 		if kinds != nil && kindKnown && !slices.Contains(kinds, spec.Kind) {
@@ -630,9 +652,16 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 		case "max_dials":
 			if v, ok := p.integer(s, f); ok {
 				if v <= 0 {
-					p.report(s, f.val.Line, name, "max_dials must be > 0 (omit it for the default, %d), got %d", conns.DefaultMaxDials, v)
+					p.report(s, f.val.Line, name, "max_dials must be > 0 (omit it for the default), got %d", v)
 				}
 				spec.MaxDials = v
+			}
+		case "continuation":
+			if c, ok := p.str(s, f); ok {
+				if !slices.Contains(graphContinuations, c) {
+					p.report(s, f.val.Line, name, "continuation must be one of %s, not %s", strings.Join(graphContinuations, ", "), graphQuote(c))
+				}
+				spec.Continuation = c
 			}
 		case "state_dir":
 			if d, ok := p.str(s, f); ok {
@@ -645,6 +674,9 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 	}
 	if spec.Kind == ProviderKindSim && spec.API == "" {
 		spec.API = SimAPIChat
+	}
+	if spec.API == SimAPIResponses && spec.Continuation != "" && spec.Continuation != "none" {
+		p.report(s, spec.Line, "continuation", "continuation is for chat servers; a Responses API stream is re-attached by id instead")
 	}
 	return spec
 }
@@ -660,10 +692,10 @@ func graphMisspelt(fields []graphPair, want string, known []string) bool {
 	return false
 }
 
-// graphProviderFieldsFor lists the fields valid for a provider kind (all of
+// providerFieldsFor lists the fields valid for a provider kind (all of
 // them when the kind is unknown), sorted.
-func graphProviderFieldsFor(kind string) []string {
-	known := slices.Contains(graphProviderKinds, kind)
+func (p *graphParser) providerFieldsFor(kind string) []string {
+	known := slices.Contains(p.kinds, kind)
 	var out []string
 	for f, kinds := range graphProviderFields {
 		if kinds == nil || !known || slices.Contains(kinds, kind) {
@@ -815,6 +847,35 @@ func (p *graphParser) node(g *Graph, idx int, item *yaml.Node) {
 		n.SideEffects = SideNone
 	}
 
+	// timeout, continue_on_failure, env
+	if f, ok := byName["timeout"]; ok {
+		if v, ok := p.str(s, f); ok {
+			d, err := time.ParseDuration(v)
+			switch {
+			case err != nil:
+				p.report(s, f.val.Line, "timeout", "timeout must be a duration like 90s, 20m or 1h30m, not %s", graphQuote(v))
+			case d <= 0:
+				p.report(s, f.val.Line, "timeout", "timeout must be > 0 (omit it for no timeout)")
+			}
+			n.Timeout = d
+		}
+	}
+	if f, ok := byName["continue_on_failure"]; ok {
+		n.ContinueOnFailure, _ = p.boolean(s, f)
+	}
+	if f, ok := byName["env"]; ok {
+		env, _ := p.strMap(s, f)
+		for _, k := range graphSortedKeys(env) {
+			if !graphEnvNamePattern.MatchString(k) {
+				p.report(s, f.val.Line, "env", "env: %s is not a valid environment variable name", graphQuote(k))
+			}
+		}
+		if spec != nil && spec.Kind != ProviderKindHarness && len(env) > 0 {
+			p.report(s, f.key.Line, "env", "env is only for nodes of harness providers (provider %s is %s)", graphQuote(spec.Name), spec.Kind)
+		}
+		n.Env = env
+	}
+
 	// system and prompt templates
 	if f, ok := byName["system"]; ok {
 		if v, ok := p.str(s, f); ok {
@@ -859,3 +920,6 @@ func graphSortedKeys[V any](m map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
+
+// ContinuationForms lists the values of a provider's continuation field.
+func ContinuationForms() []string { return slices.Clone(graphContinuations) }

@@ -1,4 +1,4 @@
-package runner
+package graph
 
 import (
 	"errors"
@@ -18,7 +18,9 @@ import (
 // graphTemplateData: {{ .Outputs.plan }} is the output of need "plan", and
 // {{ output "plan" }} (for ids that are not Go identifiers, like "my-plan")
 // and {{ index .Outputs "plan" }} are the same. Only the outputs of the
-// node's needs are there; a missing one is an error, never "".
+// node's needs are there; a missing one is an error, never "". A need that
+// failed under continue_on_failure has the output "" and {{ failed "id" }}
+// true. {{ input "goal" }} and {{ .Inputs.goal }} are the run's inputs.
 //
 // Parsing checks statically that a template uses only outputs of the node's
 // needs. References that cannot be checked (a computed id, .Outputs used as a
@@ -28,12 +30,27 @@ import (
 type graphTemplateData struct {
 	// Outputs holds the outputs of the node's needs, by id.
 	Outputs map[string]string
+	// Inputs holds the run's inputs, by name.
+	Inputs map[string]string
+}
+
+// Values are what a node's templates read when it is rendered.
+type Values struct {
+	// Outputs must hold the output of every need ("" for one that failed
+	// under continue_on_failure); entries for other nodes are ignored.
+	Outputs map[string]string
+	// Failed names the needs that failed under continue_on_failure.
+	Failed map[string]bool
+	// Inputs are the run's resolved inputs (Graph.ResolveInputs).
+	Inputs map[string]string
 }
 
 // graphTemplateParseFuncs declares the template functions for parsing; the
 // real ones are bound to a node's outputs when it is rendered.
 var graphTemplateParseFuncs = template.FuncMap{
 	"output": func(string) (string, error) { return "", errors.New("output is only available while rendering") },
+	"input":  func(string) (string, error) { return "", errors.New("input is only available while rendering") },
+	"failed": func(string) (bool, error) { return false, errors.New("failed is only available while rendering") },
 }
 
 var (
@@ -48,9 +65,10 @@ func graphNewTemplate(field, text string) (*template.Template, error) {
 }
 
 // RenderPrompt executes the node's prompt template. outputs must hold the
-// output of every need; entries for other nodes are ignored.
+// output of every need; entries for other nodes are ignored. A template that
+// reads inputs needs Render.
 func (n *Node) RenderPrompt(outputs map[string]string) (string, error) {
-	return n.render("prompt", n.Prompt, n.promptTmpl, outputs)
+	return n.render("prompt", n.Prompt, n.promptTmpl, Values{Outputs: outputs})
 }
 
 // RenderSystem executes the node's system template ("" when it has none), as
@@ -59,10 +77,23 @@ func (n *Node) RenderSystem(outputs map[string]string) (string, error) {
 	if n.System == "" {
 		return "", nil
 	}
-	return n.render("system", n.System, n.systemTmpl, outputs)
+	return n.render("system", n.System, n.systemTmpl, Values{Outputs: outputs})
 }
 
-func (n *Node) render(field, text string, t *template.Template, outputs map[string]string) (string, error) {
+// Render executes the node's system ("" when it has none) and prompt
+// templates with v.
+func (n *Node) Render(v Values) (system, prompt string, err error) {
+	if n.System != "" {
+		if system, err = n.render("system", n.System, n.systemTmpl, v); err != nil {
+			return "", "", err
+		}
+	}
+	prompt, err = n.render("prompt", n.Prompt, n.promptTmpl, v)
+	return system, prompt, err
+}
+
+func (n *Node) render(field, text string, t *template.Template, v Values) (string, error) {
+	outputs := v.Outputs
 	if t == nil { // a Node built in code rather than parsed
 		var err error
 		if t, err = graphNewTemplate(field, text); err != nil {
@@ -81,18 +112,54 @@ func (n *Node) render(field, text string, t *template.Template, outputs map[stri
 	if err != nil {
 		return "", fmt.Errorf("node %q: %s: %w", n.ID, field, err)
 	}
-	c.Funcs(template.FuncMap{"output": func(id string) (string, error) {
-		v, ok := data[id]
-		if !ok {
-			return "", fmt.Errorf("no output %q: it is not one of the node's needs", id)
+	c.Funcs(template.FuncMap{
+		"output": func(id string) (string, error) {
+			v, ok := data[id]
+			if !ok {
+				return "", fmt.Errorf("no output %q: it is not one of the node's needs", id)
+			}
+			return v, nil
+		},
+		"input": func(name string) (string, error) {
+			iv, ok := v.Inputs[name]
+			if !ok {
+				return "", fmt.Errorf("no input %q was given", name)
+			}
+			return iv, nil
+		},
+		"failed": func(id string) (bool, error) {
+			if _, ok := data[id]; !ok {
+				return false, fmt.Errorf("failed %q: it is not one of the node's needs", id)
+			}
+			return v.Failed[id], nil
+		},
+	})
+	inputs := v.Inputs
+	if inputs == nil {
+		inputs = map[string]string{}
+	}
+	b := &boundedBuilder{max: MaxPromptBytes}
+	if err := c.Execute(b, graphTemplateData{Outputs: data, Inputs: inputs}); err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			return "", fmt.Errorf("node %q: %s: the rendered text is %w: at most %d MiB", n.ID, field, ErrTooLarge, MaxPromptBytes>>20)
 		}
-		return v, nil
-	}})
-	var b strings.Builder
-	if err := c.Execute(&b, graphTemplateData{Outputs: data}); err != nil {
 		return "", fmt.Errorf("node %q: %s: %w", n.ID, field, err)
 	}
 	return b.String(), nil
+}
+
+// boundedBuilder is a strings.Builder that refuses to grow past max bytes,
+// so that rendering stops there rather than after the whole text is built.
+type boundedBuilder struct {
+	strings.Builder
+	max int
+}
+
+func (b *boundedBuilder) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > b.max {
+		return 0, ErrTooLarge
+	}
+	return b.Builder.Write(p)
 }
 
 // template parses a node's system or prompt and checks that it uses only the
@@ -132,10 +199,16 @@ func (p *graphParser) template(s graphScope, n *Node, field string, val *yaml.No
 	}
 	w := &graphTmplWalker{t: t, text: text}
 	w.walk()
+	reported := map[string]bool{}
 	for _, is := range w.issues {
 		p.report(s, lineOf(is.line), field, "%s: %s", field, is.msg)
 	}
-	reported := map[string]bool{}
+	for _, r := range w.inputs {
+		if p.inputs[r.id] == nil && !reported["input:"+r.id] {
+			reported["input:"+r.id] = true
+			p.report(s, lineOf(r.line), field, "%s reads input %s, which is not declared under inputs:%s", field, graphQuote(r.id), graphSuggest(r.id, graphSortedKeys(p.inputs)))
+		}
+	}
 	for _, r := range w.refs {
 		if slices.Contains(n.Needs, r.id) || reported[r.id] {
 			continue
@@ -161,7 +234,8 @@ type graphTmplIssue struct {
 type graphTmplWalker struct {
 	t      *template.Template
 	text   string
-	refs   []graphTmplRef
+	refs   []graphTmplRef // outputs of nodes (output, failed, .Outputs)
+	inputs []graphTmplRef // inputs (input, .Inputs)
 	issues []graphTmplIssue
 }
 
@@ -210,9 +284,15 @@ func (w *graphTmplWalker) node(n parse.Node, dotRoot bool) {
 		w.list(n.List, dotRoot)
 		w.list(n.ElseList, dotRoot)
 	case *parse.RangeNode:
-		// Ranging over .Outputs visits only the needs' outputs: allowed.
-		if !graphIsOutputsPipe(n.Pipe) {
+		// Ranging over .Outputs visits only the needs' outputs: allowed, and
+		// so is .Inputs. Anything else (a number, a computed list) could
+		// render without bound, or name outputs that cannot be checked.
+		switch {
+		case graphIsOutputsPipe(n.Pipe):
+		case graphIsInputsPipe(n.Pipe):
 			w.pipe(n.Pipe, dotRoot)
+		default:
+			w.issue(n.Position(), "range works over .Outputs or .Inputs only, like {{ range $id, $out := .Outputs }}")
 		}
 		w.list(n.List, false)
 		w.list(n.ElseList, dotRoot)
@@ -249,6 +329,26 @@ func (w *graphTmplWalker) command(c *parse.CommandNode, dotRoot, piped bool) {
 	if fn, ok := args[0].(*parse.IdentifierNode); ok {
 		args = args[1:]
 		switch fn.Ident {
+		case "call":
+			w.issue(fn.Pos, "call is not available in graph templates: a node's template sees strings, not functions")
+			return
+		case "input", "failed":
+			if piped || len(args) != 1 {
+				w.issue(fn.Pos, `%s takes one name in quotes, like {{ %s "x" }}`, fn.Ident, fn.Ident)
+				w.args(args, dotRoot)
+				return
+			}
+			if s, ok := args[0].(*parse.StringNode); ok {
+				if fn.Ident == "input" {
+					w.inputs = append(w.inputs, graphTmplRef{id: s.Text, line: w.line(s.Pos)})
+				} else {
+					w.ref(s.Text, s.Pos)
+				}
+				return
+			}
+			w.issue(args[0].Position(), `%s needs a name in quotes: a computed name cannot be checked`, fn.Ident)
+			w.args(args, dotRoot)
+			return
 		case "output":
 			if piped || len(args) != 1 {
 				w.issue(fn.Pos, `output takes one node id in quotes, like {{ output "plan" }}`)
@@ -291,8 +391,11 @@ func (w *graphTmplWalker) args(args []parse.Node, dotRoot bool) {
 func (w *graphTmplWalker) arg(a parse.Node, dotRoot bool) {
 	switch a := a.(type) {
 	case *parse.IdentifierNode:
-		if a.Ident == "output" {
+		switch a.Ident {
+		case "output":
 			w.issue(a.Pos, `output must be called with a node id in quotes, like {{ output "plan" }}`)
+		case "input", "failed":
+			w.issue(a.Pos, `%s must be called with a name in quotes, like {{ %s "x" }}`, a.Ident, a.Ident)
 		}
 	case *parse.FieldNode, *parse.VariableNode, *parse.ChainNode, *parse.DotNode, *parse.PipeNode:
 		if path, fromRoot, ok := graphTmplPath(a); ok {
@@ -314,6 +417,13 @@ func (w *graphTmplWalker) path(path []string, atRoot bool, pos parse.Pos) {
 	if len(path) == 0 {
 		return
 	}
+	if path[0] == "Inputs" && atRoot {
+		if len(path) >= 2 {
+			w.inputs = append(w.inputs, graphTmplRef{id: path[1], line: w.line(pos)})
+			return
+		}
+		return // the inputs are all known: ranging over them is fine
+	}
 	if path[0] == "Outputs" {
 		if len(path) >= 2 {
 			w.ref(path[1], pos)
@@ -323,7 +433,7 @@ func (w *graphTmplWalker) path(path []string, atRoot bool, pos parse.Pos) {
 		return
 	}
 	if atRoot {
-		w.issue(pos, `unknown field .%s (a template can use .Outputs.<id> and output "id")`, path[0])
+		w.issue(pos, `unknown field .%s (a template can use .Outputs.<id>, output "id", .Inputs.<name>, input "name" and failed "id")`, path[0])
 	}
 }
 
@@ -356,6 +466,15 @@ func graphTmplPath(n parse.Node) (path []string, fromRoot, ok bool) {
 func graphIsOutputs(n parse.Node) bool {
 	path, _, ok := graphTmplPath(n)
 	return ok && len(path) == 1 && path[0] == "Outputs"
+}
+
+// graphIsInputsPipe: the pipeline is just .Inputs.
+func graphIsInputsPipe(p *parse.PipeNode) bool {
+	if p == nil || len(p.Cmds) != 1 || len(p.Cmds[0].Args) != 1 {
+		return false
+	}
+	path, _, ok := graphTmplPath(p.Cmds[0].Args[0])
+	return ok && len(path) == 1 && path[0] == "Inputs"
 }
 
 // graphIsOutputsPipe: the pipeline is just .Outputs, as in {{ range .Outputs }}.

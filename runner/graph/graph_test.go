@@ -1,4 +1,4 @@
-package runner
+package graph
 
 import (
 	"crypto/sha256"
@@ -38,7 +38,7 @@ func TestParseGraphRejects(t *testing.T) {
 		{"merge of a scalar", graphHead + "  - {id: a, prompt: x, <<: 3}\n", 5, "merge key (<<) must merge a mapping"},
 
 		// top level
-		{"unknown top field", "name: t\ndescr: x\nproviders:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n", 2, `unknown field "descr" (known fields: name, profile, profiles, providers, nodes)`},
+		{"unknown top field", "name: t\ndescr: x\nproviders:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n", 2, `unknown field "descr" (known fields: name, profile, profiles, inputs, providers, nodes)`},
 		{"misspelt name", "nmae: t\nproviders:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n", 1, `unknown field "nmae" (did you mean "name"?)`},
 		{"duplicate top field", "name: t\nname: u\nproviders:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n", 2, `field "name" appears twice (first at line 1)`},
 		{"missing name", "providers:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n", 1, "missing name"},
@@ -57,9 +57,12 @@ func TestParseGraphRejects(t *testing.T) {
 		// providers
 		{"unknown kind", "name: t\nproviders:\n  p: {kind: anthropic}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": unknown kind "anthropic" (want one of sim, openai, responses, harness)`},
 		{"missing kind", "name: t\nproviders:\n  p: {model: x}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": missing kind`},
+		{"unknown continuation", "name: t\nproviders:\n  p: {kind: openai, model: m, continuation: prefill}\nnodes:\n  - {id: a, prompt: x}\n", 3, `continuation must be one of none, prefix, continue_final_message, assistant_last, not "prefill"`},
+		{"continuation of a harness", "name: t\nproviders:\n  p: {kind: harness, continuation: prefix}\nnodes:\n  - {id: a, prompt: x}\n", 3, `field "continuation" is not valid for kind "harness"`},
+		{"continuation of a sim responses", "name: t\nproviders:\n  p: {kind: sim, api: responses, continuation: prefix}\nnodes:\n  - {id: a, prompt: x}\n", 3, "continuation is for chat servers"},
 		{"null provider", "name: t\nproviders:\n  p:\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": missing kind`},
 		{"misspelt kind", "name: t\nproviders:\n  p: {knd: sim}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": unknown field "knd" (did you mean "kind"?)`},
-		{"unknown provider field", "name: t\nproviders:\n  p: {kind: sim, colour: red}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": unknown field "colour" (known fields: api, kind, model, sim)`},
+		{"unknown provider field", "name: t\nproviders:\n  p: {kind: sim, colour: red}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": unknown field "colour" (known fields: api, continuation, kind, model, sim)`},
 		{"sim on openai", "name: t\nproviders:\n  p:\n    kind: openai\n    model: m\n    sim: {}\nnodes:\n  - {id: a, prompt: x}\n", 6, `provider "p": field "sim" is not valid for kind "openai" (it is for sim)`},
 		{"base_url on sim", "name: t\nproviders:\n  p: {kind: sim, base_url: 'http://x'}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": field "base_url" is not valid for kind "sim" (it is for openai, responses)`},
 		{"command on openai", "name: t\nproviders:\n  p: {kind: openai, model: m, command: codex}\nnodes:\n  - {id: a, prompt: x}\n", 3, `field "command" is not valid for kind "openai" (it is for harness)`},
@@ -144,22 +147,22 @@ func TestParseGraphRejects(t *testing.T) {
 		{"piped output", graphTwo("  - {id: b, needs: [a], prompt: '{{ \"a\" | output }}'}\n"), 6, `output takes one node id in quotes`},
 		{"output without id", graphTwo("  - {id: b, needs: [a], prompt: '{{ output }}'}\n"), 6, `output takes one node id in quotes`},
 		{"output as a value", graphTwo("  - {id: b, needs: [a], prompt: '{{ printf \"%s\" output }}'}\n"), 6, `output must be called with a node id in quotes`},
-		{"unknown data field", graphHead + "  - {id: a, prompt: '{{ .Output.a }}'}\n", 5, `prompt: unknown field .Output (a template can use .Outputs.<id> and output "id")`},
-		{"unknown root field", graphHead + "  - {id: a, prompt: '{{ with \"s\" }}{{ $.Inputs }}{{ end }}'}\n", 5, "unknown field .Inputs"},
+		{"unknown data field", graphHead + "  - {id: a, prompt: '{{ .Output.a }}'}\n", 5, `prompt: unknown field .Output (a template can use .Outputs.<id>, output "id", .Inputs.<name>, input "name" and failed "id")`},
+		{"unknown root field", graphHead + "  - {id: a, prompt: '{{ with \"s\" }}{{ $.Inptus }}{{ end }}'}\n", 5, "unknown field .Inptus"},
 		{"undefined template", graphHead + "  - {id: a, prompt: '{{ template \"nope\" . }}'}\n", 5, `prompt: template "nope" is not defined`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			g, err := ParseGraph("t.yaml", []byte(tc.src))
+			g, err := Parse("t.yaml", []byte(tc.src))
 			if err == nil {
 				t.Fatalf("accepted:\n%s", tc.src)
 			}
 			if g != nil {
 				t.Errorf("a graph was returned with the error")
 			}
-			var ge *GraphError
+			var ge *Error
 			if !errors.As(err, &ge) {
-				t.Fatalf("error is %T, want *GraphError: %v", err, err)
+				t.Fatalf("error is %T, want *Error: %v", err, err)
 			}
 			if len(ge.Problems) != 1 {
 				t.Errorf("want exactly one problem, got %d:\n%v", len(ge.Problems), err)
@@ -196,10 +199,10 @@ nodes:
   - id: a
     prompt: y
 `
-	_, err := ParseGraph("g.yaml", []byte(src))
-	var ge *GraphError
+	_, err := Parse("g.yaml", []byte(src))
+	var ge *Error
 	if !errors.As(err, &ge) {
-		t.Fatalf("want *GraphError, got %v", err)
+		t.Fatalf("want *Error, got %v", err)
 	}
 	want := []string{
 		`g.yaml:4: provider "q": unknown kind "nope" (want one of sim, openai, responses, harness)`,
@@ -234,7 +237,7 @@ func TestParseGraphCyclesReportedOnce(t *testing.T) {
   - {id: f, needs: [e, d], prompt: x}
   - {id: g, needs: [f], prompt: x}
 `
-	_, err := ParseGraph("c.yaml", []byte(src))
+	_, err := Parse("c.yaml", []byte(src))
 	want := "c.yaml:5: cycle: a -> b -> c -> a (each node needs the next)\n" +
 		"c.yaml:9: cycle: e -> f -> e (each node needs the next)"
 	if err == nil || err.Error() != want {
@@ -244,7 +247,7 @@ func TestParseGraphCyclesReportedOnce(t *testing.T) {
 
 func TestParseGraphNoSecretsInMessages(t *testing.T) {
 	src := "name: t\nproviders:\n  p: {kind: openai, model: m, api_key_env: sk-SECRET123, base_url: 'ftp://u:hunter2@x'}\nnodes:\n  - {id: a, prompt: x}\n"
-	_, err := ParseGraph("t.yaml", []byte(src))
+	_, err := Parse("t.yaml", []byte(src))
 	if err == nil {
 		t.Fatal("accepted")
 	}
@@ -267,6 +270,7 @@ providers:
     base_url: http://127.0.0.1:8080/v1
     api_key_env: MY_KEY
     model: gpt-x
+    continuation: continue_final_message
   bg:
     kind: responses
     model: gpt-y
@@ -309,7 +313,7 @@ nodes:
     prompt: go
 `
 	path := filepath.Join("some", "dir", "demo.yaml")
-	g, err := ParseGraph(path, []byte(src))
+	g, err := Parse(path, []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +336,8 @@ nodes:
 		t.Errorf("local.Sim: %+v", local.Sim)
 	}
 	remote := g.Providers["remote"]
-	if remote.Kind != ProviderKindOpenAI || remote.BaseURL != "http://127.0.0.1:8080/v1" || remote.APIKeyEnv != "MY_KEY" || remote.API != "" {
+	if remote.Kind != ProviderKindOpenAI || remote.BaseURL != "http://127.0.0.1:8080/v1" || remote.APIKeyEnv != "MY_KEY" || remote.API != "" ||
+		remote.Continuation != "continue_final_message" {
 		t.Errorf("remote: %+v", remote)
 	}
 	agent := g.Providers["agent"]
@@ -346,7 +351,7 @@ nodes:
 	}
 
 	plan := g.Node("plan")
-	if plan == nil || plan.Line != 30 || plan.Provider != "local" || plan.Model != "sim-1" || plan.System != "You plan." ||
+	if plan == nil || plan.Line != 31 || plan.Provider != "local" || plan.Model != "sim-1" || plan.System != "You plan." ||
 		plan.ReasoningEffort != "high" || plan.MaxOutputTokens != 400 || plan.Retries == nil || *plan.Retries != 0 ||
 		plan.SideEffects != SideNone || len(plan.Needs) != 0 {
 		t.Errorf("plan: %+v", plan)
@@ -377,7 +382,7 @@ nodes:
 }
 
 func TestParseGraphSingleProviderIsDefault(t *testing.T) {
-	g, err := ParseGraph("t.yaml", []byte("name: t\nproviders:\n  only: {kind: harness}\nnodes:\n  - {id: a, prompt: x}\n"))
+	g, err := Parse("t.yaml", []byte("name: t\nproviders:\n  only: {kind: harness}\nnodes:\n  - {id: a, prompt: x}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +410,7 @@ nodes:
     system: *sys
     prompt: y
 `
-	g, err := ParseGraph("t.yaml", []byte(src))
+	g, err := Parse("t.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +441,7 @@ func TestParseGraphAcceptsTemplateForms(t *testing.T) {
 	}
 	for _, p := range prompts {
 		src := graphHead + "  - {id: a, prompt: x}\n  - {id: my-b, prompt: y}\n  - id: c\n    needs: [a, my-b]\n    prompt: '" + strings.ReplaceAll(p, "'", "''") + "'\n"
-		if _, err := ParseGraph("t.yaml", []byte(src)); err != nil {
+		if _, err := Parse("t.yaml", []byte(src)); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}
 	}
@@ -450,7 +455,7 @@ func TestGraphOrderAndDependents(t *testing.T) {
   - {id: root, prompt: x}
   - {id: tail, needs: [report, lone], prompt: x}
 `
-	g, err := ParseGraph("t.yaml", []byte(src))
+	g, err := Parse("t.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,7 +494,7 @@ func TestGraphOrderAndDependents(t *testing.T) {
 }
 
 func TestGraphOrderFileOrderWhenIndependent(t *testing.T) {
-	g, err := ParseGraph("t.yaml", []byte(graphHead+"  - {id: z, prompt: x}\n  - {id: y, prompt: x}\n  - {id: x, prompt: x}\n"))
+	g, err := Parse("t.yaml", []byte(graphHead+"  - {id: z, prompt: x}\n  - {id: y, prompt: x}\n  - {id: x, prompt: x}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,7 +513,7 @@ func TestGraphNodeRender(t *testing.T) {
       A={{ .Outputs.a }} B={{ output "my-b" }} I={{ index .Outputs "a" }}
       {{- range $k, $v := .Outputs }} {{ $k }}:{{ $v }}{{ end }}
 `
-	g, err := ParseGraph("t.yaml", []byte(src))
+	g, err := Parse("t.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -559,7 +564,7 @@ func TestGraphNodeRenderBuiltInCode(t *testing.T) {
 }
 
 func TestGraphNodeRenderConcurrent(t *testing.T) {
-	g, err := ParseGraph("t.yaml", []byte(graphTwo("  - {id: b, needs: [a], prompt: '{{ output \"a\" }}/{{ .Outputs.a }}'}\n")))
+	g, err := Parse("t.yaml", []byte(graphTwo("  - {id: b, needs: [a], prompt: '{{ output \"a\" }}/{{ .Outputs.a }}'}\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -580,15 +585,15 @@ func TestGraphNodeRenderConcurrent(t *testing.T) {
 }
 
 func TestLoadGraph(t *testing.T) {
-	if _, err := LoadGraph(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
 		t.Error("missing file loaded")
-	} else if errors.As(err, new(*GraphError)) {
-		t.Errorf("missing file is a GraphError: %v", err)
+	} else if errors.As(err, new(*Error)) {
+		t.Errorf("missing file is a Error: %v", err)
 	}
 }
 
 func TestGraphErrorFormat(t *testing.T) {
-	e := &GraphError{Path: "x.yaml", Problems: []Problem{
+	e := &Error{Path: "x.yaml", Problems: []Problem{
 		{Line: 3, Node: "a", Field: "promt", Msg: `unknown field "promt"`},
 		{Msg: "the file is empty"},
 	}}
@@ -596,7 +601,7 @@ func TestGraphErrorFormat(t *testing.T) {
 	if e.Error() != want {
 		t.Errorf("got %q", e.Error())
 	}
-	if got := (&GraphError{Problems: []Problem{{Line: 1, Msg: "m"}}}).Error(); got != "<graph>:1: m" {
+	if got := (&Error{Problems: []Problem{{Line: 1, Msg: "m"}}}).Error(); got != "<graph>:1: m" {
 		t.Errorf("no path: %q", got)
 	}
 }
@@ -627,7 +632,7 @@ func TestParseGraphMaxDials(t *testing.T) {
 		{"  p: {kind: harness, model: m, max_dials: 8}\n", 0, "max_dials"},
 	} {
 		src := "name: g\nproviders:\n" + tc.yaml + "nodes:\n  - id: n\n    provider: p\n    prompt: hi\n"
-		g, err := ParseGraph("g.yaml", []byte(src))
+		g, err := Parse("g.yaml", []byte(src))
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "g.yaml:3") {
 				t.Errorf("%q: error %v, want one at g.yaml:3 with %q", tc.yaml, err, tc.err)

@@ -1,4 +1,4 @@
-package runner
+package graph
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 )
 
 // graphTestdata is the repository's testdata/graphs directory.
-var graphTestdata = filepath.Join("..", "testdata", "graphs")
+var graphTestdata = filepath.Join("..", "..", "testdata", "graphs")
 
 func TestGraphFilesValid(t *testing.T) {
 	paths, _ := filepath.Glob(filepath.Join(graphTestdata, "valid", "*.yaml"))
@@ -21,18 +21,25 @@ func TestGraphFilesValid(t *testing.T) {
 	}
 	for _, path := range paths {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			g, err := LoadGraph(path)
+			g, err := Load(path)
 			if err != nil {
 				t.Fatal(err)
 			}
 			graphCheckInvariants(t, g)
+			given := map[string]string{}
+			for _, in := range g.Inputs {
+				if in.Required {
+					given[in.Name] = "value of " + in.Name
+				}
+			}
+			inputs, err := g.ResolveInputs(given)
+			if err != nil {
+				t.Fatal(err)
+			}
 			outs := map[string]string{}
 			for _, id := range g.Order() {
 				n := g.Node(id)
-				if _, err := n.RenderSystem(outs); err != nil {
-					t.Errorf("%s: %v", id, err)
-				}
-				p, err := n.RenderPrompt(outs)
+				_, p, err := n.Render(Values{Outputs: outs, Inputs: inputs})
 				if err != nil {
 					t.Errorf("%s: %v", id, err)
 				}
@@ -63,11 +70,11 @@ func TestGraphFilesInvalid(t *testing.T) {
 			if m == nil {
 				t.Fatalf("first line %q is not \"# want: LINE: message\"", first)
 			}
-			g, err := LoadGraph(path)
+			g, err := Load(path)
 			if err == nil {
 				t.Fatalf("accepted: %+v", g)
 			}
-			var ge *GraphError
+			var ge *Error
 			if !errors.As(err, &ge) {
 				t.Fatalf("error is %T: %v", err, err)
 			}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/noderun/noderun/runner"
+	"github.com/noderun/noderun/runner/graph"
+)
+
+// inputFlag collects --input name=value flags in order. It is a GenericFlag
+// rather than a StringSliceFlag, which would split values at commas.
+type inputFlag struct{ vals []string }
+
+func (f *inputFlag) Set(v string) error {
+	name, _, ok := strings.Cut(v, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("--input %q: want name=value or name=@FILE", v)
+	}
+	f.vals = append(f.vals, v)
+	return nil
+}
+
+func (f *inputFlag) String() string { return strings.Join(f.vals, " ") }
+
+// inputsOf reads the --input flags: name=value, or name=@FILE for the
+// content of FILE (for an input of type file, its path). A name given twice
+// is an error.
+func inputsOf(c *cli.Context, g *runner.Graph) (map[string]string, error) {
+	f, _ := c.Generic("input").(*inputFlag)
+	if f == nil || len(f.vals) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(f.vals))
+	for _, v := range f.vals {
+		name, val, _ := strings.Cut(v, "=")
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("--input %s is given twice", name)
+		}
+		if path, ok := strings.CutPrefix(val, "@"); ok {
+			if in := g.Input(name); in != nil && in.Type == graph.InputFile {
+				val = path // the graph reads the file itself, and journals its content
+			} else {
+				b, err := os.ReadFile(path)
+				if err != nil {
+					return nil, fmt.Errorf("--input %s=@%s: %w", name, path, err)
+				}
+				val = string(b)
+			}
+		}
+		out[name] = val
+	}
+	return out, nil
+}
+
+// schemaCommand prints the JSON Schema of graph files.
+func schemaCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "schema",
+		Usage: "print the JSON Schema of graph files (for editors: docs/graph.md)",
+		Description: "Editors that use the YAML language server check and complete graph files that start with\n" +
+			"  # yaml-language-server: $schema=PATH-OR-URL-OF-THE-SCHEMA\n" +
+			"Save this output (or use docs/graph.schema.json) and point the comment at it.\n\n" +
+			"Examples:\n  noderun schema > graph.schema.json   # the JSON Schema of graph files (docs/graph.md)",
+		Action: func(c *cli.Context) error {
+			if err := wantArgs(c, 0, 0, "takes no arguments"); err != nil {
+				return err
+			}
+			_, err := c.App.Writer.Write(graph.Schema())
+			return err
+		},
+	}
+}

@@ -1,0 +1,109 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Issue 15: a graph "file" that never ends (/dev/zero, a FIFO fed forever)
+// is refused with exit 2 as soon as it passes the graph file bound, and a
+// FIFO that nobody writes holds the command only until a signal: SIGTERM
+// ends it at once. Real processes, real signals.
+func TestGraphFilesThatNeverEnd(t *testing.T) {
+	bin := noderunBinary(t)
+	dir := t.TempDir()
+	fed := filepath.Join(dir, "fed.yaml")
+	idle := filepath.Join(dir, "idle.yaml")
+	for _, f := range []string{fed, idle} {
+		if err := syscall.Mkfifo(f, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := func(args ...string) (*exec.Cmd, *bytes.Buffer) {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd, &stderr
+	}
+	exitOf := func(err error) int {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		return 0
+	}
+	for _, args := range [][]string{{"validate"}, {"run", "--db", filepath.Join(dir, "j.db")}} {
+		name := args[0]
+		with := func(path string) []string { return append(append([]string{}, args...), path) }
+		// /dev/zero: refused at the bound.
+		cmd, stderr := start(with("/dev/zero")...)
+		code := exitOf(cmd.Wait())
+		if code != exitUsage || !strings.Contains(stderr.String(), "at most 4 MiB") {
+			t.Errorf("%s /dev/zero: exit %d\n%s", name, code, stderr)
+		}
+		// A FIFO fed forever: the same.
+		cmd, stderr = start(with(fed)...)
+		exited, gone := make(chan int, 1), make(chan struct{})
+		go func() { exited <- exitOf(cmd.Wait()); close(gone) }()
+		go feed(fed, gone)
+		select {
+		case code = <-exited:
+		case <-time.After(time.Minute):
+			t.Fatalf("%s on a FIFO fed forever still reading after a minute", name)
+		}
+		if code != exitUsage || !strings.Contains(stderr.String(), "at most 4 MiB") {
+			t.Errorf("%s on a FIFO fed forever: exit %d\n%s", name, code, stderr)
+		}
+		// A FIFO nobody writes: SIGTERM ends it at once.
+		cmd, stderr = start(with(idle)...)
+		time.Sleep(300 * time.Millisecond)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		sent := time.Now()
+		code = exitOf(cmd.Wait())
+		if took := time.Since(sent); code != exitInterrupted || took > 2*time.Second || !strings.Contains(stderr.String(), "nothing was written") {
+			t.Errorf("%s on a FIFO nobody writes, SIGTERM: exit %d after %s\n%s", name, code, took, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "j.db")); !os.IsNotExist(err) {
+		t.Errorf("a journal was created: %v", err)
+	}
+}
+
+// feed writes comment lines into the FIFO at path until its reader goes away
+// (or never came: done says the process ended).
+func feed(path string, done <-chan struct{}) {
+	var w *os.File
+	for w == nil {
+		f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0) // ENXIO until a reader opens it
+		if err == nil {
+			w = f
+			break
+		}
+		select {
+		case <-done:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	defer w.Close()
+	chunk := bytes.Repeat([]byte("# a comment line that never ends\n"), 1024)
+	for {
+		if _, err := w.Write(chunk); err != nil && !errors.Is(err, syscall.EAGAIN) {
+			return
+		}
+	}
+}

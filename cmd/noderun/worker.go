@@ -1,0 +1,263 @@
+package main
+
+// Temporal: `noderun worker`, and the --temporal variants of run, resume,
+// status and show. See docs/temporal.md.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/urfave/cli/v2"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/runner"
+	ntemporal "github.com/noderun/noderun/runner/temporal"
+)
+
+// temporalFlags select a Temporal frontend for run, resume, status and show.
+func temporalFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "temporal", Usage: "run on (or read the run from) the Temporal frontend at `HOST:PORT`", EnvVars: []string{"NODERUN_TEMPORAL"}},
+		&cli.StringFlag{Name: "namespace", Value: "default", Usage: "Temporal namespace"},
+		&cli.StringFlag{Name: "task-queue", Value: ntemporal.DefaultTaskQueue, Usage: "Temporal task queue of the noderun workers"},
+	}
+}
+
+func dialTemporal(c *cli.Context, identity string) (client.Client, error) {
+	log, err := newLogger(c)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+	defer cancel()
+	tc, err := ntemporal.Dial(ctx, c.String("temporal"), c.String("namespace"), identity, log)
+	if err != nil {
+		return nil, &exitError{exitFailed, err}
+	}
+	return tc, nil
+}
+
+func workerCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "worker",
+		Usage: "execute graph workflows and node activities from Temporal until interrupted",
+		Description: "A worker runs nodes with the same executor, profiles and diagnostics as `noderun run`, journals them\n" +
+			"in its own SQLite file (--db), and heartbeats each node's resume cursor to Temporal, so that when a worker\n" +
+			"is lost another one re-attaches to its response instead of regenerating it. See docs/temporal.md.",
+		Flags: append(temporalFlags(),
+			&cli.StringFlag{Name: "db", Value: "noderun-worker.db", Usage: "this worker's journal (SQLite)", EnvVars: []string{"NODERUN_WORKER_DB"}},
+			&cli.StringFlag{Name: "identity", Usage: "this worker's name in Temporal (default: pid@host)"},
+			&cli.IntFlag{Name: "parallel", Value: 16, Usage: "nodes this worker runs at once"},
+		),
+		Action: func(c *cli.Context) error {
+			if c.String("temporal") == "" {
+				return usageErr(errors.New("worker: --temporal HOST:PORT is required"))
+			}
+			if c.Int("parallel") < 1 {
+				return usageErr(errors.New("--parallel must be at least 1"))
+			}
+			log, err := newLogger(c)
+			if err != nil {
+				return err
+			}
+			identity := c.String("identity")
+			if identity == "" {
+				host, _ := os.Hostname()
+				identity = fmt.Sprintf("%d@%s", os.Getpid(), host)
+			}
+			j, err := journal.Open(c.Context, c.String("db"), journal.WithLogger(log))
+			if err != nil {
+				return &exitError{exitFailed, err}
+			}
+			defer j.Close()
+			tc, err := dialTemporal(c, identity)
+			if err != nil {
+				return err
+			}
+			defer tc.Close()
+			w := ntemporal.NewWorker(tc, c.String("task-queue"), &ntemporal.Activities{Journal: j, Logger: log, Identity: identity},
+				worker.Options{MaxConcurrentActivityExecutionSize: c.Int("parallel"), WorkerStopTimeout: 10 * time.Second})
+			if err := w.Start(); err != nil {
+				return &exitError{exitFailed, fmt.Errorf("worker: %w", err)}
+			}
+			fmt.Fprintf(c.App.ErrWriter, "noderun: worker %s polling task queue %q on %s (journal %s)\n",
+				identity, c.String("task-queue"), c.String("temporal"), c.String("db"))
+			<-c.Context.Done()
+			// Stopping cancels the running nodes: each ends its attempt as
+			// interrupted and Temporal gives it to another worker, which
+			// re-attaches from the last heartbeat.
+			w.Stop()
+			return nil
+		},
+	}
+}
+
+// runTemporal submits g as a workflow and follows it like a local run.
+func runTemporal(c *cli.Context, g *runner.Graph, opts runner.Options) error {
+	p, err := runner.Prepare(g, &opts)
+	if err != nil {
+		return usageErr(err)
+	}
+	tc, err := dialTemporal(c, "")
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	in := ntemporal.RunInput{RunID: uuid.NewString(), GraphPath: g.Path, GraphText: string(g.Source), Profile: p, Parallel: opts.Parallel,
+		Inputs: opts.Inputs}
+	if _, err := ntemporal.Submit(c.Context, tc, c.String("task-queue"), in); err != nil {
+		return &exitError{exitFailed, fmt.Errorf("submit to Temporal: %w", err)}
+	}
+	fmt.Fprintf(c.App.ErrWriter, "noderun: run %s submitted to Temporal %s (task queue %q)\n", in.RunID, c.String("temporal"), c.String("task-queue"))
+	return followTemporal(c, tc, in.RunID, opts)
+}
+
+// followTemporal prints a Temporal run's progress and result with the exit
+// codes of a local run.
+func followTemporal(c *cli.Context, tc client.Client, runID string, opts runner.Options) error {
+	res, err := ntemporal.Follow(c.Context, tc, runID, 250*time.Millisecond, opts.Progress)
+	if err != nil {
+		if c.Context.Err() != nil {
+			return &exitError{exitInterrupted, fmt.Errorf("stopped following run %s; it goes on on Temporal: noderun status --temporal %s %s",
+				runID, c.String("temporal"), runID)}
+		}
+		return &exitError{exitFailed, err}
+	}
+	err = report(c, opts, ntemporal.Result(res), nil)
+	held := 0
+	for _, n := range res.Nodes {
+		if n.State == string(journal.NodeAttention) {
+			held++
+			fmt.Fprintf(c.App.ErrWriter, "noderun: node %s is held for an operator; replay it with: noderun resume --temporal %s %s --retry %s\n",
+				n.Node, c.String("temporal"), runID, n.Node)
+		}
+	}
+	if err != nil && held > 0 {
+		return &exitError{exitFailed, fmt.Errorf("run %s waits on Temporal for an operator (%d node(s) held)", runID, held)}
+	}
+	return err
+}
+
+// resumeTemporal replays nodes held for an operator and follows the run.
+func resumeTemporal(c *cli.Context, opts runner.Options) error {
+	runID := c.Args().First()
+	if runID == "last" {
+		return usageErr(errors.New("resume --temporal: give the run id (the workflow id), not last"))
+	}
+	tc, err := dialTemporal(c, "")
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	st, err := ntemporal.State(c.Context, tc, runID)
+	if err != nil {
+		return &exitError{exitFailed, err}
+	}
+	for _, node := range c.StringSlice("retry") {
+		if !hasNode(st, node) {
+			return usageErr(&runner.UnknownNodeError{Flag: "--retry", RunID: runID, Node: node})
+		}
+		if err := ntemporal.Retry(c.Context, tc, runID, node); err != nil {
+			return &exitError{exitFailed, fmt.Errorf("signal %s: %w", node, err)}
+		}
+	}
+	return followTemporal(c, tc, runID, opts)
+}
+
+func hasNode(st ntemporal.RunResult, node string) bool {
+	for _, n := range st.Nodes {
+		if n.Node == node {
+			return true
+		}
+	}
+	return false
+}
+
+// statusTemporal prints a run as Temporal holds it: node states, the worker
+// that ran each, the running ones' last heartbeated cursor, and the
+// diagnostics the activities returned.
+func statusTemporal(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usageErr(errors.New("status --temporal: give the run id (the workflow id)"))
+	}
+	runID := c.Args().First()
+	tc, err := dialTemporal(c, "")
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	st, err := ntemporal.State(c.Context, tc, runID)
+	if err != nil {
+		return &exitError{exitFailed, err}
+	}
+	pend, _ := ntemporal.PendingNodes(c.Context, tc, runID)
+	live := map[string]ntemporal.Pending{}
+	for _, p := range pend {
+		live[p.Node] = p
+	}
+	w := c.App.Writer
+	fmt.Fprintf(w, "run %s %s (Temporal %s)\n", st.RunID, st.Status, c.String("temporal"))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATE\tBYTES\tWORKER\tACTIVITY ATTEMPT\tCURSOR\tNOTE")
+	for _, n := range st.Nodes {
+		worker, attempt, cur := n.Worker, n.TemporalAttempt, n.Cursor
+		if p, ok := live[n.Node]; ok {
+			worker, attempt, cur = p.Worker, p.Attempt, p.Cursor
+		}
+		cursor := "-"
+		if cur.Ref != "" {
+			cursor = fmt.Sprintf("%s@%d", cur.Ref, cur.Seq)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", n.Node, n.State, max(len(n.Output), cur.Bytes), dash(worker), attempt, cursor, oneLine(n.Reason, 80))
+	}
+	tw.Flush()
+	for _, n := range st.Nodes {
+		for _, d := range n.Diagnostics {
+			fmt.Fprintf(w, "%s\t%s#%d\t%s %s\t%s\n", n.Node, dash(n.Worker), d.Attempt, d.Code, d.Name, d.Message)
+		}
+	}
+	return nil
+}
+
+// showTemporal prints a node's output as the run's workflow holds it.
+func showTemporal(c *cli.Context) error {
+	if c.NArg() != 2 {
+		return usageErr(errors.New("show --temporal: give the run id and a node"))
+	}
+	runID, node := c.Args().Get(0), c.Args().Get(1)
+	tc, err := dialTemporal(c, "")
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	st, err := ntemporal.State(c.Context, tc, runID)
+	if err != nil {
+		return &exitError{exitFailed, err}
+	}
+	for _, n := range st.Nodes {
+		if n.Node != node {
+			continue
+		}
+		if n.State != string(journal.NodeCompleted) {
+			return &exitError{exitFailed, fmt.Errorf("node %s is %s (%s); its partial output is in the journal of worker %s",
+				node, n.State, n.Reason, dash(n.Worker))}
+		}
+		_, err := fmt.Fprint(c.App.Writer, n.Output)
+		return err
+	}
+	return usageErr(&runner.UnknownNodeError{Flag: "show", RunID: runID, Node: node})
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

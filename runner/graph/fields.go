@@ -1,0 +1,287 @@
+package graph
+
+import "slices"
+
+// The field tables below are the one description of the graph language: the
+// parser takes its field names (and, for providers, the kinds each field is
+// valid for) from them, Schema turns them into the JSON Schema of graph
+// files, and Reference into docs/graph.md. A field added to the parser
+// without a row here is an unknown field; a row without parser support fails
+// the tests that parse testdata/graphs/valid/every-field.yaml.
+
+// Field is one field of a block of a graph file.
+type Field struct {
+	Name string
+	// Type is the value's type in words: "string", "whole number",
+	// "duration", "list of strings", ...
+	Type string
+	// Required: the block is invalid without it.
+	Required bool
+	// Default is what an omitted field means, in words ("" when nothing).
+	Default string
+	// Doc says what the field does, in one or two sentences.
+	Doc string
+	// Example is a YAML value.
+	Example string
+	// Kinds (provider fields) are the provider kinds the field is valid
+	// for; nil means every kind.
+	Kinds []string
+
+	schema map[string]any
+}
+
+// Block is one kind of YAML mapping in a graph file (or in a profiles
+// file), with its fields in the order they are documented.
+type Block struct {
+	// Name is how docs/graph.md titles the block ("graph", "node", ...).
+	Name string
+	// Where says where the block appears.
+	Where  string
+	Doc    string
+	Fields []Field
+}
+
+// Go duration strings ("90s", "1m30s", "2h"); the schema checks the form,
+// the parser the value.
+const durationPattern = `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+
+// Reasoning levels, side effect classes and input types (the enum values).
+var (
+	graphReasoningLevel = []string{"none", "minimal", "low", "medium", "high"}
+	graphSideEffects    = []string{string(SideNone), string(SideIdempotent), string(SideUnsafe)}
+	graphSimAPIs        = []string{SimAPIChat, SimAPIResponses}
+	graphProviderKinds  = []string{ProviderKindSim, ProviderKindOpenAI, ProviderKindResponses, ProviderKindHarness}
+	graphInputTypes     = []string{InputString, InputInt, InputBool, InputFile}
+	graphFaultKinds     = []string{"close", "reset", "cut", "silence", "status", "queued", "refuse"}
+)
+
+func sString() map[string]any { return map[string]any{"type": "string"} }
+func sNonEmpty() map[string]any {
+	return map[string]any{"type": "string", "pattern": `\S`}
+}
+func sEnum(vals []string) map[string]any {
+	return map[string]any{"type": "string", "enum": toAny(vals)}
+}
+func sInt(min int) map[string]any { return map[string]any{"type": "integer", "minimum": min} }
+func sBool() map[string]any       { return map[string]any{"type": "boolean"} }
+func sDuration() map[string]any {
+	return map[string]any{"type": "string", "pattern": durationPattern}
+}
+func sStrList() map[string]any {
+	return map[string]any{"type": "array", "items": map[string]any{"type": "string"}}
+}
+func sEnv() map[string]any {
+	return map[string]any{"type": "object", "propertyNames": map[string]any{"pattern": `^[A-Za-z_][A-Za-z0-9_]*$`},
+		"additionalProperties": map[string]any{"type": []any{"string", "number", "boolean"}}}
+}
+func sRef(def string) map[string]any { return map[string]any{"$ref": "#/$defs/" + def} }
+
+func toAny(vals []string) []any {
+	out := make([]any, len(vals))
+	for i, v := range vals {
+		out[i] = v
+	}
+	return out
+}
+
+// fieldsGraph are the top-level fields of a graph file.
+var fieldsGraph = []Field{
+	{Name: "name", Type: "string", Required: true, Doc: "The graph's name, shown in `noderun status` and journaled with every run.",
+		Example: "research", schema: sNonEmpty()},
+	{Name: "profile", Type: "string", Default: "default", Doc: "The recovery profile: `default`, `ci`, `patient`, or one from the `profiles` file. `noderun run --profile` overrides it.",
+		Example: "patient", schema: sNonEmpty()},
+	{Name: "profiles", Type: "path", Doc: "A profiles file that adds profiles or overrides fields of the built-ins (see the profile block); relative to the graph file.",
+		Example: "profiles.yaml", schema: sNonEmpty()},
+	{Name: "inputs", Type: "mapping of name to input", Doc: "The values a run takes from the command line (`--input name=value`) and templates read with `{{ input \"name\" }}`.",
+		Example: "{goal: {description: What to research, required: true}}", schema: map[string]any{"type": "object",
+			"propertyNames": map[string]any{"pattern": `^[A-Za-z_][A-Za-z0-9_]*$`}, "additionalProperties": sRef("input")}},
+	{Name: "providers", Type: "mapping of name to provider", Required: true, Doc: "The model endpoints and agent harnesses the nodes use, by name.",
+		Example: "{gpt: {kind: openai, model: gpt-5}}", schema: map[string]any{"type": "object", "minProperties": 1,
+			"propertyNames": map[string]any{"pattern": `^[A-Za-z0-9_-]+$`}, "additionalProperties": sRef("provider")}},
+	{Name: "nodes", Type: "list of nodes", Required: true, Doc: "The nodes, each one model call or agent turn; they run in dependency order (`needs`).",
+		Example: "[{id: plan, prompt: Plan it.}]", schema: map[string]any{"type": "array", "minItems": 1, "items": sRef("node")}},
+}
+
+// Input types.
+const (
+	InputString = "string"
+	InputInt    = "int"
+	InputBool   = "bool"
+	// InputFile: the value names a file (relative to the working directory
+	// on the command line, to the graph file in a default); templates read
+	// its content, which is journaled with the run.
+	InputFile = "file"
+)
+
+// fieldsInput are the fields of one entry of `inputs:`.
+var fieldsInput = []Field{
+	{Name: "description", Type: "string", Doc: "What the input is for; shown when it is missing.",
+		Example: "The question to research", schema: sString()},
+	{Name: "type", Type: "string", Default: "string", Doc: "One of string, int, bool, file. A file input's value is a path; templates read the file's content.",
+		Example: "int", schema: sEnum(graphInputTypes)},
+	{Name: "default", Type: "scalar", Doc: "The value when the run gives none (a file default is relative to the graph file).",
+		Example: "3", schema: map[string]any{"type": []any{"string", "number", "boolean"}}},
+	{Name: "required", Type: "boolean", Default: "true without a default, else false", Doc: "A run without it is refused (exit 2) before anything is written.",
+		Example: "true", schema: sBool()},
+}
+
+// fieldsProvider are the fields of one entry of `providers:`.
+var fieldsProvider = []Field{
+	{Name: "kind", Type: "string", Required: true, Doc: "sim (the embedded simulator), openai (Chat Completions), responses (the Responses API in background mode) or harness (an agent CLI).",
+		Example: "responses", schema: sEnum(graphProviderKinds)},
+	{Name: "model", Type: "string", Default: "none (sim: `sim`)", Doc: "The default model of the provider's nodes; openai and responses nodes need one here or on the node.",
+		Example: "gpt-5", schema: sString()},
+	{Name: "base_url", Type: "URL", Default: "$OPENAI_BASE_URL, else https://api.openai.com/v1", Doc: "The API's base URL (http or https, with a host).",
+		Example: "https://api.openai.com/v1", Kinds: []string{ProviderKindOpenAI, ProviderKindResponses}, schema: map[string]any{"type": "string", "pattern": `^https?://[^/]+`}},
+	{Name: "api_key_env", Type: "string", Default: "OPENAI_API_KEY", Doc: "The environment variable holding the API key (never the key itself).",
+		Example: "OPENAI_API_KEY", Kinds: []string{ProviderKindOpenAI, ProviderKindResponses}, schema: map[string]any{"type": "string", "pattern": `^[A-Za-z_][A-Za-z0-9_]*$`}},
+	{Name: "api", Type: "string", Default: "chat", Doc: "The API the simulator speaks: chat or responses.",
+		Example: "responses", Kinds: []string{ProviderKindSim}, schema: sEnum(graphSimAPIs)},
+	{Name: "sim", Type: "simulator block", Doc: "How the embedded simulator generates and fails (see the simulator block).",
+		Example: "{seed: 7, tokens: 200}", Kinds: []string{ProviderKindSim}, schema: sRef("sim")},
+	{Name: "harness", Type: "string", Default: "codex", Doc: "A built-in harness descriptor (codex, claude, gemini) or a descriptor file, relative to the graph file.",
+		Example: "claude", Kinds: []string{ProviderKindHarness}, schema: sNonEmpty()},
+	{Name: "command", Type: "string", Default: "the descriptor's, else $NODERUN_CODEX / $NODERUN_CLAUDE / $NODERUN_GEMINI, else PATH", Doc: "The harness binary; a value with a / is relative to the graph file.",
+		Example: "/usr/local/bin/codex", Kinds: []string{ProviderKindHarness}, schema: sNonEmpty()},
+	{Name: "args", Type: "list of strings", Doc: "Extra arguments for the harness CLI.",
+		Example: `["-c", "model_reasoning_effort=high"]`, Kinds: []string{ProviderKindHarness}, schema: sStrList()},
+	{Name: "env", Type: "mapping of strings", Doc: "Environment variables of the harness process (over the descriptor's).",
+		Example: "{CODEX_HOME: /srv/codex}", Kinds: []string{ProviderKindHarness}, schema: sEnv()},
+	{Name: "workdir", Type: "path", Default: "the graph file's directory", Doc: "Where the harness runs; relative to the graph file.",
+		Example: "./repo", Kinds: []string{ProviderKindHarness}, schema: sNonEmpty()},
+	{Name: "state_dir", Type: "path", Default: "~/.local/state/noderun/harness", Doc: "Each node's harness state (Claude Code and Gemini CLI session stores); relative to the graph file.",
+		Example: ".noderun-state", Kinds: []string{ProviderKindHarness}, schema: sNonEmpty()},
+	{Name: "continuation", Type: "string", Default: "none", Doc: "How the chat server continues a partial answer after a dropped stream: " +
+		"prefix (DeepSeek, Mistral), continue_final_message (vLLM), assistant_last (Ollama, llama.cpp); see docs/providers.md.",
+		Example: "prefix", Kinds: []string{ProviderKindOpenAI, ProviderKindSim}, schema: sEnum(graphContinuations)},
+	{Name: "max_dials", Type: "whole number > 0", Default: "32", Doc: "How many connects to the provider's host may be in flight at once; the rest wait their turn, so a wide graph's start or a breaker closing never overflows the server's listen backlog.",
+		Example: "64", Kinds: []string{ProviderKindOpenAI, ProviderKindResponses}, schema: sInt(1)},
+}
+
+// fieldsNode are the fields of one entry of `nodes:`.
+var fieldsNode = []Field{
+	{Name: "id", Type: "string", Required: true, Doc: "The node's id: letters, digits, `_` and `-`, unique in the graph.",
+		Example: "plan", schema: map[string]any{"type": "string", "pattern": `^[A-Za-z0-9_-]+$`}},
+	{Name: "needs", Type: "list of node ids", Doc: "The nodes that must complete first; their outputs are what the templates may read.",
+		Example: "[plan, research]", schema: map[string]any{"type": "array", "uniqueItems": true, "items": map[string]any{"type": "string", "pattern": `^[A-Za-z0-9_-]+$`}}},
+	{Name: "provider", Type: "string", Default: "the graph's only provider", Doc: "The provider the node calls; required when the graph defines several.",
+		Example: "gpt", schema: sNonEmpty()},
+	{Name: "model", Type: "string", Default: "the provider's model", Doc: "The model of this node.",
+		Example: "gpt-5-mini", schema: sString()},
+	{Name: "system", Type: "template", Doc: "The system prompt, a Go template like prompt.",
+		Example: "You plan research.", schema: sString()},
+	{Name: "prompt", Type: "template", Required: true, Doc: "The prompt, a Go text/template: `{{ output \"plan\" }}` (or `{{ .Outputs.plan }}`) is a need's output, `{{ input \"goal\" }}` (or `{{ .Inputs.goal }}`) an input, `{{ if failed \"lint\" }}` tests whether a need failed under continue_on_failure.",
+		Example: `'Write it: {{ output "plan" }}'`, schema: sNonEmpty()},
+	{Name: "reasoning_effort", Type: "string", Doc: "none, minimal, low, medium or high.",
+		Example: "high", schema: sEnum(graphReasoningLevel)},
+	{Name: "max_output_tokens", Type: "whole number > 0", Doc: "Caps the output.",
+		Example: "4000", schema: sInt(1)},
+	{Name: "retries", Type: "whole number >= 0", Default: "the profile's retries", Doc: "The node's retry budget (requests sent again from scratch); it never refills.",
+		Example: "5", schema: sInt(0)},
+	{Name: "side_effects", Type: "string", Default: "unsafe for harness providers, none otherwise", Doc: "none, idempotent or unsafe: whether sending the request again is harmless. An unsafe node is never replayed unless the request provably never left.",
+		Example: "idempotent", schema: sEnum(graphSideEffects)},
+	{Name: "timeout", Type: "duration", Default: "none", Doc: "Wall time of the node, recovery included; when it passes, the node fails with NR907 (node_timeout).",
+		Example: "20m", schema: sDuration()},
+	{Name: "continue_on_failure", Type: "boolean", Default: "false", Doc: "When the node fails, its dependents run anyway and see an empty output and `failed \"id\"` true; the run still ends failed (exit 1).",
+		Example: "true", schema: sBool()},
+	{Name: "env", Type: "mapping of strings", Doc: "Environment variables of this node's harness process, over the provider's env (harness providers only).",
+		Example: "{CODEX_PROFILE: review}", schema: sEnv()},
+}
+
+// fieldsSim are the fields of a sim provider's `sim:` block (package
+// provider/sim decodes it; a test checks this table against it).
+var fieldsSim = []Field{
+	{Name: "seed", Type: "whole number", Default: "0", Doc: "Seeds the generated text: the same seed and prompt give the same output.", Example: "7", schema: map[string]any{"type": "integer"}},
+	{Name: "tokens", Type: "whole number >= 0", Default: "64", Doc: "Output tokens when the request sets no max_output_tokens.", Example: "200", schema: sInt(0)},
+	{Name: "tokens_per_second", Type: "number >= 0", Default: "0 (as fast as possible)", Doc: "The pace of the stream.", Example: "800", schema: map[string]any{"type": "number", "minimum": 0}},
+	{Name: "silence", Type: "duration", Default: "0", Doc: "Reasoning silence before the first output token.", Example: "90s", schema: sDuration()},
+	{Name: "burst_tokens", Type: "whole number >= 0", Default: "0 (one burst)", Doc: "After each burst of this many tokens, silence again for `silence`.", Example: "50", schema: sInt(0)},
+	{Name: "keepalive", Type: "duration", Default: "0 (none)", Doc: "Sends SSE keepalive comments after this long without writing.", Example: "15s", schema: sDuration()},
+	{Name: "continuation", Type: "list of strings", Default: "all three forms", Doc: "The continuation forms the simulator accepts (prefix, continue_final_message, assistant_last), or [none]; another form gets the real servers' 400.",
+		Example: "[prefix]", schema: map[string]any{"type": "array", "items": sEnum(graphContinuations)}},
+	{Name: "continuation_echo", Type: "bool", Default: "false", Doc: "A continued answer repeats the prefix before the continuation, as some servers do.", Example: "true", schema: sBool()},
+	{Name: "faults", Type: "list of faults", Doc: "Scripted failures (see the fault block); the first that matches a request applies.", Example: "[{endpoint: chat, requests: [1], kind: reset, after_events: 25}]",
+		schema: map[string]any{"type": "array", "items": sRef("fault")}},
+}
+
+// fieldsFault are the fields of one entry of a sim block's `faults:`.
+var fieldsFault = []Field{
+	{Name: "kind", Type: "string", Required: true, Doc: "close, reset, cut, silence, status, queued or refuse (see `go doc ./provider/sim FaultKind`).", Example: "cut", schema: sEnum(graphFaultKinds)},
+	{Name: "endpoint", Type: "string", Default: "any", Doc: "chat, responses.create, responses.get, responses.stream, responses.cancel, models, messages, gemini.stream or gemini.generate.", Example: "responses.create", schema: sString()},
+	{Name: "node", Type: "string", Default: "any", Doc: "Only requests for this graph node; requests then counts that node's requests (request k of chat or responses.create is the node's attempt k).", Example: "plan", schema: sString()},
+	{Name: "requests", Type: "list of whole numbers", Default: "every request", Doc: "1-based request numbers, counted per endpoint (per node and endpoint with node; connections, for refuse).", Example: "[1, 3]", schema: map[string]any{"type": "array", "items": map[string]any{"type": "integer", "minimum": 1}}},
+	{Name: "response_id", Type: "string", Doc: "Only requests about this response.", Example: "resp_1", schema: sString()},
+	{Name: "times", Type: "whole number >= 0", Default: "0 (unlimited)", Doc: "How many times the fault applies at most.", Example: "2", schema: sInt(0)},
+	{Name: "after_events", Type: "whole number >= 0", Default: "0", Doc: "When close, reset, cut and silence act on a stream.", Example: "40", schema: sInt(0)},
+	{Name: "duration", Type: "duration", Doc: "The length of a silence.", Example: "2m", schema: sDuration()},
+	{Name: "status", Type: "whole number", Doc: "The HTTP status of a status fault (400-599).", Example: "503", schema: map[string]any{"type": "integer", "minimum": 400, "maximum": 599}},
+	{Name: "retry_after", Type: "string", Doc: "The Retry-After header of a status fault (seconds or an HTTP date).", Example: `"2"`, schema: map[string]any{"type": []any{"string", "integer"}}},
+}
+
+// fieldsProfile are the fields of one profile in a profiles file (package
+// profile decodes it; a test checks this table and its defaults against it).
+var fieldsProfile = []Field{
+	{Name: "retries", Type: "whole number >= 0", Default: "3", Doc: "The per-node budget of requests sent again from scratch.", Example: "5"},
+	{Name: "reconnects", Type: "whole number >= 0", Default: "8", Doc: "Re-attaches and thread resumes in a row without progress (they regenerate nothing and do not spend retries).", Example: "30"},
+	{Name: "backoff", Type: "backoff block", Default: "{base: 1s, factor: 2, cap: 30s}", Doc: "The delay before each recovery step: full jitter in [0, min(cap, base × factor^step)].", Example: "{base: 2s, factor: 2, cap: 2m}"},
+	{Name: "deadline", Type: "duration", Default: "10m0s", Doc: "Bounds one stretch of recovery, from the first failure after the last progress until the node streams again.", Example: "2h"},
+	{Name: "idle_timeout", Type: "duration", Default: "1m30s", Doc: "A stream with no event this long is treated as dropped (or polled, for the Responses API).", Example: "10m"},
+	{Name: "poll_after", Type: "duration", Default: "30s", Doc: "A silent Responses stream is let go after this long and its status polled; keep it below the gateways' idle timeouts.", Example: "45s"},
+	{Name: "poll_interval", Type: "duration", Default: "5s", Doc: "How often a silent response's status is polled.", Example: "15s"},
+	{Name: "stuck_after", Type: "duration", Default: "2m0s", Doc: "A response queued without progress this long is cancelled.", Example: "10m"},
+	{Name: "max_retry_after", Type: "duration", Default: "2m0s", Doc: "Caps how long a Retry-After may make a node wait.", Example: "10m"},
+	{Name: "breaker", Type: "whole number >= 0", Default: "5", Doc: "Opens a provider's circuit after this many consecutive connection failures (0: no breaker).", Example: "5"},
+	{Name: "breaker_cooldown", Type: "duration", Default: "5s", Doc: "How long an open circuit waits before one probe.", Example: "30s"},
+}
+
+// fieldsBackoff are the fields of a profile's backoff.
+var fieldsBackoff = []Field{
+	{Name: "base", Type: "duration", Default: "1s", Doc: "The ceiling of the first delay.", Example: "2s"},
+	{Name: "factor", Type: "number >= 1", Default: "2", Doc: "The ceiling's growth per step.", Example: "2"},
+	{Name: "cap", Type: "duration", Default: "30s", Doc: "The largest ceiling.", Example: "2m"},
+}
+
+// Blocks lists every block of the language, in the order docs/graph.md
+// documents them. The result is a copy: changing it changes nothing else.
+func Blocks() []Block {
+	bs := blocks()
+	for i := range bs {
+		bs[i].Fields = slices.Clone(bs[i].Fields)
+		for j := range bs[i].Fields {
+			bs[i].Fields[j].Kinds = slices.Clone(bs[i].Fields[j].Kinds)
+			bs[i].Fields[j].schema = nil
+		}
+	}
+	return bs
+}
+
+// BlockFields returns the fields of the named block (see Blocks), or nil.
+func BlockFields(name string) []Field {
+	for _, b := range Blocks() {
+		if b.Name == name {
+			return b.Fields
+		}
+	}
+	return nil
+}
+
+func blocks() []Block {
+	return []Block{
+		{Name: "graph", Where: "the top level of a graph file", Fields: fieldsGraph},
+		{Name: "input", Where: "each entry of `inputs:`, keyed by the input's name (letters, digits, `_`)", Fields: fieldsInput},
+		{Name: "provider", Where: "each entry of `providers:`, keyed by the provider's name", Fields: fieldsProvider},
+		{Name: "node", Where: "each entry of `nodes:`", Fields: fieldsNode},
+		{Name: "simulator", Where: "the `sim:` field of a provider of kind sim", Fields: fieldsSim},
+		{Name: "fault", Where: "each entry of a simulator block's `faults:`", Fields: fieldsFault},
+		{Name: "profile", Where: "each entry of a profiles file (`profiles:`), keyed by the profile's name; a built-in name overrides only the fields given, a new name starts from `default`", Fields: fieldsProfile},
+		{Name: "backoff", Where: "the `backoff:` field of a profile", Fields: fieldsBackoff},
+	}
+}
+
+func fieldNames(fs []Field) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.Name
+	}
+	return out
+}

@@ -1,0 +1,96 @@
+package graph
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Reference returns docs/graph.md: every field of every block, from the
+// same tables the parser and Schema use, so the reference cannot drift.
+func Reference() []byte {
+	var b strings.Builder
+	b.WriteString(`# Graph files
+
+<!-- Generated from runner/graph/fields.go by ` + "`go test ./runner/graph -update`" + `; do not edit. -->
+
+A goal graph is a YAML file: a name, the inputs it takes, the providers its nodes call, and the nodes.
+` + "`noderun validate GRAPH`" + ` reports every problem with its file:line; ` + "`noderun schema`" + ` prints the JSON
+Schema of the format (a copy is [graph.schema.json](graph.schema.json)). For completion and checking in
+editors that use the YAML language server (VS Code's YAML extension, Neovim, Helix), start a graph file with:
+
+` + "```yaml" + `
+# yaml-language-server: $schema=https://raw.githubusercontent.com/noderun/noderun/main/docs/graph.schema.json
+` + "```" + `
+
+(or a path relative to the file, like ` + "`$schema=../docs/graph.schema.json`" + `).
+
+` + "```yaml" + `
+name: study
+inputs:
+  goal: {description: What to study}          # required: noderun run study.yaml --input goal="..."
+  depth: {type: int, default: 3}
+providers:
+  gpt: {kind: responses, model: gpt-5}
+nodes:
+  - id: plan
+    prompt: 'Plan a study of {{ input "goal" }} in {{ input "depth" }} parts.'
+    timeout: 30m
+  - id: critique
+    needs: [plan]
+    continue_on_failure: true                  # optional: the report is written without it
+    prompt: 'Find the weak points of: {{ output "plan" }}'
+  - id: report
+    needs: [plan, critique]
+    prompt: |
+      Plan: {{ output "plan" }}
+      {{ if failed "critique" }}(no critique){{ else }}Critique: {{ output "critique" }}{{ end }}
+` + "```" + `
+
+## Templates
+
+A node's ` + "`system`" + ` and ` + "`prompt`" + ` are Go [text/template](https://pkg.go.dev/text/template)s:
+
+| expression | is |
+|---|---|
+| ` + "`{{ output \"plan\" }}`, `{{ .Outputs.plan }}`, `{{ index .Outputs \"plan\" }}`" + ` | the output of need ` + "`plan`" + ` (ids with ` + "`-`" + ` need the first form) |
+| ` + "`{{ input \"goal\" }}`, `{{ .Inputs.goal }}`" + ` | the run's input ` + "`goal`" + ` (a file input: the file's content) |
+| ` + "`{{ if failed \"lint\" }}…{{ end }}`" + ` | whether need ` + "`lint`" + ` failed under ` + "`continue_on_failure`" + ` (its output is then empty) |
+| ` + "`{{ range $id, $out := .Outputs }}…{{ end }}`" + ` | every need's output |
+
+Validation checks statically that a template reads only the outputs of the node's needs and only declared
+inputs; a reference it cannot check (a computed id) is rejected.
+
+## Inputs on the command line
+
+` + "`noderun run GRAPH --input name=value`" + ` (repeatable); ` + "`--input name=@FILE`" + ` gives a file's content (for an
+input of type file, its path). A missing required input, an unknown name or a value of the wrong type is
+exit 2, naming the graph file and the line of the ` + "`inputs:`" + ` block, before anything is written. The
+resolved values (a file input's content) are journaled with the run; ` + "`noderun resume`" + ` reuses them.
+`)
+	for _, bl := range Blocks() {
+		fmt.Fprintf(&b, "\n## The %s block\n\n%s.\n\n", bl.Name, upperFirst(bl.Where))
+		b.WriteString("| field | type | default | what it does | example |\n|---|---|---|---|---|\n")
+		for _, f := range bl.Fields {
+			def := f.Default
+			if f.Required {
+				def = "**required**"
+			} else if def == "" {
+				def = "—"
+			}
+			if len(f.Kinds) > 0 {
+				def += " (kinds: " + strings.Join(f.Kinds, ", ") + ")"
+			}
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | `%s` |\n", f.Name, cell(f.Type), cell(def), cell(f.Doc), cell(f.Example))
+		}
+	}
+	return []byte(b.String())
+}
+
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}

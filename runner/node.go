@@ -1,0 +1,215 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/provider"
+	"github.com/noderun/noderun/resume"
+)
+
+// NodeCursor is where a node's work stands, in the form a supervisor that
+// may move the node to another machine keeps it (a Temporal activity
+// heartbeat): enough to enter the recovery decision `noderun resume` makes
+// after a crash, without the journal of the machine that was lost.
+type NodeCursor struct {
+	// Ref is the response id or harness thread id of the current attempt.
+	Ref string `json:"ref,omitempty"`
+	// Seq is the last provider sequence number received (-1: none).
+	Seq int64 `json:"seq"`
+	// Attempt counts the node's attempts so far, on every machine.
+	Attempt int `json:"attempt"`
+	// RetriesUsed is how much of the node's retry budget is spent.
+	RetriesUsed int `json:"retries_used"`
+	// Resumes counts consecutive re-attaches without progress.
+	Resumes int `json:"resumes"`
+	// Bytes is the output of the current attempt so far.
+	Bytes int `json:"bytes"`
+	// Step is the last recovery step ("reconnecting 1/8 in 5ms (...)"), empty while healthy.
+	Step string `json:"step,omitempty"`
+}
+
+// NodeOptions configure RunNode. Options.RunID names the run the node
+// belongs to; Options.Parallel is ignored.
+type NodeOptions struct {
+	Options
+	// Needs are the outputs of the node's needs.
+	Needs map[string]string
+	// Failed names the needs that failed under continue_on_failure: their
+	// output is "" and {{ failed "id" }} is true.
+	Failed []string
+	// From is where the node stood when the machine running it was lost
+	// (its last heartbeat); nil for a fresh start.
+	From *NodeCursor
+	// Force replays the node even if its request may have had side effects
+	// (the operator's --retry).
+	Force bool
+	// Heartbeat, if set, is told the node's cursor on healthy data (often:
+	// throttle it) and on every recovery step (step is true).
+	Heartbeat func(c NodeCursor, step bool)
+}
+
+// RunNode executes one node of g on its own, as a worker of a distributed
+// run does: the journal gets the node's attempts, chunks and diagnostics
+// (the run is created there if this machine has not seen it), and the
+// recovery loop is the one local runs use. When From is set the node picks
+// up where a lost machine left it, by the same decision as Resume: a
+// response is checked and re-attached by id, re-reading its generated part
+// from the provider since this machine has no journal of it; a harness
+// thread is resumed; a chat node is retried within its budget; a node whose
+// replay is unsafe needs attention (State NodeAttention) unless Force.
+//
+// Node failures are in the result; the error is for the run itself
+// (unknown node, bad configuration, journal errors).
+func RunNode(ctx context.Context, g *Graph, nodeID string, opts NodeOptions) (*NodeResult, error) {
+	n := g.Node(nodeID)
+	if n == nil {
+		return nil, &UnknownNodeError{Flag: "node", RunID: opts.RunID, Node: nodeID}
+	}
+	if opts.RunID == "" {
+		return nil, errors.New("runner: RunNode needs a run id")
+	}
+	r, closeProvs, err := newRunState(ctx, g, &opts.Options)
+	if err != nil {
+		return nil, err
+	}
+	defer closeProvs()
+	if r.inputs, err = g.ResolveInputs(opts.Inputs); err != nil {
+		return nil, err
+	}
+	if err := r.ensureRun(ctx); err != nil {
+		return nil, err
+	}
+	for id, out := range opts.Needs {
+		r.outputs[id] = out
+	}
+	for _, id := range opts.Failed {
+		r.results[id] = &NodeResult{ID: id, State: journal.NodeFailed}
+	}
+	r.beat = opts.Heartbeat
+	e, d, err := r.entryFromCursor(ctx, n, opts.From, opts.Force)
+	if err != nil {
+		return nil, err
+	}
+	if d.Action == resume.ActFail {
+		reason := d.Reason
+		r.diag(ctx, n.ID, 0, diagnostics.New(d.Code, reason))
+		_ = r.j.SetNodeState(bg(ctx), r.id, n.ID, journal.NodeAttention, reason)
+		return &NodeResult{ID: n.ID, State: journal.NodeAttention, Reason: reason}, r.j.Flush(bg(ctx))
+	}
+	r.entries[n.ID] = e
+	res := r.runNode(ctx, n)
+	if caps := r.provs[n.Provider].p.Capabilities(); res.State == journal.NodeFailed && opts.From != nil &&
+		e.action == resume.ActResume && caps.Resume && !caps.Check {
+		// A harness thread moved from a lost worker lives in that worker's
+		// session store unless the store is shared: say so, not just "not found".
+		hint := fmt.Sprintf("thread %s was started on a worker that was lost; resuming it needs that worker's session store "+
+			"(CODEX_HOME for Codex, the provider's state_dir for Claude Code and Gemini CLI) shared with this one", opts.From.Ref)
+		r.diag(ctx, n.ID, e.attempt, diagnostics.New(diagnostics.CrossWorkerResume, hint, slog.String("ref", opts.From.Ref)))
+		res.Reason += "; " + hint
+	}
+	return res, r.j.Flush(bg(ctx))
+}
+
+// ensureRun records the run in this machine's journal unless it is there:
+// the journal is this machine's share of a run that lives elsewhere, kept
+// for inspection, so nobody holds its lock.
+func (r *runState) ensureRun(ctx context.Context) error {
+	if _, err := r.j.Run(ctx, r.id); err == nil {
+		return nil
+	} else if !errors.Is(err, journal.ErrNotFound) {
+		return err
+	}
+	err := r.j.CreateRun(bg(ctx), journal.Run{ID: r.id, Graph: r.g.Name, GraphPath: r.g.Path, GraphText: r.g.Source,
+		GraphHash: r.g.Hash, Profile: r.prof.Name, Status: journal.RunRunning, Started: time.Now()})
+	if err != nil {
+		if _, again := r.j.Run(ctx, r.id); again == nil {
+			return nil // another node of the run created it meanwhile
+		}
+	}
+	return err
+}
+
+// entryFromCursor works out where node n picks up from a lost machine's
+// cursor, as entryFor does from the journal. A nil entry means a fresh start.
+func (r *runState) entryFromCursor(ctx context.Context, n *Node, from *NodeCursor, force bool) (*entry, resume.Decision, error) {
+	atts, err := r.j.Attempts(ctx, r.id, n.ID)
+	if err != nil {
+		return nil, resume.Decision{}, err
+	}
+	local := len(atts) // attempts of this node that this machine already journaled
+	if from == nil || from.Attempt == 0 {
+		return &entry{action: resume.ActRetry, fresh: true, attemptBase: -local}, resume.Decision{Action: resume.ActRetry}, nil
+	}
+	e := &entry{retriesUsed: from.RetriesUsed, cur: provider.Cursor{Ref: from.Ref, Seq: -1}, attemptBase: from.Attempt - local}
+	if force {
+		e.action, e.retriesUsed = resume.ActRetry, 0
+		return e, resume.Decision{Action: resume.ActRetry}, nil
+	}
+	caps := r.provs[n.Provider].p.Capabilities()
+	total := r.prof.Retries
+	if n.Retries != nil {
+		total = *n.Retries
+	}
+	// The machine was lost mid-attempt: as after a crash, a dropped stream
+	// whose request was sent; the budgets it had spent still count.
+	d := resume.Decide(resume.Input{
+		Class:       diagnostics.ClassDisconnect,
+		CanResume:   caps.Resume && from.Ref != "",
+		CanCheck:    caps.Check && from.Ref != "",
+		Dispatched:  true,
+		SideEffects: resume.SideEffects(n.SideEffects),
+		ResumesLeft: r.prof.Reconnects - from.Resumes,
+		RetriesLeft: total - from.RetriesUsed,
+	})
+	e.action = d.Action
+	switch d.Action {
+	case resume.ActFail:
+		return e, d, nil
+	case resume.ActRetry:
+		r.diag(ctx, n.ID, 0, diagnostics.New(diagnostics.CrossWorkerResume,
+			fmt.Sprintf("the worker running this node was lost after %d bytes of attempt %d; it cannot be re-attached, so it is retried here within its budget (%d of %d retries used)",
+				from.Bytes, from.Attempt, from.RetriesUsed, total),
+			slog.String("action", string(d.Action)), slog.Int("lost_attempt", from.Attempt)))
+		return e, d, nil
+	}
+	// Re-attach (or check first) on this machine: the attempt continues, but
+	// its journal is elsewhere, so the output is re-read from the provider
+	// from the start (cursor -1) rather than from the lost cursor.
+	mode := journal.ModeReattach
+	if caps.Resume && !caps.Check { // a harness thread
+		mode = journal.ModeResume
+	}
+	nAtt, err := r.j.BeginAttempt(bg(ctx), r.id, n.ID, mode, n.Provider)
+	if err != nil {
+		return nil, resume.Decision{}, err
+	}
+	if err := r.j.SetAttemptRef(bg(ctx), r.id, n.ID, nAtt, from.Ref); err != nil {
+		return nil, resume.Decision{}, err
+	}
+	e.attempt, e.attemptBase = nAtt, from.Attempt-nAtt
+	msg := fmt.Sprintf("the worker running this node was lost (its last heartbeat: sequence %d, %d bytes); re-attaching to response %s from the heartbeated cursor and re-reading the generated part from the provider: nothing is regenerated",
+		from.Seq, from.Bytes, from.Ref)
+	if mode == journal.ModeResume {
+		msg = fmt.Sprintf("the worker running this node was lost after %d bytes; resuming harness thread %s from its heartbeated cursor (its session store must be reachable from this worker, e.g. a shared CODEX_HOME)",
+			from.Bytes, from.Ref)
+	}
+	r.diag(ctx, n.ID, nAtt, diagnostics.New(diagnostics.CrossWorkerResume, msg, slog.String("ref", from.Ref),
+		slog.Int64("lost_cursor", from.Seq), slog.Int("lost_attempt", from.Attempt), slog.String("action", string(d.Action))))
+	return e, d, nil
+}
+
+// beat tells the supervisor, if any, where the node stands; step marks a
+// recovery step (never throttled away by the caller).
+func (x *nodeExec) beat(step string) {
+	if x.run.beat == nil {
+		return
+	}
+	x.run.beat(NodeCursor{Ref: x.cur.Ref, Seq: x.cur.Seq, Attempt: x.attempt + x.attemptBase, RetriesUsed: x.total - x.retries,
+		Resumes: x.resumes, Bytes: x.out.Len(), Step: step}, step != "")
+}

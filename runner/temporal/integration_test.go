@@ -1,0 +1,458 @@
+package temporal_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/provider/sim/simtest"
+	"github.com/noderun/noderun/runner"
+	ntemporal "github.com/noderun/noderun/runner/temporal"
+)
+
+var updateHistory = flag.Bool("update-history", false, "record testdata/kill9-history.json from the kill -9 test")
+
+const (
+	chatTokens = 120
+)
+
+// simConfigs: the Responses node streams respTokens at 200 tokens/s.
+func simConfigs(respTokens int) (chat, resp sim.Config) {
+	return sim.Config{Seed: 11, Tokens: chatTokens, TokensPerSecond: 3000},
+		sim.Config{Seed: 11, Tokens: respTokens, TokensPerSecond: 200}
+}
+
+// fleetGraph: chat and Responses nodes on external simulators, which outlive
+// the workers that are killed.
+func fleetGraph(t *testing.T, dir, chatURL, respURL string) string {
+	t.Helper()
+	src := fmt.Sprintf(`name: fleet
+profile: ci
+providers:
+  chat: {kind: openai, base_url: %s, model: sim}
+  resp: {kind: responses, base_url: %s, model: sim}
+nodes:
+  - {id: plan, provider: chat, prompt: plan a study of sockets}
+  - {id: reason, provider: resp, needs: [plan], prompt: 'reason about {{ output "plan" }}'}
+  - {id: critique, provider: chat, needs: [plan], prompt: 'critique {{ output "plan" }}'}
+  - {id: report, provider: chat, needs: [reason, critique], prompt: 'report {{ output "reason" }} and {{ output "critique" }}'}
+`, chatURL, respURL)
+	path := filepath.Join(dir, "fleet.yaml")
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// localOutputs runs the graph with runner.Run on fresh simulators: the
+// undisturbed reference.
+func localOutputs(t *testing.T, respTokens int) map[string]string {
+	t.Helper()
+	dir := t.TempDir()
+	cc, rc := simConfigs(respTokens)
+	rc.TokensPerSecond = 20000 // same content, sooner
+	chat, resp := simtest.Start(t, cc), simtest.Start(t, rc)
+	g, err := runner.LoadGraph(fleetGraph(t, dir, chat.BaseURL(), resp.BaseURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := journal.Open(context.Background(), filepath.Join(dir, "local.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	res, err := runner.Run(context.Background(), g, runner.Options{Journal: j})
+	if err != nil || res.Status != journal.RunCompleted {
+		t.Fatalf("local run: %v %+v", err, res)
+	}
+	out := map[string]string{}
+	for _, n := range res.Nodes {
+		out[n.ID] = n.Output
+	}
+	return out
+}
+
+// syncBuf is a bytes.Buffer for a process's output read while it runs.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	out    *syncBuf // stderr (and stdout unless stdout is read apart)
+	stdout *syncBuf
+	done   chan struct{}
+	err    error
+}
+
+func start(t *testing.T, name string, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, cmd: exec.Command(bin, args...), out: &syncBuf{}, stdout: &syncBuf{}, done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+			return
+		default:
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// The acceptance test of issue 13: two workers, a 4-node chat + Responses
+// graph; the worker streaming the Responses node is killed -9 mid-stream and
+// the other one finishes the node by re-attaching to the same response.
+func TestKill9WorkerMidStreamOtherWorkerReattaches(t *testing.T) {
+	crossWorker(t, syscall.SIGKILL, 2000) // 10 s: a dead worker is noticed after the 5 s heartbeat timeout
+}
+
+// A worker that is stopped (SIGTERM: a deploy, an eviction) hands its node
+// over at once: the other worker re-attaches the same way, without waiting
+// for a heartbeat timeout.
+func TestStoppedWorkerHandsNodeOver(t *testing.T) {
+	crossWorker(t, syscall.SIGTERM, 1000) // 5 s: the hand-over takes about a second
+}
+
+func crossWorker(t *testing.T, sig syscall.Signal, respTokens int) {
+	want := localOutputs(t, respTokens)
+	hostPort := devServer(t)
+	bin := noderunBinary(t)
+	dir := t.TempDir()
+	queue := "kill9-" + time.Now().Format("150405.000")
+	cc, rc := simConfigs(respTokens)
+	chat, resp := simtest.Start(t, cc), simtest.Start(t, rc)
+	graph := fleetGraph(t, dir, chat.BaseURL(), resp.BaseURL())
+
+	workers := map[string]*proc{}
+	for _, id := range []string{"w1", "w2"} {
+		workers[id] = start(t, id, bin, "worker", "--temporal", hostPort, "--task-queue", queue,
+			"--db", filepath.Join(dir, id+".db"), "--identity", id)
+	}
+	run := start(t, "run", bin, "run", "--temporal", hostPort, "--task-queue", queue, "--json", graph)
+
+	c := dialDev(t)
+	runID := waitFor(t, 60*time.Second, "the run's id", func() (string, bool) {
+		m := regexp.MustCompile(`run ([0-9a-f-]{36}) submitted`).FindStringSubmatch(run.out.String())
+		if m == nil {
+			return "", false
+		}
+		return m[1], true
+	})
+	// Wait until Temporal holds the Responses node's response id in a
+	// heartbeat, let it stream a little, and kill its worker.
+	victim := waitFor(t, 60*time.Second, "a heartbeat of node reason with its response id", func() (string, bool) {
+		pend, err := ntemporal.PendingNodes(context.Background(), c, runID)
+		if err != nil {
+			return "", false
+		}
+		for _, p := range pend {
+			if p.Node == "reason" && p.Cursor.Ref != "" && p.Worker != "" {
+				return p.Worker, true
+			}
+		}
+		return "", false
+	})
+	time.Sleep(800 * time.Millisecond)
+	before := resp.Stats()
+	if before.TokensGenerated >= int64(respTokens) {
+		t.Fatalf("the response finished before the kill (%d tokens): the test did not kill mid-stream", before.TokensGenerated)
+	}
+	if err := workers[victim].cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	<-workers[victim].done
+	t.Logf("%s worker %s streaming node reason after %d of %d tokens", sig, victim, before.TokensGenerated, respTokens)
+
+	select {
+	case <-run.done:
+	case <-time.After(120 * time.Second):
+		t.Fatalf("run --temporal did not finish:\n%s", run.out.String())
+	}
+	if run.err != nil {
+		t.Fatalf("run --temporal: %v\n%s", run.err, run.out.String())
+	}
+	got := jsonOutputs(t, run.stdout.String())
+	for id, w := range want {
+		if got[id] != w {
+			t.Fatalf("node %s: Temporal output differs from the undisturbed local run (%d vs %d bytes)", id, len(got[id]), len(w))
+		}
+	}
+	st := resp.Stats()
+	if st.ResponsesCreated != 1 || st.TokensGenerated != int64(respTokens) {
+		t.Fatalf("Responses sim: %d responses created, %d tokens generated; want 1 and %d (nothing regenerated)",
+			st.ResponsesCreated, st.TokensGenerated, respTokens)
+	}
+
+	// The workflow's activity result and the survivor's diagnostics show the
+	// cross-worker re-attach with its own code.
+	state, err := ntemporal.State(context.Background(), c, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reason ntemporal.NodeOutcome
+	for _, n := range state.Nodes {
+		if n.Node == "reason" {
+			reason = n
+		}
+	}
+	if reason.Worker == victim || reason.Worker == "" || reason.TemporalAttempt < 2 {
+		t.Fatalf("node reason finished on worker %q (activity attempt %d); the killed one was %s", reason.Worker, reason.TemporalAttempt, victim)
+	}
+	codes := map[string]bool{}
+	for _, d := range reason.Diagnostics {
+		codes[d.Code] = true
+	}
+	if !codes["NR210"] {
+		t.Fatalf("node reason's diagnostics lack NR210 cross_worker_resume: %+v", reason.Diagnostics)
+	}
+	if !codes["NR201"] && !codes["NR206"] {
+		t.Fatalf("node reason was neither re-attached (NR201) nor taken from its status (NR206): %+v", reason.Diagnostics)
+	}
+	survivor := workers[reason.Worker]
+	if !strings.Contains(survivor.out.String(), "code=NR210") {
+		t.Fatalf("worker %s's stderr lacks NR210:\n%s", reason.Worker, survivor.out.String())
+	}
+	t.Logf("node reason: %+v\nrun --temporal said:\n%s", reason.Diagnostics, run.out.String())
+
+	// The run as `noderun status --temporal` shows it to an operator.
+	out, err := exec.Command(bin, "status", "--temporal", hostPort, runID).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "NR210 cross_worker_resume") || !strings.Contains(string(out), "run "+runID+" completed") {
+		t.Fatalf("status --temporal: %v\n%s", err, out)
+	}
+	out, err = exec.Command(bin, "show", "--temporal", hostPort, runID, "reason").Output()
+	if err != nil || string(out) != want["reason"] {
+		t.Fatalf("show --temporal: %v (%d bytes, want %d)", err, len(out), len(want["reason"]))
+	}
+
+	// The history of this run, kill included, replays deterministically.
+	hist := history(t, c, runID)
+	replayer := worker.NewWorkflowReplayer()
+	ntemporal.RegisterWorkflow(replayer)
+	if err := replayer.ReplayWorkflowHistory(nil, hist); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	if *updateHistory && sig == syscall.SIGKILL {
+		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join("testdata", "kill9-history.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The survivor journaled its share of the run.
+	_ = survivor.cmd.Process.Signal(syscall.SIGTERM)
+	<-survivor.done
+	j, err := journal.Open(context.Background(), filepath.Join(dir, reason.Worker+".db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	evs, err := j.Events(context.Background(), runID, journal.EventFilter{Node: "reason", Kinds: []string{"diagnostic"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, ev := range evs {
+		found = found || ev.Code == "NR210"
+	}
+	if !found {
+		t.Fatalf("worker %s's journal has no NR210 for node reason", reason.Worker)
+	}
+}
+
+func waitFor[T any](t *testing.T, d time.Duration, what string, f func() (T, bool)) T {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if v, ok := f(); ok {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func jsonOutputs(t *testing.T, out string) map[string]string {
+	t.Helper()
+	i := strings.Index(out, "{\n")
+	if i < 0 {
+		t.Fatalf("no JSON result in:\n%s", out)
+	}
+	var res struct {
+		Status string `json:"status"`
+		Nodes  []struct {
+			ID     string `json:"id"`
+			Output string `json:"output"`
+		} `json:"nodes"`
+	}
+	if err := json.NewDecoder(strings.NewReader(out[i:])).Decode(&res); err != nil {
+		t.Fatalf("JSON result: %v\n%s", err, out)
+	}
+	got := map[string]string{}
+	for _, n := range res.Nodes {
+		got[n.ID] = n.Output
+	}
+	return got
+}
+
+func history(t *testing.T, c client.Client, runID string) *historypb.History {
+	t.Helper()
+	it := c.GetWorkflowHistory(context.Background(), runID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	h := &historypb.History{}
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Events = append(h.Events, ev)
+	}
+	return h
+}
+
+// A node marked side_effects: unsafe whose worker dies mid-stream is held
+// for an operator: `run --temporal` exits 1 naming the command, and
+// `noderun resume --temporal RUN --retry NODE` replays it to completion.
+func TestKill9UnsafeNodeHeldUntilResumeRetry(t *testing.T) {
+	hostPort := devServer(t)
+	bin := noderunBinary(t)
+	dir := t.TempDir()
+	queue := "held-" + time.Now().Format("150405.000")
+	cfg := sim.Config{Seed: 4, Tokens: 600, TokensPerSecond: 300}
+	graph := func(url string) string {
+		path := filepath.Join(t.TempDir(), "held.yaml")
+		src := fmt.Sprintf("name: held\nprofile: ci\nproviders:\n  chat: {kind: openai, base_url: %s, model: sim}\n"+
+			"nodes:\n  - {id: deploy, provider: chat, prompt: deploy the service, side_effects: unsafe}\n"+
+			"  - {id: announce, provider: chat, needs: [deploy], prompt: 'announce {{ output \"deploy\" }}'}\n", url)
+		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	// The undisturbed outputs.
+	refCfg := cfg
+	refCfg.TokensPerSecond = 50000
+	g, err := runner.LoadGraph(graph(simtest.Start(t, refCfg).BaseURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lj, err := journal.Open(context.Background(), filepath.Join(dir, "local.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lj.Close()
+	ref, err := runner.Run(context.Background(), g, runner.Options{Journal: lj})
+	if err != nil || ref.Status != journal.RunCompleted {
+		t.Fatalf("local run: %v %+v", err, ref)
+	}
+
+	chat := simtest.Start(t, cfg)
+	path := graph(chat.BaseURL())
+	workers := map[string]*proc{}
+	for _, id := range []string{"h1", "h2"} {
+		workers[id] = start(t, id, bin, "worker", "--temporal", hostPort, "--task-queue", queue,
+			"--db", filepath.Join(dir, id+".db"), "--identity", id)
+	}
+	run := start(t, "run", bin, "run", "--temporal", hostPort, "--task-queue", queue, path)
+	c := dialDev(t)
+	runID := waitFor(t, 60*time.Second, "the run's id", func() (string, bool) {
+		m := regexp.MustCompile(`run ([0-9a-f-]{36}) submitted`).FindStringSubmatch(run.out.String())
+		if m == nil {
+			return "", false
+		}
+		return m[1], true
+	})
+	victim := waitFor(t, 60*time.Second, "a heartbeat of node deploy", func() (string, bool) {
+		pend, _ := ntemporal.PendingNodes(context.Background(), c, runID)
+		for _, p := range pend {
+			if p.Node == "deploy" && p.Cursor.Attempt == 1 && p.Worker != "" {
+				return p.Worker, true
+			}
+		}
+		return "", false
+	})
+	_ = workers[victim].cmd.Process.Signal(syscall.SIGKILL)
+	<-workers[victim].done
+	select {
+	case <-run.done:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("run --temporal did not stop at the held node:\n%s", run.out.String())
+	}
+	var ee *exec.ExitError
+	if !errors.As(run.err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("run --temporal: %v, want exit 1\n%s", run.err, run.out.String())
+	}
+	want := fmt.Sprintf("noderun resume --temporal %s %s --retry deploy", hostPort, runID)
+	if !strings.Contains(run.out.String(), want) {
+		t.Fatalf("run --temporal does not say %q:\n%s", want, run.out.String())
+	}
+	t.Logf("run --temporal said:\n%s", run.out.String())
+	st, err := ntemporal.State(context.Background(), c, runID)
+	if err != nil || st.Nodes[0].State != "attention" || st.Nodes[1].State != "pending" {
+		t.Fatalf("state: %+v %v", st, err)
+	}
+
+	resume := start(t, "resume", bin, "resume", "--temporal", hostPort, "--task-queue", queue, "--json", runID, "--retry", "deploy")
+	select {
+	case <-resume.done:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("resume --temporal did not finish:\n%s", resume.out.String())
+	}
+	if resume.err != nil {
+		t.Fatalf("resume --temporal: %v\n%s", resume.err, resume.out.String())
+	}
+	got := jsonOutputs(t, resume.stdout.String())
+	for _, n := range ref.Nodes {
+		if got[n.ID] != n.Output {
+			t.Fatalf("node %s: output after the replay differs from the undisturbed run (%d vs %d bytes)", n.ID, len(got[n.ID]), len(n.Output))
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package temporal_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	ntemporal "github.com/noderun/noderun/runner/temporal"
+)
+
+// One Temporal dev server (the real Temporal CLI, built by `make tools` into
+// .tools/bin) serves every test and benchmark of the package: it takes
+// seconds to start. Tests that need it fail, never skip, when it is missing.
+var dev struct {
+	once     sync.Once
+	err      error
+	cmd      *exec.Cmd
+	hostPort string
+	log      bytes.Buffer
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if dev.cmd != nil && dev.cmd.Process != nil {
+		_ = dev.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = dev.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = dev.cmd.Process.Kill()
+			<-done
+		}
+	}
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// repoRoot is the directory of go.mod above the package.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found")
+		}
+		dir = parent
+	}
+}
+
+// freePort asks the kernel for a free port on 127.0.0.1.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// devServer returns the shared dev server's frontend address, starting it on
+// first use.
+func devServer(t testing.TB) string {
+	t.Helper()
+	dev.once.Do(func() { dev.err = startDev() })
+	if dev.err != nil {
+		t.Fatalf("Temporal dev server: %v", dev.err)
+	}
+	return dev.hostPort
+}
+
+func startDev() error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	bin := filepath.Join(root, ".tools", "bin", "temporal")
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("%s is missing: run `make tools` (it builds the pinned Temporal CLI): %w", bin, err)
+	}
+	ports := make([]int, 4)
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return err
+		}
+	}
+	dev.hostPort = "127.0.0.1:" + strconv.Itoa(ports[0])
+	dev.cmd = exec.Command(bin, "server", "start-dev", "--headless", "--ip", "127.0.0.1",
+		"--port", strconv.Itoa(ports[0]), "--ui-port", strconv.Itoa(ports[1]), "--http-port", strconv.Itoa(ports[2]),
+		"--metrics-port", strconv.Itoa(ports[3]), "--log-level", "error") // in memory
+	dev.cmd.Stdout, dev.cmd.Stderr = &dev.log, &dev.log
+	if err := dev.cmd.Start(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for {
+		c, err := ntemporal.Dial(ctx, dev.hostPort, "default", "probe", nil)
+		if err == nil {
+			_, err = c.CheckHealth(ctx, &client.CheckHealthRequest{})
+			c.Close()
+			if err == nil {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not ready after 90s: %v\n%s", err, dev.log.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func dialDev(t testing.TB) client.Client {
+	t.Helper()
+	c, err := ntemporal.Dial(context.Background(), devServer(t), "default", "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+// noderunBinary builds the CLI once: workers are real processes to kill -9.
+func noderunBinary(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		root, err := repoRoot()
+		if err != nil {
+			binErr = err
+			return
+		}
+		if binDir, binErr = os.MkdirTemp("", "noderun-bin-"); binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "noderun")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/noderun")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}

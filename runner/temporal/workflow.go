@@ -1,0 +1,290 @@
+// Package temporal runs noderun graphs on Temporal: the run is a workflow
+// (workflow id = run id), each node an activity executed by runner.RunNode
+// with the same executor, profiles and diagnostics as a local run, and the
+// node's recovery cursor travels in the activity's heartbeats. When a worker
+// is lost, Temporal retries the activity on another worker, which reads the
+// last heartbeat and re-attaches instead of regenerating (see docs/temporal.md).
+//
+// Temporal's retry policy covers lost workers only: a node that fails by
+// noderun's profile fails the activity with a non-retryable error.
+package temporal
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/profile"
+	"github.com/noderun/noderun/runner"
+)
+
+// Names registered with Temporal. They are part of the wire contract between
+// `noderun run --temporal` and `noderun worker`: never rename them.
+const (
+	WorkflowName = "noderun.Graph"
+	ActivityName = "noderun.Node"
+	// SignalRetry replays a node held for an operator (its payload: the node id).
+	SignalRetry = "noderun.retry"
+	// QueryState returns the run as it stands (a RunResult).
+	QueryState = "noderun.state"
+	// DefaultTaskQueue is the task queue when none is given.
+	DefaultTaskQueue = "noderun"
+	// errNodeFailed is the application error type of a node that failed by
+	// noderun's profile; its details are the NodeOutcome.
+	errNodeFailed = "NodeFailed"
+)
+
+// RunInput is a submitted run: the graph as text (workers need no copy of
+// the file) and the resolved profile (nor of its profiles file).
+type RunInput struct {
+	RunID     string          `json:"run_id"`
+	GraphPath string          `json:"graph_path"`
+	GraphText string          `json:"graph_text"`
+	Profile   profile.Profile `json:"profile"`
+	Parallel  int             `json:"parallel"`
+	// Inputs are the run's inputs as given (`--input`); every node resolves
+	// them against the graph's defaults the same way.
+	Inputs map[string]string `json:"inputs,omitempty"`
+}
+
+// NodeInput is one node's activity.
+type NodeInput struct {
+	RunID     string            `json:"run_id"`
+	GraphPath string            `json:"graph_path"`
+	GraphText string            `json:"graph_text"`
+	Profile   profile.Profile   `json:"profile"`
+	Node      string            `json:"node"`
+	Needs     map[string]string `json:"needs,omitempty"`
+	Force     bool              `json:"force,omitempty"`
+	Inputs    map[string]string `json:"inputs,omitempty"`
+	// Failed names the needs that failed under continue_on_failure.
+	Failed []string `json:"failed,omitempty"`
+}
+
+// Diag is a diagnostic as an activity result carries it.
+type Diag struct {
+	Code    string `json:"code"`
+	Name    string `json:"name"`
+	Attempt int    `json:"attempt"`
+	Message string `json:"message"`
+}
+
+// NodeOutcome is a node's activity result: its output and attempt summary.
+type NodeOutcome struct {
+	Node     string `json:"node"`
+	State    string `json:"state"`
+	Output   string `json:"output,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	ErrClass string `json:"err_class,omitempty"`
+	// Worker is the identity of the worker that finished the node.
+	Worker string `json:"worker,omitempty"`
+	// TemporalAttempt is the activity attempt (above 1: a worker was lost).
+	TemporalAttempt int32 `json:"temporal_attempt,omitempty"`
+	// Cursor is where the node stood last (attempts, budgets used).
+	Cursor      runner.NodeCursor `json:"cursor"`
+	Diagnostics []Diag            `json:"diagnostics,omitempty"`
+}
+
+// RunResult is the run as the workflow returns it, and as QueryState shows
+// it while it runs (nodes in graph order).
+type RunResult struct {
+	RunID  string        `json:"run_id"`
+	Status string        `json:"status"`
+	Nodes  []NodeOutcome `json:"nodes"`
+}
+
+// HeartbeatTimeout is how long a node's worker may stay silent before
+// Temporal counts it as lost. Workers heartbeat on healthy data, on every
+// recovery step, and at least every third of it while waiting; it follows the
+// profile's poll_after, the longest a healthy node waits for a sign of the
+// provider, and stays between 5 s (a busy machine must not look dead) and 2 min.
+func HeartbeatTimeout(p profile.Profile) time.Duration {
+	return min(max(2*p.PollAfter.D(), 5*time.Second), 2*time.Minute)
+}
+
+// activityOptions: Temporal retries a node only when its worker was lost
+// (a heartbeat timeout, a crash); StartToClose is a backstop, the heartbeat
+// detects dead workers.
+func activityOptions(p profile.Profile, node string, replay int) workflow.ActivityOptions {
+	id := node
+	if replay > 0 {
+		id = fmt.Sprintf("%s#%d", node, replay)
+	}
+	return workflow.ActivityOptions{
+		ActivityID:          id,
+		StartToCloseTimeout: 24 * time.Hour,
+		HeartbeatTimeout:    HeartbeatTimeout(p),
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        500 * time.Millisecond,
+			BackoffCoefficient:     2,
+			MaximumInterval:        10 * time.Second,
+			MaximumAttempts:        20,
+			NonRetryableErrorTypes: []string{errNodeFailed},
+		},
+	}
+}
+
+// GraphWorkflow runs a graph: nodes in dependency order, at most Parallel at
+// once, in graph order among the ready ones (as runner.Run schedules them).
+// A failed node skips its dependents; a node held for an operator (its
+// replay may be unsafe) waits for SignalRetry, and so do its dependents.
+// It is deterministic: it reads nothing but its input and activity results.
+func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
+	g, err := runner.ParseGraph(in.GraphPath, []byte(in.GraphText))
+	if err != nil {
+		return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), "BadGraph", nil)
+	}
+	parallel := in.Parallel
+	if parallel <= 0 {
+		parallel = 4
+	}
+	res := RunResult{RunID: in.RunID, Status: string(journal.RunRunning)}
+	at := map[string]int{}
+	for i, n := range g.Nodes {
+		at[n.ID] = i
+		res.Nodes = append(res.Nodes, NodeOutcome{Node: n.ID, State: string(journal.NodePending)})
+	}
+	node := func(id string) *NodeOutcome { return &res.Nodes[at[id]] }
+	if err := workflow.SetQueryHandler(ctx, QueryState, func() (RunResult, error) { return res, nil }); err != nil {
+		return res, err
+	}
+	waiting := map[string]int{}
+	for _, n := range g.Nodes {
+		waiting[n.ID] = len(n.Needs)
+	}
+	var ready []string
+	for _, n := range g.Nodes {
+		if waiting[n.ID] == 0 {
+			ready = append(ready, n.ID)
+		}
+	}
+	held := map[string]bool{}
+	replays := map[string]int{}
+	running := 0
+	sel := workflow.NewSelector(ctx)
+	var skip func(id, cause string)
+	skip = func(id, cause string) {
+		o := node(id)
+		if o.State != string(journal.NodePending) {
+			return
+		}
+		o.State, o.Reason = string(journal.NodeSkipped), fmt.Sprintf("needs %q, which did not complete", cause)
+		for _, d := range g.Dependents(id) {
+			skip(d, id)
+		}
+	}
+	release := func(id string) { // id is settled: its dependents may be ready
+		for _, d := range g.Dependents(id) {
+			if waiting[d]--; waiting[d] == 0 && node(d).State == string(journal.NodePending) {
+				ready = append(ready, d)
+			}
+		}
+		ready = inGraphOrder(at, ready)
+	}
+	settle := func(id string, out NodeOutcome, err error) {
+		running--
+		if err != nil {
+			out = failedOutcome(id, err)
+		}
+		*node(id) = out
+		switch journal.NodeState(out.State) {
+		case journal.NodeCompleted:
+			release(id)
+		case journal.NodeAttention:
+			held[id] = true // its dependents wait with it
+		default:
+			if g.Node(id).ContinueOnFailure && journal.NodeState(out.State) == journal.NodeFailed {
+				release(id) // its dependents run, seeing it failed
+				return
+			}
+			for _, d := range g.Dependents(id) {
+				skip(d, id)
+			}
+		}
+	}
+	start := func(id string, force bool) {
+		n := g.Node(id)
+		needs := map[string]string{}
+		var failed []string
+		for _, need := range n.Needs {
+			needs[need] = node(need).Output
+			if node(need).State == string(journal.NodeFailed) {
+				failed = append(failed, need)
+			}
+		}
+		o := node(id)
+		o.State, o.Reason = string(journal.NodeRunning), ""
+		actx := workflow.WithActivityOptions(ctx, activityOptions(in.Profile, id, replays[id]))
+		f := workflow.ExecuteActivity(actx, ActivityName, NodeInput{RunID: in.RunID, GraphPath: in.GraphPath,
+			GraphText: in.GraphText, Profile: in.Profile, Node: id, Needs: needs, Force: force, Inputs: in.Inputs, Failed: failed})
+		running++
+		sel.AddFuture(f, func(f workflow.Future) {
+			var out NodeOutcome
+			err := f.Get(ctx, &out)
+			settle(id, out, err)
+		})
+	}
+	var forced []string
+	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalRetry), func(c workflow.ReceiveChannel, _ bool) {
+		var id string
+		c.Receive(ctx, &id)
+		if held[id] {
+			delete(held, id)
+			replays[id]++
+			forced = append(forced, id)
+		}
+	})
+	for {
+		for len(forced) > 0 {
+			id := forced[0]
+			forced = forced[1:]
+			start(id, true)
+		}
+		for running < parallel && len(ready) > 0 {
+			id := ready[0]
+			ready = ready[1:]
+			start(id, false)
+		}
+		if running == 0 && len(held) == 0 && len(forced) == 0 {
+			break
+		}
+		if running == 0 {
+			res.Status = string(journal.NodeAttention) // waiting for an operator only
+		}
+		sel.Select(ctx)
+		res.Status = string(journal.RunRunning)
+	}
+	res.Status = string(journal.RunCompleted)
+	for _, o := range res.Nodes {
+		if o.State != string(journal.NodeCompleted) {
+			res.Status = string(journal.RunFailed)
+		}
+	}
+	return res, nil
+}
+
+// failedOutcome is the outcome of a node whose activity failed: by noderun's
+// profile (the details carry the outcome), or because Temporal gave up on it.
+func failedOutcome(id string, err error) NodeOutcome {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Type() == errNodeFailed && ae.HasDetails() {
+		var out NodeOutcome
+		if ae.Details(&out) == nil {
+			return out
+		}
+	}
+	return NodeOutcome{Node: id, State: string(journal.NodeFailed), Reason: err.Error()}
+}
+
+func inGraphOrder(at map[string]int, ids []string) []string {
+	for i := 1; i < len(ids); i++ { // few ready nodes: insertion sort, deterministic
+		for k := i; k > 0 && at[ids[k]] < at[ids[k-1]]; k-- {
+			ids[k], ids[k-1] = ids[k-1], ids[k]
+		}
+	}
+	return ids
+}
