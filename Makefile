@@ -14,7 +14,7 @@ export NODERUN_CODEX ?= $(CODEX)
 export NODERUN_CLAUDE ?= $(CLAUDE)
 export NODERUN_GEMINI ?= $(GEMINI)
 
-.PHONY: build demo test tools bench lint fuzz clean
+.PHONY: build demo test tools bench profile lint fuzz clean
 
 # The commit goes in by -X too: --version prints it even where the go command stamps no VCS info.
 COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
@@ -58,11 +58,39 @@ $(TEMPORAL):
 	mkdir -p $(TOOLS)/bin
 	GOBIN=$(TOOLS)/bin $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION)
 
-# Performance targets live here, not in timed tests. Each benchmark reports its own medians and ratios.
+# Performance targets live here, not in timed tests. Each benchmark measures both sides of its
+# ratio in the same run, in pairs of alternating order, and reports medians (docs/performance.md):
+#   RunnerVsBareClient  runner + journal vs a bare go-openai loop, one 100k-token stream (ratio <= 1.05)
+#   FanOut              1,000 and 10,000 nodes x 200 tokens at once vs a bare go-openai fan-out
+#                       (ratio <= 1.2, lost-bytes = 0, dial-timeouts = 0, peak-rss-MiB <= 1024)
+#   IngestVsRaw         journal ingest vs a raw database/sql insert of the same rows (ratio >= 0.75)
+#   Append, Stream100k  the journal's batch sizes and a 100k events/s stream
+# About three minutes on two cores; `cat /proc/loadavg` before quoting a figure.
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 5x -count 1 ./runner/ ./provider/sim/
+	@cat /proc/loadavg
+	$(GO) test -run '^$$' -bench 'RunnerVsBareClient' -benchtime 9x -count 1 ./runner/
+	$(GO) test -run '^$$' -bench 'RecoveryCost' -benchtime 5x -count 1 ./runner/
+	$(GO) test -run '^$$' -bench 'FanOut/nodes=1000$$' -benchtime 3x -count 1 ./runner/
+	$(GO) test -run '^$$' -bench 'FanOut/nodes=10000$$' -benchtime 1x -count 1 -timeout 20m ./runner/
+	$(GO) test -run '^$$' -bench 'IngestVsRaw' -benchtime 9x -count 1 ./journal/
 	$(GO) test -run '^$$' -bench . -benchtime 10x -count 1 ./runner/temporal/
 	$(GO) test -run '^$$' -bench 'Append|Stream100k' -benchtime 200000x -count 1 ./journal/
+	$(GO) test -run '^$$' -bench . -benchtime 5x -count 1 ./provider/sim/
+	@cat /proc/loadavg
+
+# CPU and allocation profiles of the single-stream runner benchmark (the simulator runs in a
+# process of its own, so they show the client side only), in bin/profile/, with the top entries
+# of each. Explore further with `go tool pprof -http : bin/profile/runner.test bin/profile/cpu.out`.
+PROFILE := bin/profile
+profile:
+	mkdir -p $(PROFILE)
+	$(GO) test -run '^$$' -bench 'RunnerVsBareClient' -benchtime 6x -count 1 -o $(PROFILE)/runner.test \
+		-cpuprofile $(PROFILE)/cpu.out -memprofile $(PROFILE)/mem.out ./runner/
+	$(GO) tool pprof -top -cum -nodecount 40 $(PROFILE)/runner.test $(PROFILE)/cpu.out
+	$(GO) tool pprof -top -sample_index alloc_space -nodecount 25 $(PROFILE)/runner.test $(PROFILE)/mem.out
+	@echo "the runner's own path (emit, coalescer, journal writer):"
+	@$(GO) tool pprof -top -cum -nodecount 4000 $(PROFILE)/runner.test $(PROFILE)/cpu.out 2>/dev/null | \
+		grep -E 'runner\.\(\*(nodeExec|coalescer)|journal\.|openai\.\(\*doneWatcher' || true
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -139,4 +140,140 @@ func BenchmarkTrickle(b *testing.B) {
 // the stream back.
 func BenchmarkStream100k(b *testing.B) {
 	paced(b, 100_000)
+}
+
+// BenchmarkIngestVsRaw compares the journal's ingest with the floor: a raw
+// database/sql insert of the same rows, with the same driver and settings
+// (WAL, synchronous=NORMAL, a prepared statement, one transaction per
+// DefaultBatchOps rows, the default page size) into a plain table without
+// indexes. Each iteration ingests the same rows both ways, in alternating
+// order, so machine load hits both alike; it reports both medians, the
+// median of the pairwise journal/raw throughput ratios (target >= 0.75) and
+// the CPU per event of each. The rows are the worst case: provider events
+// with a sequence number (rows=responses: a Responses stream), which both
+// indexes of the events table cover; rows=chat are chat deltas (no
+// sequence number), which the unique provider_seq index skips. The page
+// sub-benchmarks vary the journal's page size (evidence for keeping
+// SQLite's default); BenchmarkAppend varies its batch.
+func BenchmarkIngestVsRaw(b *testing.B) {
+	for _, c := range []struct {
+		rows string
+		page int
+	}{{"responses", 4096}, {"responses", 8192}, {"responses", 16384}, {"chat", 4096}} {
+		b.Run(fmt.Sprintf("rows=%s/page=%d", c.rows, c.page), func(b *testing.B) {
+			benchIngestVsRaw(b, c.page, c.rows == "responses")
+		})
+	}
+}
+
+func benchIngestVsRaw(b *testing.B, pageSize int, withSeq bool) {
+	const rows = 40_000
+	ctx := context.Background()
+	dir := b.TempDir()
+	raw, err := openDB(filepath.Join(dir, "raw.db"), writerParams)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer raw.Close()
+	raw.SetMaxOpenConns(1)
+	if _, err := raw.ExecContext(ctx, `CREATE TABLE events (run INTEGER NOT NULL, seq INTEGER NOT NULL,
+		node TEXT NOT NULL, attempt INTEGER NOT NULL, time INTEGER NOT NULL, kind TEXT NOT NULL,
+		code TEXT NOT NULL, provider_seq INTEGER NOT NULL, payload BLOB NOT NULL)`); err != nil {
+		b.Fatal(err)
+	}
+	ins, err := raw.PrepareContext(ctx, `INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ins.Close()
+	j, err := Open(ctx, filepath.Join(dir, "journal.db"), func(j *Journal) { j.pageSize = pageSize })
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	var got int
+	if err := j.wdb.QueryRowContext(ctx, "PRAGMA page_size").Scan(&got); err != nil || got != pageSize {
+		b.Fatalf("page size %d (%v), want %d", got, err, pageSize)
+	}
+	if err := j.CreateRun(ctx, Run{ID: "run", Graph: "bench"}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := j.BeginAttempt(ctx, "run", "node", ModeStart, "sim"); err != nil {
+		b.Fatal(err)
+	}
+	var seq, pseq int64
+	providerSeq := func(n int64) int64 {
+		if withSeq {
+			return n
+		}
+		return NoProviderSeq
+	}
+	rawIngest := func() {
+		for n := 0; n < rows; n += DefaultBatchOps {
+			tx, err := raw.BeginTx(ctx, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			st := tx.StmtContext(ctx, ins)
+			for i := n; i < min(n+DefaultBatchOps, rows); i++ {
+				seq++
+				if _, err := st.ExecContext(ctx, 1, seq, "node", 1, time.Now().UnixNano(), KindDelta, "", providerSeq(seq), benchPayload); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := tx.Commit(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	journalIngest := func() {
+		for range rows {
+			pseq++
+			if err := j.Append(Event{RunID: "run", NodeID: "node", Attempt: 1, Kind: KindDelta,
+				ProviderSeq: providerSeq(pseq), Payload: benchPayload}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := j.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rawIngest() // warm up: both files exist, both page caches are filled
+	journalIngest()
+	var rawT, jT, rawCPU, jCPU, ratios []float64
+	timed := func(f func(), rate, cpu *[]float64) {
+		c0, t0 := cpuTime(), time.Now()
+		f()
+		*rate = append(*rate, rows/time.Since(t0).Seconds())
+		*cpu = append(*cpu, float64(cpuTime()-c0)/rows)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if i%2 == 0 {
+			timed(rawIngest, &rawT, &rawCPU)
+			timed(journalIngest, &jT, &jCPU)
+		} else {
+			timed(journalIngest, &jT, &jCPU)
+			timed(rawIngest, &rawT, &rawCPU)
+		}
+		ratios = append(ratios, jT[i]/rawT[i])
+	}
+	b.StopTimer()
+	b.ReportMetric(median(rawT), "raw-events/s")
+	b.ReportMetric(median(jT), "journal-events/s")
+	b.ReportMetric(median(ratios), "ratio")
+	b.ReportMetric(median(rawCPU), "raw-cpu-ns/event")
+	b.ReportMetric(median(jCPU), "journal-cpu-ns/event")
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -117,6 +117,11 @@ type Journal struct {
 	held map[string]*heldRun // run locks held, by run id; nil once closing
 	hbWG sync.WaitGroup
 
+	// pageSize, when not 0, is the page size of a journal Open creates
+	// (benchmarks only: SQLite's default, 4096, measured best; see
+	// BenchmarkIngestVsRaw).
+	pageSize int
+
 	closeOnce sync.Once
 	closeErr  error
 	readOnly  bool // OpenReadOnly: only rdb is open
@@ -178,6 +183,11 @@ func Open(ctx context.Context, path string, opts ...Option) (*Journal, error) {
 	if perm&0o077 != 0 {
 		j.log.Warn("journal file is readable by other users; it holds prompts and outputs",
 			"path", path, "mode", perm.String())
+	}
+	if j.pageSize > 0 {
+		if err := setPageSize(path, j.pageSize); err != nil {
+			return nil, j.errorf("open: %w", err)
+		}
 	}
 	if j.wdb, err = openDB(path, writerParams); err != nil {
 		return nil, j.errorf("open: %w", err)
@@ -355,6 +365,18 @@ const (
 	readerParams       = "_pragma=busy_timeout(5000)&_pragma=query_only(1)"
 	checkpointerParams = "_pragma=busy_timeout(5000)"
 )
+
+// setPageSize sets the page size of a database not yet in WAL mode (in
+// WAL mode it is fixed).
+func setPageSize(path string, size int) error {
+	db, err := openDB(path, "")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.Exec(fmt.Sprintf("PRAGMA page_size = %d; VACUUM", size))
+	return err
+}
 
 // uriEscaper escapes the characters that would end or corrupt the path part
 // of an SQLite file: URI.

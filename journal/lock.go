@@ -61,7 +61,7 @@ func (j *Journal) AcquireRun(ctx context.Context, runID string, o Owner) error {
 	}
 	var prev Owner // the owner taken over from, if any
 	var why string // and why it was
-	err := j.change(ctx, what, func(ctx context.Context, tx *sql.Tx) error {
+	err := j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
 		var cur Owner
 		var hb int64
 		err := tx.QueryRowContext(ctx, `SELECT owner_pid, owner_host, owner_token, heartbeat FROM runs WHERE id = ?`,
@@ -109,7 +109,7 @@ func (j *Journal) ownerGone(cur Owner, hb, now time.Time) string {
 // is a no-op.
 func (j *Journal) ReleaseRun(ctx context.Context, runID string, o Owner) error {
 	j.stopHeartbeat(runID, o)
-	return j.change(ctx, fmt.Sprintf("release run %q", runID), func(ctx context.Context, tx *sql.Tx) error {
+	return j.change(ctx, fmt.Sprintf("release run %q", runID), func(ctx context.Context, tx stmtTx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE runs SET owner_pid = 0, owner_host = '', owner_token = '', heartbeat = 0
 			WHERE id = ? AND owner_token = ?`, runID, o.Token)
 		if err := mustAffect(res, err); !errors.Is(err, ErrNotFound) {
@@ -166,7 +166,7 @@ func (j *Journal) startHeartbeat(runID string, o Owner) {
 				return
 			case <-t.C:
 			}
-			err := j.change(ctx, fmt.Sprintf("heartbeat of run %q", runID), func(ctx context.Context, tx *sql.Tx) error {
+			err := j.change(ctx, fmt.Sprintf("heartbeat of run %q", runID), func(ctx context.Context, tx stmtTx) error {
 				return mustAffect(tx.ExecContext(ctx, `UPDATE runs SET heartbeat = ? WHERE id = ? AND owner_token = ?`,
 					time.Now().UnixNano(), runID, o.Token))
 			})

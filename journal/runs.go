@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -138,7 +139,7 @@ func (m AttemptMode) valid() bool {
 }
 
 // change runs fn in the writer, wrapping its error with what and the path.
-func (j *Journal) change(ctx context.Context, what string, fn func(ctx context.Context, tx *sql.Tx) error) error {
+func (j *Journal) change(ctx context.Context, what string, fn func(ctx context.Context, tx stmtTx) error) error {
 	if err := j.submit(ctx, op{kind: opFunc, fn: fn}); err != nil {
 		return j.errorf("%s: %w", what, err)
 	}
@@ -201,7 +202,7 @@ func (j *Journal) CreateRun(ctx context.Context, r Run) error {
 		}
 		inputs = string(b)
 	}
-	err := j.change(ctx, what, func(ctx context.Context, tx *sql.Tx) error {
+	err := j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO runs (id, graph, graph_path, graph_text, graph_sha256, profile,
 			status, started, owner_pid, owner_host, owner_token, heartbeat, inputs) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.Graph, r.GraphPath, graphText, r.GraphHash, r.Profile, r.Started.UnixNano(),
@@ -225,7 +226,7 @@ func (j *Journal) SetRunStatus(ctx context.Context, runID string, s RunStatus) e
 	if s != RunRunning {
 		finished = time.Now().UnixNano()
 	}
-	return j.change(ctx, what, func(ctx context.Context, tx *sql.Tx) error {
+	return j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
 		return mustAffect(tx.ExecContext(ctx, `UPDATE runs SET status = ?, finished = ? WHERE id = ?`, s, finished, runID))
 	})
 }
@@ -233,7 +234,7 @@ func (j *Journal) SetRunStatus(ctx context.Context, runID string, s RunStatus) e
 // upsertNode creates the node in state s if it does not exist, then moves it
 // to s: running sets Started once; pending, running and completed clear an
 // earlier error; a final state sets Finished, any other clears it.
-func upsertNode(ctx context.Context, tx *sql.Tx, runID, nodeID string, s NodeState, now int64) error {
+func upsertNode(ctx context.Context, tx stmtTx, runID, nodeID string, s NodeState, now int64) error {
 	var finished int64
 	if s.final() {
 		finished = now
@@ -262,12 +263,34 @@ func (j *Journal) SetNodeState(ctx context.Context, runID, nodeID string, s Node
 		return j.errorf("%s: %w", what, ErrInvalid)
 	}
 	now := time.Now().UnixNano()
-	return j.change(ctx, what, func(ctx context.Context, tx *sql.Tx) error {
+	return j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
 		if err := upsertNode(ctx, tx, runID, nodeID, s, now); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `UPDATE nodes SET reason = ? WHERE run = ? AND id = ?`, reason, runID, nodeID)
 		return err
+	})
+}
+
+// SetNodesPending is SetNodeState(ctx, runID, id, NodePending, "") for
+// every id, in one state change: a graph of 10,000 nodes is registered in
+// one commit, not 10,000 in a row.
+func (j *Journal) SetNodesPending(ctx context.Context, runID string, nodeIDs []string) error {
+	what := fmt.Sprintf("set %d nodes of %s pending", len(nodeIDs), runID)
+	if runID == "" || slices.Contains(nodeIDs, "") {
+		return j.errorf("%s: %w", what, ErrInvalid)
+	}
+	now := time.Now().UnixNano()
+	return j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
+		for _, id := range nodeIDs {
+			if err := upsertNode(ctx, tx, runID, id, NodePending, now); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE nodes SET reason = ? WHERE run = ? AND id = ?`, "", runID, id); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
@@ -278,7 +301,7 @@ func (j *Journal) CompleteNode(ctx context.Context, runID, nodeID, output string
 		return j.errorf("%s: %w", what, ErrInvalid)
 	}
 	now := time.Now().UnixNano()
-	return j.change(ctx, what, func(ctx context.Context, tx *sql.Tx) error {
+	return j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
 		if err := upsertNode(ctx, tx, runID, nodeID, NodeCompleted, now); err != nil {
 			return err
 		}
@@ -294,7 +317,7 @@ func (j *Journal) FailNode(ctx context.Context, runID, nodeID, errClass, msg str
 		return j.errorf("%s: %w", what, ErrInvalid)
 	}
 	now := time.Now().UnixNano()
-	return j.change(ctx, what, func(ctx context.Context, tx *sql.Tx) error {
+	return j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
 		if err := upsertNode(ctx, tx, runID, nodeID, NodeFailed, now); err != nil {
 			return err
 		}
@@ -315,7 +338,7 @@ func (j *Journal) BeginAttempt(ctx context.Context, runID, nodeID string, mode A
 	}
 	now := time.Now().UnixNano()
 	var n int
-	err := j.change(ctx, what, func(ctx context.Context, tx *sql.Tx) error {
+	err := j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
 		if err := upsertNode(ctx, tx, runID, nodeID, NodeRunning, now); err != nil {
 			return err
 		}
@@ -338,7 +361,7 @@ func (j *Journal) BeginAttempt(ctx context.Context, runID, nodeID string, mode A
 // it as soon as the provider names it: it is what a resume needs first.
 func (j *Journal) SetAttemptRef(ctx context.Context, runID, nodeID string, n int, ref string) error {
 	what := fmt.Sprintf("set ref of attempt %s/%s#%d", runID, nodeID, n)
-	return j.change(ctx, what, func(ctx context.Context, tx *sql.Tx) error {
+	return j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
 		return mustAffect(tx.ExecContext(ctx, `UPDATE attempts SET ref = ? WHERE run = ? AND node = ? AND n = ?`,
 			ref, runID, nodeID, n))
 	})
@@ -349,7 +372,7 @@ func (j *Journal) SetAttemptRef(ctx context.Context, runID, nodeID string, n int
 // event: the event log's provider_seq (MaxProviderSeq) is the per-event truth.
 func (j *Journal) SetAttemptCursor(ctx context.Context, runID, nodeID string, n int, cursor int64) error {
 	what := fmt.Sprintf("set cursor of attempt %s/%s#%d", runID, nodeID, n)
-	return j.change(ctx, what, func(ctx context.Context, tx *sql.Tx) error {
+	return j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
 		return mustAffect(tx.ExecContext(ctx, `UPDATE attempts SET cursor = ? WHERE run = ? AND node = ? AND n = ?`,
 			cursor, runID, nodeID, n))
 	})
@@ -363,7 +386,7 @@ func (j *Journal) EndAttempt(ctx context.Context, runID, nodeID string, n int, o
 		return j.errorf("%s: %w: outcome %q", what, ErrInvalid, outcome)
 	}
 	now := time.Now().UnixNano()
-	return j.change(ctx, what, func(ctx context.Context, tx *sql.Tx) error {
+	return j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
 		return mustAffect(tx.ExecContext(ctx, `UPDATE attempts SET outcome = ?, err_class = ?, error = ?, ended = ?
 			WHERE run = ? AND node = ? AND n = ?`, outcome, errClass, msg, now, runID, nodeID, n))
 	})

@@ -243,9 +243,10 @@ func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, l
 			}
 			bp.p = p
 		case ProviderKindOpenAI:
-			bp.p = openai.New(openai.Config{BaseURL: baseURL, APIKey: key, Continuation: provider.Continuation(spec.Continuation)})
+			bp.p = openai.New(openai.Config{BaseURL: baseURL, APIKey: key, Continuation: provider.Continuation(spec.Continuation),
+				MaxDials: spec.MaxDials})
 		case ProviderKindResponses:
-			p, err := responses.New(responses.Config{BaseURL: baseURL, APIKey: key, Logger: log})
+			p, err := responses.New(responses.Config{BaseURL: baseURL, APIKey: key, Logger: log, MaxDials: spec.MaxDials})
 			if err != nil {
 				return fail(err)
 			}

@@ -1,8 +1,12 @@
 package runner
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/noderun/noderun/provider/conns"
+	"github.com/noderun/noderun/runner/graph"
 )
 
 // Base URL and key come from the graph, else OPENAI_BASE_URL and
@@ -41,5 +45,14 @@ func TestEndpoint(t *testing.T) {
 		if err != nil || url != c.url || key != c.key {
 			t.Errorf("%s: got %q %q %v, want %q %q", c.name, url, key, err, c.url, c.key)
 		}
+	}
+}
+
+// The graph reference documents the default of max_dials; it must be the
+// one the adapters use (runner/graph may not import provider/conns).
+func TestMaxDialsDefaultDocumented(t *testing.T) {
+	row := fmt.Sprintf("| `max_dials` | whole number > 0 | %d (kinds:", conns.DefaultMaxDials)
+	if !strings.Contains(string(graph.Reference()), row) {
+		t.Errorf("the graph reference's max_dials row does not start %q", row)
 	}
 }

@@ -189,11 +189,13 @@ func Run(ctx context.Context, g *Graph, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer r.j.ReleaseRun(bg(ctx), r.id, r.owner)
-	for _, n := range g.Nodes {
+	ids := make([]string, len(g.Nodes))
+	for i, n := range g.Nodes {
 		r.results[n.ID] = &NodeResult{ID: n.ID, State: journal.NodePending}
-		if err := r.j.SetNodeState(bg(ctx), r.id, n.ID, journal.NodePending, ""); err != nil {
-			return nil, err
-		}
+		ids[i] = n.ID
+	}
+	if err := r.j.SetNodesPending(bg(ctx), r.id, ids); err != nil {
+		return nil, err
 	}
 	r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunStarted, "run started", slog.String("graph", g.Name),
 		slog.String("profile", r.prof.Name), slog.Int("nodes", len(g.Nodes))))

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/provider"
+	"github.com/noderun/noderun/provider/conns"
 	"github.com/noderun/noderun/provider/guard"
 )
 
@@ -27,8 +27,12 @@ type Config struct {
 	BaseURL string // e.g. https://api.openai.com/v1 or the simulator's URL
 	APIKey  string // empty sends no Authorization header
 	// HTTPClient defaults to one with dial and header timeouts but no overall
-	// timeout (a stream may last hours).
+	// timeout (a stream may last hours), its connects bounded per host by
+	// MaxDials (see package conns).
 	HTTPClient *http.Client
+	// MaxDials bounds concurrent connects per host of the default client
+	// (0: conns.DefaultMaxDials).
+	MaxDials int
 	// Continuation is the server's form for continuing a partial answer
 	// (continue.go); "" or none: a dropped stream can only be retried.
 	Continuation provider.Continuation
@@ -50,7 +54,7 @@ type Provider struct {
 func New(cfg Config) *Provider {
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = DefaultHTTPClient()
+		hc = httpClient(cfg.MaxDials)
 	}
 	hc = guard.Client(hc)
 	oc := goopenai.DefaultConfig(cfg.APIKey)
@@ -66,13 +70,12 @@ func New(cfg Config) *Provider {
 }
 
 // DefaultHTTPClient has no overall timeout, since streams are long, but
-// bounds connecting and waiting for response headers.
-func DefaultHTTPClient() *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	t.ResponseHeaderTimeout = 2 * time.Minute
-	t.MaxIdleConnsPerHost = 64
-	return &http.Client{Transport: t}
+// bounds connecting and waiting for response headers, and how many connects
+// go to one host at once (conns.DefaultMaxDials).
+func DefaultHTTPClient() *http.Client { return httpClient(0) }
+
+func httpClient(maxDials int) *http.Client {
+	return &http.Client{Transport: conns.Transport(maxDials, 10*time.Second, 2*time.Minute)}
 }
 
 // Capabilities: continuing a dropped answer, when the server has a form for

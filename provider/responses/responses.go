@@ -26,6 +26,7 @@ import (
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/provider"
+	"github.com/noderun/noderun/provider/conns"
 	"github.com/noderun/noderun/provider/guard"
 )
 
@@ -55,8 +56,12 @@ type Config struct {
 	APIKey string
 	// HTTPClient carries every request. It must not set Timeout (streams are
 	// long; the adapter bounds waiting with the context and the idle window).
-	// Nil uses a client with its own clone of the default transport.
+	// Nil uses a client with its own clone of the default transport, its
+	// connects bounded per host by MaxDials (see package conns).
 	HTTPClient *http.Client
+	// MaxDials bounds concurrent connects per host of the default client
+	// (0: conns.DefaultMaxDials).
+	MaxDials int
 	// Logger receives debug and warning logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -87,7 +92,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		hc = &http.Client{Transport: conns.Transport(cfg.MaxDials, 30*time.Second, 0)}
 	}
 	hc = guard.Client(hc)
 	log := cfg.Logger

@@ -154,6 +154,8 @@ var fieldsProvider = []Field{
 	{Name: "continuation", Type: "string", Default: "none", Doc: "How the chat server continues a partial answer after a dropped stream: " +
 		"prefix (DeepSeek, Mistral), continue_final_message (vLLM), assistant_last (Ollama, llama.cpp); see docs/providers.md.",
 		Example: "prefix", Kinds: []string{ProviderKindOpenAI, ProviderKindSim}, schema: sEnum(graphContinuations)},
+	{Name: "max_dials", Type: "whole number > 0", Default: "32", Doc: "How many connects to the provider's host may be in flight at once; the rest wait their turn, so a wide graph's start or a breaker closing never overflows the server's listen backlog.",
+		Example: "64", Kinds: []string{ProviderKindOpenAI, ProviderKindResponses}, schema: sInt(1)},
 }
 
 // fieldsNode are the fields of one entry of `nodes:`.

@@ -72,6 +72,9 @@ type ProviderSpec struct {
 	APIKeyEnv string
 	// Model is the default model of the provider's nodes.
 	Model string
+	// MaxDials (openai, responses) bounds the connects to the
+	// provider's host in flight at once; 0 means conns.DefaultMaxDials.
+	MaxDials int
 	// API (sim): SimAPIChat or SimAPIResponses; set to SimAPIChat when omitted.
 	API string
 	// Continuation (openai, sim chat): the server's form for continuing a

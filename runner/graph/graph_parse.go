@@ -649,6 +649,13 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 				}
 				spec.WorkDir = p.resolvePath(w)
 			}
+		case "max_dials":
+			if v, ok := p.integer(s, f); ok {
+				if v <= 0 {
+					p.report(s, f.val.Line, name, "max_dials must be > 0 (omit it for the default), got %d", v)
+				}
+				spec.MaxDials = v
+			}
 		case "continuation":
 			if c, ok := p.str(s, f); ok {
 				if !slices.Contains(graphContinuations, c) {

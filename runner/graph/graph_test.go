@@ -616,3 +616,34 @@ func TestGraphEditDistance(t *testing.T) {
 		}
 	}
 }
+
+// TestParseGraphMaxDials: max_dials is a provider's bound on connects in
+// flight; it must be a positive integer, and only HTTP providers take it.
+func TestParseGraphMaxDials(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want int
+		err  string
+	}{
+		{"  p: {kind: openai, model: m, base_url: http://127.0.0.1:1/v1, max_dials: 8}\n", 8, ""},
+		{"  p: {kind: openai, model: m, base_url: http://127.0.0.1:1/v1}\n", 0, ""},
+		{"  p: {kind: openai, model: m, base_url: http://127.0.0.1:1/v1, max_dials: 0}\n", 0, "max_dials must be > 0"},
+		{"  p: {kind: openai, model: m, base_url: http://127.0.0.1:1/v1, max_dials: lots}\n", 0, "max_dials"},
+		{"  p: {kind: harness, model: m, max_dials: 8}\n", 0, "max_dials"},
+	} {
+		src := "name: g\nproviders:\n" + tc.yaml + "nodes:\n  - id: n\n    provider: p\n    prompt: hi\n"
+		g, err := Parse("g.yaml", []byte(src))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "g.yaml:3") {
+				t.Errorf("%q: error %v, want one at g.yaml:3 with %q", tc.yaml, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if got := g.Providers["p"].MaxDials; got != tc.want {
+			t.Errorf("%q: MaxDials %d, want %d", tc.yaml, got, tc.want)
+		}
+	}
+}

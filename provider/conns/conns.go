@@ -1,0 +1,69 @@
+// Package conns bounds how many connections an adapter opens to one host at
+// once. A wide graph starts thousands of streams together, and a breaker
+// that closes lets every waiting node go again: dialed all at once, the
+// connects overflow the server's listen backlog and time out (at 5,000
+// nodes 38 dials did, each costing a retry). With at most MaxDials connects
+// in flight per host the rest wait their turn, bounded only by their
+// context, and each connect gets its whole dial timeout for itself.
+package conns
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// DefaultMaxDials is the default bound on concurrent connects per host:
+// enough to open 10,000 streams on loopback in well under a second, few
+// enough for any listen backlog (Linux: 4096 by default, 128 on old
+// kernels).
+const DefaultMaxDials = 32
+
+// DialFunc is the signature of net.Dialer.DialContext.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// Limit returns dial bounded to n concurrent dials per address (n <= 0
+// means DefaultMaxDials). Waiting for a turn ends with ctx.
+func Limit(dial DialFunc, n int) DialFunc {
+	if n <= 0 {
+		n = DefaultMaxDials
+	}
+	var mu sync.Mutex
+	slots := map[string]chan struct{}{} // by address: one per host a provider talks to
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		mu.Lock()
+		s, ok := slots[addr]
+		if !ok {
+			s = make(chan struct{}, n)
+			slots[addr] = s
+		}
+		mu.Unlock()
+		select {
+		case s <- struct{}{}:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+		defer func() { <-s }()
+		return dial(ctx, network, addr)
+	}
+}
+
+// MaxIdlePerHost is how many idle connections a transport keeps per host
+// for reuse (HTTP keep-alive): a node's next request, a status check or a
+// re-attach reuses one instead of dialing again.
+const MaxIdlePerHost = 64
+
+// Transport is the adapters' HTTP transport: http.DefaultTransport's
+// settings, connects bounded by dialTimeout and, per host, by maxDials at
+// once (Limit), keep-alive reuse of up to MaxIdlePerHost idle connections
+// per host, and response headers awaited at most headerTimeout (0: no bound).
+func Transport(maxDials int, dialTimeout, headerTimeout time.Duration) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = Limit((&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext, maxDials)
+	t.ResponseHeaderTimeout = headerTimeout
+	t.MaxIdleConnsPerHost = MaxIdlePerHost
+	t.MaxIdleConns = 0 // no bound across hosts beyond the per-host one
+	return t
+}
