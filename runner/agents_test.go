@@ -57,21 +57,7 @@ func agentGraph(t *testing.T, name, base string, prof harnessProfile) *agentRig 
 	if err := os.Mkdir(rig.work, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	profiles := filepath.Join(dir, "profiles.yaml")
-	if err := os.WriteFile(profiles, fmt.Appendf(nil, `ci-harness:
-  retries: 3
-  reconnects: %d
-  backoff: {base: 5ms, factor: 2, cap: 50ms}
-  deadline: %s
-  idle_timeout: 2s
-  poll_interval: 50ms
-  stuck_after: 500ms
-  max_retry_after: 2s
-  breaker: 3
-  breaker_cooldown: 500ms
-`, prof.reconnects, prof.deadline), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	profiles := harnessProfiles(t, dir, prof)
 	envJSON, _ := json.Marshal(env)
 	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	rig.g = parseTestGraph(t, fmt.Sprintf(`name: agents

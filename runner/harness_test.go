@@ -66,21 +66,7 @@ func codexGraph(t *testing.T, baseURL string, prof harnessProfile, descriptor, n
 			t.Fatal(err)
 		}
 	}
-	profiles := filepath.Join(dir, "profiles.yaml")
-	if err := os.WriteFile(profiles, fmt.Appendf(nil, `ci-harness:
-  retries: 3
-  reconnects: %d
-  backoff: {base: 5ms, factor: 2, cap: 50ms}
-  deadline: %s
-  idle_timeout: 2s
-  poll_interval: 50ms
-  stuck_after: 500ms
-  max_retry_after: 2s
-  breaker: 3
-  breaker_cooldown: 500ms
-`, prof.reconnects, prof.deadline), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	profiles := harnessProfiles(t, dir, prof)
 	if descriptor == "" {
 		descriptor = "codex"
 	}
@@ -112,6 +98,28 @@ nodes:
 
 // codexLeftovers fails if a process with CODEX_HOME=home still runs. Every
 // Codex process of a node (and the children it starts) carries it.
+// harnessProfiles writes the ci-harness profile (ci's values, with prof's
+// reconnects and deadline) into dir and returns the file's path.
+func harnessProfiles(t *testing.T, dir string, prof harnessProfile) string {
+	t.Helper()
+	path := filepath.Join(dir, "profiles.yaml")
+	if err := os.WriteFile(path, fmt.Appendf(nil, `ci-harness:
+  retries: 3
+  reconnects: %d
+  backoff: {base: 5ms, factor: 2, cap: 50ms}
+  deadline: %s
+  idle_timeout: 2s
+  poll_interval: 50ms
+  stuck_after: 500ms
+  max_retry_after: 2s
+  breaker: 3
+  breaker_cooldown: 500ms
+`, prof.reconnects, prof.deadline), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func codexLeftovers(t *testing.T, home string) {
 	t.Helper()
 	needle := "\x00CODEX_HOME=" + home + "\x00"

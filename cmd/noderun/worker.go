@@ -151,15 +151,11 @@ func resumeTemporal(c *cli.Context, opts runner.Options) error {
 	if runID == "last" {
 		return usageErr(errors.New("resume --temporal: give the run id (the workflow id), not last"))
 	}
-	tc, err := dialTemporal(c, "")
+	tc, st, err := temporalRun(c, runID)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
-	st, err := ntemporal.State(c.Context, tc, runID)
-	if err != nil {
-		return &exitError{exitFailed, err}
-	}
 	for _, node := range c.StringSlice("retry") {
 		if !hasNode(st, node) {
 			return usageErr(&runner.UnknownNodeError{Flag: "--retry", RunID: runID, Node: node})
@@ -188,15 +184,11 @@ func statusTemporal(c *cli.Context) error {
 		return usageErr(errors.New("status --temporal: give the run id (the workflow id)"))
 	}
 	runID := c.Args().First()
-	tc, err := dialTemporal(c, "")
+	tc, st, err := temporalRun(c, runID)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
-	st, err := ntemporal.State(c.Context, tc, runID)
-	if err != nil {
-		return &exitError{exitFailed, err}
-	}
 	pend, _ := ntemporal.PendingNodes(c.Context, tc, runID)
 	live := map[string]ntemporal.Pending{}
 	for _, p := range pend {
@@ -232,15 +224,11 @@ func showTemporal(c *cli.Context) error {
 		return usageErr(errors.New("show --temporal: give the run id and a node"))
 	}
 	runID, node := c.Args().Get(0), c.Args().Get(1)
-	tc, err := dialTemporal(c, "")
+	tc, st, err := temporalRun(c, runID)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
-	st, err := ntemporal.State(c.Context, tc, runID)
-	if err != nil {
-		return &exitError{exitFailed, err}
-	}
 	for _, n := range st.Nodes {
 		if n.Node != node {
 			continue
@@ -260,4 +248,19 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// temporalRun dials Temporal and reads how run runID stands there. Close
+// the client when done.
+func temporalRun(c *cli.Context, runID string) (client.Client, ntemporal.RunResult, error) {
+	tc, err := dialTemporal(c, "")
+	if err != nil {
+		return nil, ntemporal.RunResult{}, err
+	}
+	st, err := ntemporal.State(c.Context, tc, runID)
+	if err != nil {
+		tc.Close()
+		return nil, ntemporal.RunResult{}, &exitError{exitFailed, err}
+	}
+	return tc, st, nil
 }
