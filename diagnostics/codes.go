@@ -47,6 +47,9 @@ var (
 	ThreadResumed   = Code{"NR303", "thread_resumed", slog.LevelWarn, "the harness thread is resumed by its recorded id"}
 	ThreadMismatch  = Code{"NR304", "thread_mismatch", slog.LevelError, "a resume came back with a different thread id"}
 	HarnessFailed   = Code{"NR305", "harness_failed", slog.LevelWarn, "the harness reported a failed turn or exited"}
+	// ThreadDropped: the harness keeps no resumable record of a turn that
+	// failed before its first model response (Gemini CLI rolls it back).
+	ThreadDropped = Code{"NR306", "thread_dropped", slog.LevelWarn, "a resume found the thread's record but the harness had dropped its failed turn: nothing to resume; the prompt is started again under the same thread id, from the retry budget"}
 
 	RunStarted     = Code{"NR401", "run_started", slog.LevelInfo, "a run started"}
 	RunFinished    = Code{"NR402", "run_finished", slog.LevelInfo, "a run finished"}
@@ -73,7 +76,7 @@ func Codes() []Code {
 		DisconnectDetected, ReconnectScheduled, RetryStarted, RateLimitWait, ProviderError, ConnectFailed, IdleTimeout, Recovered, IdleCutLearnt,
 		ContinueScheduled, ContinueAccepted, ContinueRejected, ContinueRealigned,
 		Reattached, PollingStarted, StatusChecked, StuckCancelled, FellBackToRetry, OutputFromStatus, ResponseCreated, WorkCancelled, WorkDetached, CrossWorkerResume,
-		ThreadStarted, HarnessRetrying, ThreadResumed, ThreadMismatch, HarnessFailed,
+		ThreadStarted, HarnessRetrying, ThreadResumed, ThreadMismatch, HarnessFailed, ThreadDropped,
 		RunStarted, RunFinished, RunInterrupted, NodeSkipped, BreakerOpen,
 		LimitExceeded, ProtocolViolation, JournalUnavailable,
 		NodeFailed, DeterministicError, BudgetExhausted, DeadlineExceeded, UnsafeReplayRefused, NodeCanceled, NodeTimeout,

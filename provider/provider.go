@@ -6,6 +6,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
@@ -158,3 +159,9 @@ type Checker interface {
 type Canceler interface {
 	Cancel(ctx context.Context, ref string) error
 }
+
+// ErrNoEffects marks a failure after which sending the request again
+// repeats nothing: the provider shows that none of the work took effect (an
+// agent harness that dropped a turn in which no tool was called). A node
+// whose side_effects are unsafe may then be retried; nothing else changes.
+var ErrNoEffects = errors.New("none of the work took effect")

@@ -20,6 +20,7 @@ import (
 	"github.com/noderun/noderun/provider/harness"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
+	"github.com/noderun/noderun/runner/graph"
 )
 
 // Issue 16's acceptance at the node level: graphs with a `kind: harness`
@@ -283,26 +284,224 @@ func TestHarnessClaudeNodeSessionGone(t *testing.T) {
 
 // Gemini CLI rolls a failed turn back out of its session record, so a
 // session whose only turn was cut has nothing to resume: `--resume <id>`
-// answers "No previous sessions found for this project" (or "Invalid
-// session identifier" when the store holds other sessions). The node fails with NR304 after
-// the resume of the recorded session, deterministically, instead of
-// starting over in a new session.
-func TestHarnessGeminiNodeCutFirstTurnIsNotResumable(t *testing.T) {
+// answers "No previous sessions found for this project" although the
+// record is in the node's store. noderun resumes the recorded session
+// first, finds it dropped (NR306), sets the record aside and starts the
+// prompt again under the same session id (`--session-id`), as a retry
+// (NR205): the record shows no tool call, so even the harness default
+// side_effects: unsafe allows it. The node completes with the answer to the
+// prompt.
+func TestHarnessGeminiNodeRestartsDroppedSession(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []sim.FaultKind{sim.FaultClose, sim.FaultReset} {
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			srv := simtest.Start(t, sim.Config{Faults: []sim.Fault{
+				{Endpoint: sim.EndpointGeminiStream, Requests: []int{1}, Kind: kind, AfterEvents: 3}}})
+			rig := agentGraph(t, "gemini", simRoot(srv), agentProf)
+			j := openJournal(t)
+			res := runGraph(t, rig.g, j)
+			ds := diagRecs(t, j, res.RunID, "agent")
+			n := res.Nodes[0]
+			if n.State != journal.NodeCompleted {
+				t.Fatalf("node %s (%v)\n%s", n.State, n.Err, dumpDiags(ds))
+			}
+			if want := simAnswer(harnessPrompt); n.Output != want {
+				t.Errorf("output\n got %q\nwant %q", n.Output, want)
+			}
+			checkGeminiRestart(t, j, res, ds, rig, false)
+			if got := srv.Stats().Requests[sim.EndpointGeminiStream]; got != 2 {
+				t.Errorf("%d requests, want 2 (the cut one and the restart; the resume sends none)", got)
+			}
+		})
+	}
+}
+
+// checkGeminiRestart checks a node whose Gemini session was cut in its only
+// turn, found dropped by a resume, and started again under its id.
+func checkGeminiRestart(t *testing.T, j *journal.Journal, res *Result, ds []diagRec, rig *agentRig, effects bool) {
+	t.Helper()
+	atts := attemptsOf(t, j, res.RunID, "agent")
+	if len(atts) != 2 || uuid.Validate(atts[0].Ref) != nil || atts[1].Ref != atts[0].Ref || atts[1].Outcome != journal.OutcomeOK {
+		t.Fatalf("attempts %+v, want two under one session id, the second ok", atts)
+	}
+	session := atts[0].Ref
+	started := withCode(ds, diagnostics.ThreadStarted)
+	if len(started) != 2 || started[0].Attrs["thread_id"] != session || started[1].Attrs["thread_id"] != session ||
+		!strings.Contains(started[1].Message, "started again under its own id") {
+		t.Errorf("NR301 %v, want the session %s from the start and from the restart", started, session)
+	}
+	failed := withCode(ds, diagnostics.HarnessFailed)
+	if len(failed) != 1 || failed[0].Attrs["class"] != string(diagnostics.ClassDisconnect) {
+		t.Errorf("NR305 %v, want Gemini CLI's failure once, a transport disconnect", failed)
+	}
+	if r := withCode(ds, diagnostics.ThreadResumed); len(r) != 1 || r[0].Attrs["thread_id"] != session {
+		t.Errorf("NR303 %v, want one resume of %s", r, session)
+	}
+	dropped := withCode(ds, diagnostics.ThreadDropped)
+	if len(dropped) != 1 || dropped[0].Attrs["thread_id"] != session || dropped[0].Attrs["effects"] != effects ||
+		!strings.Contains(dropped[0].Message, "No previous sessions found for this project") {
+		t.Errorf("NR306 %v, want session %s dropped once (effects %v)", dropped, session, effects)
+	}
+	if r := withCode(ds, diagnostics.FellBackToRetry); len(r) != 1 {
+		t.Errorf("NR205 %v, want one retry", r)
+	}
+	if len(withCode(ds, diagnostics.ThreadMismatch)) != 0 || len(withCode(ds, diagnostics.Recovered)) != 1 {
+		t.Errorf("want no NR304 and one NR108\n%s", dumpDiags(ds))
+	}
+	order := []diagnostics.Code{diagnostics.ThreadStarted, diagnostics.HarnessFailed, diagnostics.ThreadResumed,
+		diagnostics.ThreadDropped, diagnostics.FellBackToRetry, diagnostics.Recovered}
+	for i := 1; i < len(order); i++ {
+		if a, b := firstIndex(ds, order[i-1]), firstIndex(ds, order[i]); a < 0 || b < 0 || a > b {
+			t.Errorf("want %s before %s\n%s", order[i-1], order[i], dumpDiags(ds))
+		}
+	}
+	node := filepath.Join(rig.state, "gemini", "agent")
+	aside, _ := filepath.Glob(filepath.Join(node, "noderun-dropped", "session-*.jsonl"))
+	live, _ := filepath.Glob(filepath.Join(node, ".gemini", "tmp", "*", "chats", "session-*.jsonl"))
+	if len(aside) != 1 || len(live) != 1 {
+		t.Errorf("set aside %v, live %v: want the dropped record set aside and the restarted one live", aside, live)
+	}
+	if _, err := os.Stat(filepath.Join(node, "noderun-restart")); !os.IsNotExist(err) {
+		t.Errorf("the restart marker is left behind: %v", err)
+	}
+}
+
+// geminiWrapper is a command that runs the real Gemini CLI after running
+// script (sh) whenever it is called to resume (--resume): it changes the
+// node's session store the way nothing in the simulator can.
+func geminiWrapper(t *testing.T, script string) string {
+	t.Helper()
+	wrapper := filepath.Join(t.TempDir(), "gemini-wrapped")
+	body := fmt.Sprintf("#!/bin/sh\ncase \" $* \" in *\" --resume \"*) %s;; esac\nexec %s \"$@\"\n", script, codexbin.Gemini(t))
+	if err := os.WriteFile(wrapper, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return wrapper
+}
+
+// A dropped session whose record shows a tool call (appended, then rolled
+// back, as Gemini CLI records an interrupted turn that had called a tool)
+// may have had effects: a side_effects: unsafe node is not started again
+// (NR905); an idempotent one is.
+func TestHarnessGeminiNodeDroppedAfterToolCall(t *testing.T) {
+	t.Parallel()
+	// Appended to the record before the resume runs.
+	const toolCall = `{"id":"nr-tool-1","timestamp":"2026-11-30T00:00:00.000Z","type":"gemini","content":"","toolCalls":[{"id":"c1","name":"write_file","args":{},"status":"success"}]}`
+	const rollback = `{"$set":{"messages":[]}}`
+	script := fmt.Sprintf(`for f in "$GEMINI_CLI_HOME"/.gemini/tmp/*/chats/session-*.jsonl; do printf '%%s\n%%s\n' '%s' '%s' >> "$f"; done`, toolCall, rollback)
+	for _, side := range []graph.SideEffects{graph.SideUnsafe, graph.SideIdempotent} {
+		t.Run(string(side), func(t *testing.T) {
+			t.Parallel()
+			srv := simtest.Start(t, sim.Config{Faults: []sim.Fault{
+				{Endpoint: sim.EndpointGeminiStream, Requests: []int{1}, Kind: sim.FaultClose, AfterEvents: 3}}})
+			rig := agentGraph(t, "gemini", simRoot(srv), agentProf)
+			rig.g.Providers["agent"].Command = geminiWrapper(t, script)
+			rig.g.Nodes[0].SideEffects = side
+			j := openJournal(t)
+			res := runGraph(t, rig.g, j)
+			ds := diagRecs(t, j, res.RunID, "agent")
+			n := res.Nodes[0]
+			if side == graph.SideIdempotent {
+				if n.State != journal.NodeCompleted || n.Output != simAnswer(harnessPrompt) {
+					t.Fatalf("node %s (%v), output %q\n%s", n.State, n.Err, n.Output, dumpDiags(ds))
+				}
+				checkGeminiRestart(t, j, res, ds, rig, true)
+				return
+			}
+			var ne *NodeError
+			if n.State != journal.NodeFailed || !errors.As(n.Err, &ne) || ne.Code != diagnostics.UnsafeReplayRefused {
+				t.Fatalf("node %s (%v), want failed with NR905\n%s", n.State, n.Err, dumpDiags(ds))
+			}
+			if d := withCode(ds, diagnostics.ThreadDropped); len(d) != 1 || d[0].Attrs["effects"] != true ||
+				!strings.Contains(d[0].Message, "the turn may have had effects") {
+				t.Errorf("NR306 %v, want the dropped session with effects", d)
+			}
+			if atts := attemptsOf(t, j, res.RunID, "agent"); len(atts) != 1 {
+				t.Errorf("attempts %+v, want one: nothing is started again", atts)
+			}
+			if got := srv.Stats().Requests[sim.EndpointGeminiStream]; got != 1 {
+				t.Errorf("%d requests, want 1", got)
+			}
+		})
+	}
+}
+
+// The session's record disappears from the node's store before the resume
+// (wiped, or another GEMINI_CLI_HOME): Gemini CLI says it has no sessions,
+// nothing in the store records the id, and the node fails with NR304 —
+// never carries on in a new session.
+func TestHarnessGeminiNodeSessionGone(t *testing.T) {
 	t.Parallel()
 	srv := simtest.Start(t, sim.Config{Faults: []sim.Fault{
 		{Endpoint: sim.EndpointGeminiStream, Requests: []int{1}, Kind: sim.FaultClose, AfterEvents: 3}}})
 	rig := agentGraph(t, "gemini", simRoot(srv), agentProf)
+	rig.g.Providers["agent"].Command = geminiWrapper(t, `rm -rf "$GEMINI_CLI_HOME/.gemini/tmp"`)
 	j := openJournal(t)
 	res := runGraph(t, rig.g, j)
 	ds := diagRecs(t, j, res.RunID, "agent")
-	failed := withCode(ds, diagnostics.HarnessFailed)
-	if len(failed) != 1 || !strings.Contains(failed[0].Message, "Model stream ended without a finish reason") ||
-		failed[0].Attrs["class"] != string(diagnostics.ClassDisconnect) {
-		t.Errorf("NR305 %v, want Gemini CLI's failure once, a transport disconnect", failed)
-	}
 	checkAgentMismatch(t, j, res, ds, "No previous sessions found for this project")
+	if len(withCode(ds, diagnostics.ThreadDropped)) != 0 {
+		t.Errorf("a session with no record was taken as dropped\n%s", dumpDiags(ds))
+	}
 	if got := srv.Stats().Requests[sim.EndpointGeminiStream]; got != 1 {
-		t.Errorf("%d requests, want 1 (its own retries are off; the resume sends none)", got)
+		t.Errorf("%d requests, want 1 (the resume sends none)", got)
+	}
+}
+
+// A provider that never comes back: every Gemini CLI run fails, each
+// session is found dropped and started again, and the retry budget (or
+// the recovery deadline) ends it.
+func TestHarnessGeminiNodeOutageIsBounded(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		prof harnessProfile
+		code diagnostics.Code
+	}{
+		{"retries", harnessProfile{reconnects: 10, deadline: 120 * time.Second}, diagnostics.BudgetExhausted},
+		{"deadline", harnessProfile{reconnects: 3, deadline: 4 * time.Second}, diagnostics.DeadlineExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := simtest.Start(t, sim.Config{})
+			if err := srv.SetOutage(true); err != nil {
+				t.Fatal(err)
+			}
+			rig := agentGraph(t, "gemini", simRoot(srv), tc.prof)
+			j := openJournal(t)
+			res := runGraph(t, rig.g, j)
+			ds := diagRecs(t, j, res.RunID, "agent")
+			n := res.Nodes[0]
+			var ne *NodeError
+			if n.State != journal.NodeFailed || !errors.As(n.Err, &ne) || ne.Code != tc.code {
+				t.Fatalf("node %s (%v), want failed with %s\n%s", n.State, n.Err, tc.code, dumpDiags(ds))
+			}
+			atts := attemptsOf(t, j, res.RunID, "agent")
+			const retries = 3 // the ci-harness profile's
+			if len(atts) < 1 || len(atts) > 1+retries {
+				t.Errorf("%d attempts, want 1 to %d", len(atts), 1+retries)
+			}
+			for _, a := range atts {
+				if a.Ref != "" && a.Ref != atts[0].Ref { // "": cut by the deadline before it reported the session
+					t.Errorf("attempt %d ran session %s, not %s", a.N, a.Ref, atts[0].Ref)
+				}
+			}
+			if tc.code == diagnostics.BudgetExhausted && len(atts) != 1+retries {
+				t.Errorf("%d attempts, want the whole budget: %d", len(atts), 1+retries)
+			}
+			failed := withCode(ds, diagnostics.HarnessFailed)
+			if len(failed) == 0 {
+				t.Fatalf("no NR305\n%s", dumpDiags(ds))
+			}
+			end := withCode(ds, diagnostics.NodeFailed)[0].Time
+			if tc.code == diagnostics.DeadlineExceeded {
+				// A step cut by the deadline still has to stop the CLI (SIGTERM, SIGKILL 3 s later).
+				if took, limit := end.Sub(failed[0].Time), tc.prof.deadline+3500*time.Millisecond; took > limit {
+					t.Errorf("failed %s after the first failure, past the deadline %s", took, tc.prof.deadline)
+				}
+			}
+		})
 	}
 }
 
@@ -384,9 +583,10 @@ func TestHarnessClaudeNodeResumesAreBounded(t *testing.T) {
 }
 
 // testdata/graphs/agents.yaml runs a Codex, a Claude Code and a Gemini CLI
-// node side by side on one simulator with testdata/faults/agents.yaml: the
-// Codex and Claude Code nodes are cut more often than their CLIs retry and
-// are resumed; all three complete.
+// node side by side on one simulator with testdata/faults/agents.yaml: each
+// node is cut more often than its CLI retries; the Codex and Claude Code
+// sessions are resumed, Gemini CLI's (dropped) is started again under its
+// id; all three complete.
 func TestAgentsExampleGraph(t *testing.T) {
 	t.Parallel()
 	cfg, err := sim.LoadConfig(filepath.Join("..", "testdata", "faults", "agents.yaml"))
@@ -424,9 +624,13 @@ func TestAgentsExampleGraph(t *testing.T) {
 			t.Errorf("node %s: %s (%v)\n%s", n.ID, n.State, n.Err, dumpDiags(ds))
 			continue
 		}
-		want := map[string]int{"notes-codex": 1, "notes-claude": 1, "notes-gemini": 0}[n.ID]
-		if got := len(withCode(ds, diagnostics.ThreadResumed)); got != want {
-			t.Errorf("node %s: %d resumes, want %d\n%s", n.ID, got, want, dumpDiags(ds))
+		if got := len(withCode(ds, diagnostics.ThreadResumed)); got != 1 {
+			t.Errorf("node %s: %d resumes, want 1\n%s", n.ID, got, dumpDiags(ds))
+		}
+		// Gemini CLI's session is found dropped and started again under its id.
+		want := map[string]int{"notes-gemini": 1}[n.ID]
+		if got := len(withCode(ds, diagnostics.ThreadDropped)); got != want {
+			t.Errorf("node %s: %d dropped sessions, want %d\n%s", n.ID, got, want, dumpDiags(ds))
 		}
 	}
 	if res.Status != journal.RunCompleted {

@@ -452,6 +452,12 @@ func (x *nodeExec) noteFailure(ctx context.Context, action resume.Action, ce *di
 	if ce.Class == diagnostics.ClassConnect && action == resume.ActRetry {
 		x.dispatched = x.wasSent // this request never left
 	}
+	if errors.Is(ce, provider.ErrNoEffects) {
+		// The provider shows that none of the node's work took effect (a
+		// harness dropped the only thread the node ran, before any tool
+		// call): sending the request again repeats nothing.
+		x.dispatched = false
+	}
 	x.last = ce
 	if action == resume.ActCheck || ce.Class == diagnostics.ClassStuck || ce.Class == diagnostics.ClassCanceled ||
 		ce.Class == diagnostics.ClassTimeout || errors.Is(ce, provider.ErrContinueRejected) {

@@ -59,6 +59,18 @@ func simulate(spec *ProviderSpec, srv *sim.Server) (api string, out *ProviderSpe
 // the simulator, each through its CLI's own settings.
 var simulatedHarnesses = []string{"codex", "claude", "gemini"}
 
+// HarnessSimEndpoint is the simulator endpoint that carries the model
+// stream of a simulated harness node: each CLI speaks its provider's API.
+func HarnessSimEndpoint(spec *ProviderSpec) string {
+	switch spec.Harness {
+	case "claude":
+		return sim.EndpointMessages
+	case "gemini":
+		return sim.EndpointGeminiStream
+	}
+	return sim.EndpointResponsesCreate // Codex, the default harness
+}
+
 // simulateHarness points a harness at srv with a fresh, temporary session
 // store, so that a simulated run leaves the user's own store alone: Codex by
 // a model provider (its own retries off, so that every drop reaches

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,11 +123,11 @@ func TestFakeClaudeFailures(t *testing.T) {
 
 func TestFakeClaudeResumeNoSession(t *testing.T) {
 	t.Parallel()
-	p, _ := fake(t, "claude", `
+	p, _ := fake(t, "claude", "", `
 out {"type":"result","subtype":"error_during_execution","is_error":true,"num_turns":0,"session_id":"6f1c2d1e-0000-4000-8000-000000000002","errors":["No conversation found with session ID: 6f1c2d1e-0000-4000-8000-000000000002"]}
 err No conversation found with session ID: 6f1c2d1e-0000-4000-8000-000000000002
 exit 1
-`, "")
+`)
 	r := &recorder{t: t}
 	err := p.Resume(testCtx(t, 20*time.Second), provider.Request{Node: "n", Prompt: "hi"},
 		provider.Cursor{Ref: "6f1c2d1e-0000-4000-8000-000000000002", Seq: -1}, r.emit)
@@ -190,6 +191,112 @@ out {"type":"result","timestamp":"t","status":"error","stats":{"input_tokens":6,
 	err := p.Stream(testCtx(t, 20*time.Second), provider.Request{Node: "n", Prompt: "hi"}, r.emit)
 	if classOf(err) != diagnostics.ClassDisconnect || !strings.Contains(err.Error(), "Model stream ended without a finish reason") {
 		t.Fatalf("err %v (class %s)\n%s", err, classOf(err), r.dump())
+	}
+}
+
+// The dropped rule of the gemini descriptor on the fake agent: a resume that
+// Gemini CLI answers with "No previous sessions found" while the node's
+// store holds the session's record is a dropped session (class stuck, no
+// effects); the record is set aside and the next Stream runs the restart
+// argv (--session-id) with the node's prompt under the same id, once.
+func TestFakeGeminiDroppedSessionRestarts(t *testing.T) {
+	t.Parallel()
+	const id = "9a31c761-a8e8-4b9a-8e75-fbab647be838"
+	const init = `out {"type":"init","timestamp":"t","session_id":"` + id + `","model":"sim"}`
+	for _, tc := range []struct {
+		name, record string
+		effects      bool
+	}{
+		{"no tool call", `{"sessionId":"` + id + `"}` + "\n" + `{"$set":{"messages":[]}}`, false},
+		{"tool call", `{"sessionId":"` + id + `"}` + "\n" + `{"id":"m1","type":"gemini","toolCalls": [{"name":"write_file"}]}` + "\n" + `{"$set":{"messages":[]}}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, cfg := fake(t, "gemini", init+`
+argv
+out {"type":"message","timestamp":"t","role":"assistant","content":"fresh","delta":true}
+out {"type":"result","timestamp":"t","status":"success","stats":{"input_tokens":6,"output_tokens":1}}
+`, `
+err Error resuming session: No previous sessions found for this project.
+exit 42
+`)
+			cfg.Env["FAKE_RESTART_SCRIPT"] = init + `
+argv
+out {"type":"message","timestamp":"t","role":"assistant","content":"again ✓","delta":true}
+out {"type":"result","timestamp":"t","status":"success","stats":{"input_tokens":6,"output_tokens":2}}
+`
+			p, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			node := filepath.Join(cfg.StateDir, "gemini", "n")
+			chats := filepath.Join(node, ".gemini", "tmp", "work", "chats")
+			record := filepath.Join(chats, "session-2026-11-30T17-25-9a31c761.jsonl")
+			other := filepath.Join(chats, "session-2026-11-30T17-20-00000000.jsonl")
+			if err := os.MkdirAll(chats, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			for f, body := range map[string]string{record: tc.record, other: `{"sessionId":"00000000-0000-4000-8000-000000000000"}`} {
+				if err := os.WriteFile(f, []byte(body+"\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			req := provider.Request{Node: "n", Model: "sim", Prompt: "the prompt"}
+			ctx := testCtx(t, 20*time.Second)
+
+			// An unknown session is not dropped: nothing records it.
+			r := &recorder{t: t}
+			err = p.Resume(ctx, req, provider.Cursor{Ref: "6f1c2d1e-0000-4000-8000-000000000009", Seq: -1}, r.emit)
+			var me *MismatchError
+			if classOf(err) != diagnostics.ClassDeterministic || !errors.As(err, &me) {
+				t.Fatalf("unknown session: err %v\n%s", err, r.dump())
+			}
+
+			r = &recorder{t: t}
+			err = p.Resume(ctx, req, provider.Cursor{Ref: id, Seq: -1}, r.emit)
+			var de *DroppedError
+			if classOf(err) != diagnostics.ClassStuck || !errors.As(err, &de) || de.Thread != id || de.Effects != tc.effects ||
+				errors.Is(err, provider.ErrNoEffects) == tc.effects {
+				t.Fatalf("err %v (effects %v)\n%s", err, tc.effects, r.dump())
+			}
+			if d := r.diags(diagnostics.ThreadDropped); len(d) != 1 || len(r.diags(diagnostics.ThreadMismatch)) != 0 {
+				t.Errorf("want NR306 and no NR304\n%s", r.dump())
+			}
+			if _, err := os.Stat(record); !os.IsNotExist(err) {
+				t.Errorf("the dropped record is still in chats/: %v", err)
+			}
+			if _, err := os.Stat(other); err != nil {
+				t.Errorf("another session's record was moved: %v", err)
+			}
+			if _, err := os.Stat(filepath.Join(node, droppedDir, filepath.Base(record))); err != nil {
+				t.Errorf("the record is not set aside: %v", err)
+			}
+
+			// The next attempt starts the prompt again under the same id ...
+			r = &recorder{t: t}
+			if err := p.Stream(ctx, req, r.emit); err != nil {
+				t.Fatalf("restart: %v\n%s", err, r.dump())
+			}
+			argv, _, _ := argvOf(t, r)
+			if i := slices.Index(argv, "--session-id"); i < 0 || i+1 >= len(argv) || argv[i+1] != id ||
+				argv[len(argv)-1] != "the prompt" || slices.Contains(argv, "--resume") {
+				t.Errorf("restart argv %q", argv)
+			}
+			if got := r.out.String(); got != "again ✓" {
+				t.Errorf("output %q", got)
+			}
+			if refs := r.refs(); len(refs) != 1 || refs[0] != id {
+				t.Errorf("refs %v, want %s", refs, id)
+			}
+			// ... once: the attempt after it is a new session.
+			r = &recorder{t: t}
+			if err := p.Stream(ctx, req, r.emit); err != nil {
+				t.Fatalf("Stream: %v\n%s", err, r.dump())
+			}
+			if argv, _, _ := argvOf(t, r); slices.Contains(argv, "--session-id") || r.out.String() != "fresh" {
+				t.Errorf("after the restart: argv %q, output %q", argv, r.out.String())
+			}
+		})
 	}
 }
 

@@ -77,6 +77,28 @@ type Descriptor struct {
 	// Files are written (directories created) before every run: settings
 	// files a CLI reads only from disk. Path and content are templates.
 	Files []FileRule `yaml:"files"`
+	// Dropped tells a thread the harness dropped from one it never had,
+	// and starts a dropped one again under its id.
+	Dropped *DroppedRule `yaml:"dropped"`
+}
+
+// DroppedRule is for a harness that drops a failed turn from its own
+// record (Gemini CLI rolls a turn whose model request failed out of its
+// session), so that a thread whose only turn failed cannot be resumed.
+// When a resume says there is no such thread but a Record file holds the
+// thread id, the harness dropped it: the record is set aside and the next
+// attempt runs Restart, the node's prompt under the same thread id. That
+// attempt is a retry (the turn is generated again), from the retry budget;
+// for a node whose side_effects are unsafe, only when the record does not
+// match Effects (it shows no tool call, so nothing of the turn took effect).
+type DroppedRule struct {
+	// Record is a glob (a template) of the files the harness records its
+	// threads in; a file records a thread when it contains its id.
+	Record TemplateString `yaml:"record"`
+	// Effects matches a record that shows the thread may have had effects.
+	Effects *Pattern `yaml:"effects"`
+	// Restart is the argv that starts the prompt again under {thread_id}.
+	Restart Template `yaml:"restart"`
 }
 
 // FileRule is a file written before every run.
@@ -458,6 +480,16 @@ func (d *Descriptor) validate(data []byte) error {
 		}
 		if d.Resume.uses("continue_prompt") && strings.TrimSpace(d.ContinuePrompt) == "" {
 			bad("resume", "resume uses {continue_prompt} but continue_prompt is empty")
+		}
+	}
+	if r := d.Dropped; r != nil {
+		switch {
+		case strings.TrimSpace(string(r.Record)) == "":
+			bad("dropped", "dropped needs record: a glob of the files the harness records its threads in")
+		case !r.Restart.uses("thread_id") || !r.Restart.uses("prompt"):
+			bad("dropped", "dropped.restart must start the prompt ({prompt}) under the same thread id ({thread_id})")
+		case len(d.Resume) == 0 || len(d.ThreadNotFound) == 0:
+			bad("dropped", "dropped needs resume and thread_not_found: a thread is dropped when a resume finds none")
 		}
 	}
 	if d.Thread != nil {

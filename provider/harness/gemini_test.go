@@ -18,7 +18,8 @@ import (
 
 // The real Gemini CLI (npm @google/gemini-cli 0.61.0) against the
 // simulator's Gemini endpoint: a session whose turn completed is resumed by
-// id (runner's tests show that a cut first turn cannot be).
+// id (a cut first turn cannot be resumed: it is started again, see the
+// dropped rule and runner's TestHarnessGeminiNode*).
 func TestGeminiResumeCompletedSession(t *testing.T) {
 	t.Parallel()
 	srv := simtest.Start(t, sim.Config{})

@@ -110,11 +110,21 @@ func (p *Provider) Capabilities() provider.Capabilities {
 // as KindProgress, the harness's own retries and failure as diagnostics, and
 // on terminal success KindReset, the final output as one KindDelta, and
 // KindDone. Any other end is a classified error.
+//
+// A thread that a resume found dropped (see DroppedRule) is started again:
+// the descriptor's restart argv, under the same thread id.
 func (p *Provider) Stream(ctx context.Context, req provider.Request, emit provider.Emit) error {
 	dir := p.workDir(req)
 	vals := p.values(req, dir, "")
-	argv := p.desc.Start.Argv(vals, p.cfg.Args)
-	return p.run(ctx, dir, argv, vals, req.Env, "", emit)
+	id, err := p.pendingRestart(vals)
+	if err != nil {
+		return diagnostics.Wrap(diagnostics.ClassDeterministic, fmt.Errorf("%s: state dir: %w", p.desc.Name, err))
+	}
+	if id != "" {
+		vals = p.values(req, dir, id)
+		return p.run(ctx, dir, p.desc.Dropped.Restart.Argv(vals, p.cfg.Args), vals, req.Env, run{want: id, restart: true}, emit)
+	}
+	return p.run(ctx, dir, p.desc.Start.Argv(vals, p.cfg.Args), vals, req.Env, run{}, emit)
 }
 
 // Resume continues the recorded thread cur.Ref with the descriptor's
@@ -136,7 +146,7 @@ func (p *Provider) Resume(ctx context.Context, req provider.Request, cur provide
 	if err := emit(provider.Event{Kind: provider.KindDiagnostic, Diag: &d, Ref: cur.Ref, Seq: -1, Time: time.Now()}); err != nil {
 		return err
 	}
-	return p.run(ctx, dir, argv, vals, req.Env, cur.Ref, emit)
+	return p.run(ctx, dir, argv, vals, req.Env, run{want: cur.Ref}, emit)
 }
 
 // Cancel stops the processes running thread ref, if any. Stream and Resume
@@ -299,10 +309,15 @@ func pathSafe(s string) string {
 // (Codex: model_providers.X.env_http_headers).
 const NodeEnv = "NODERUN_NODE"
 
-// run runs one harness process to its end and reports the outcome. want is
-// the thread a resume must come back with ("" for a new thread).
-func (p *Provider) run(ctx context.Context, dir string, argv []string, vals, nodeEnv map[string]string, want string, emit provider.Emit) error {
-	name := p.desc.Name
+// run is what kind of run a process is.
+type run struct {
+	want    string // the thread a resume or restart must come back with ("" for a new thread)
+	restart bool   // a dropped thread started again under its id
+}
+
+// run runs one harness process to its end and reports the outcome.
+func (p *Provider) run(ctx context.Context, dir string, argv []string, vals, nodeEnv map[string]string, kind run, emit provider.Emit) error {
+	name, want := p.desc.Name, kind.want
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", name, context.Cause(ctx))
 	}
@@ -326,7 +341,7 @@ func (p *Provider) run(ctx context.Context, dir string, argv []string, vals, nod
 	}
 	p.log.Debug("harness started", "harness", name, "pid", proc.pid, "argv", logArgv(argv), "dir", dir, "resume", want)
 
-	s := &session{p: p, want: want, emit: emit, kill: kill, retries: map[*RetryRule]int{}}
+	s := &session{p: p, want: want, restart: kind.restart, emit: emit, kill: kill, retries: map[*RetryRule]int{}}
 	if want != "" {
 		defer p.register(want, kill)()
 	}
@@ -338,6 +353,12 @@ func (p *Provider) run(ctx context.Context, dir string, argv []string, vals, nod
 	proc.loop(s.handle, func() bool { return s.terminal() }, time.Duration(p.desc.ExitGrace), kill)
 	st := proc.state
 	p.log.Debug("harness exited", "harness", name, "pid", proc.pid, "exit_code", st.ExitCode(), "thread_id", s.thread)
+	if kind.restart && s.thread == want {
+		// The thread runs again: a later failure is resumed, or found dropped again.
+		if err := p.restarted(vals); err != nil {
+			p.log.Warn("harness: removing the restart marker", "harness", name, "error", err)
+		}
+	}
 
 	switch {
 	case s.emitErr != nil:
@@ -358,7 +379,19 @@ func (p *Provider) run(ctx context.Context, dir string, argv []string, vals, nod
 	if s.gaveUp != "" {
 		te.Explain = fmt.Sprintf("stopped after %d of its own retries without progress", s.gaveUpCount)
 	}
-	if want != "" && s.thread == "" && p.desc.threadNotFound(te.Message) {
+	if want != "" && !kind.restart && s.thread == "" && p.desc.threadNotFound(te.Message) {
+		de, err := p.setAside(vals, want, te.Message)
+		if err != nil {
+			return diagnostics.Wrap(diagnostics.ClassDeterministic, fmt.Errorf("%s: setting aside the record of thread %s: %w", name, want, err))
+		}
+		if de != nil {
+			s.diag(diagnostics.New(diagnostics.ThreadDropped, de.Error(), slog.String("thread_id", want),
+				slog.Bool("effects", de.Effects), slog.Int("exit_code", te.ExitCode), slog.String("stderr", tail(stderr, 2048))))
+			if s.emitErr != nil {
+				return s.emitErr
+			}
+			return diagnostics.Wrap(diagnostics.ClassStuck, de)
+		}
 		s.diag(diagnostics.New(diagnostics.ThreadMismatch, fmt.Sprintf("resume found no thread %s: %s", want, te.Message),
 			slog.String("want", want), slog.Int("exit_code", te.ExitCode), slog.String("stderr", tail(stderr, 2048))))
 		return diagnostics.Wrap(diagnostics.ClassDeterministic, &MismatchError{Harness: name, Want: want, Message: te.Message})
@@ -380,6 +413,7 @@ func (p *Provider) run(ctx context.Context, dir string, argv []string, vals, nod
 type session struct {
 	p          *Provider
 	want       string
+	restart    bool
 	emit       provider.Emit
 	kill       context.CancelCauseFunc
 	unregister func()
@@ -450,7 +484,10 @@ func (s *session) handle(line []byte) {
 		// The id first: the executor makes it durable before anything else.
 		s.send(provider.Event{Kind: provider.KindRef, Ref: s.thread})
 		msg := "thread " + s.thread + " started"
-		if s.want != "" {
+		switch {
+		case s.restart:
+			msg = "thread " + s.thread + " started again under its own id (the harness had dropped it)"
+		case s.want != "":
 			msg = "resume continues thread " + s.thread
 		}
 		s.diag(diagnostics.New(diagnostics.ThreadStarted, msg, slog.String("thread_id", s.thread)))

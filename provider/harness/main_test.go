@@ -32,7 +32,8 @@ func TestMain(m *testing.M) {
 }
 
 // fakeAgent runs the script in FAKE_SCRIPT (FAKE_RESUME_SCRIPT when argv
-// has "resume"), one command a line:
+// has "resume" or "--resume", FAKE_RESTART_SCRIPT when it has
+// "--session-id"), one command a line:
 //
 //	out TEXT        a stdout line ({thread} is replaced by the thread id argv names)
 //	err TEXT        a stderr line
@@ -50,8 +51,11 @@ func fakeAgent() int {
 	script := os.Getenv("FAKE_SCRIPT")
 	thread := ""
 	for i, a := range os.Args {
-		if a == "resume" {
+		switch a {
+		case "resume", "--resume":
 			script = os.Getenv("FAKE_RESUME_SCRIPT")
+		case "--session-id":
+			script = os.Getenv("FAKE_RESTART_SCRIPT")
 		}
 		if a == "--" && i+1 < len(os.Args) {
 			thread = os.Args[i+1]

@@ -243,6 +243,60 @@ nodes:
 	}
 }
 
+// Claude Code and Gemini CLI nodes run the real CLIs pointed at the
+// simulator's Anthropic Messages and Gemini endpoints, where the faults are
+// aimed. Claude Code absorbs a single drop by its own retry (NR302); a cut
+// Gemini CLI turn is found dropped (NR306) and started again under the same
+// session id, the one retry an unsafe node may take, since nothing of it
+// took effect. Both complete with the reference output.
+func TestAgentHarnessNodesUnderChaos(t *testing.T) {
+	dir := t.TempDir()
+	profiles, err := filepath.Abs(filepath.Join("..", "..", "testdata", "chaos", "profiles.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := fmt.Sprintf(`name: agents
+profile: agents
+profiles: %q
+providers:
+  claude: {kind: harness, harness: claude, command: %q}
+  gemini: {kind: harness, harness: gemini, command: %q, env: {TMPDIR: %q}}
+nodes:
+  - {id: notes-claude, provider: claude, prompt: Write the release notes.}
+  - {id: notes-gemini, provider: gemini, prompt: Write the release notes.}
+`, profiles, codexbin.Claude(t), codexbin.Gemini(t), t.TempDir())
+	path := filepath.Join(dir, "agents.yaml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, err := runner.LoadGraph(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof, err := runner.Prepare(g, &runner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := Select(DefaultCases(prof), &Matrix{Defaults: []string{"cut-middle", "server-error", "outage-brief"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), g, Options{Journal: openJournal(t), Cases: cases})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	_ = rep.WriteTable(&buf)
+	if !rep.OK() || len(rep.Results) != 6 {
+		t.Fatalf("%s", buf.String())
+	}
+	for _, r := range rep.Results {
+		if r.Node == "notes-gemini" && (r.Retries != 1 || !slices.Contains(r.Codes, "NR306")) {
+			t.Errorf("%s: the Gemini session was not found dropped and started again once:\n%s", r.Case, buf.String())
+		}
+	}
+}
+
 // A chat node whose server continues a dropped answer: every drop after some
 // output is continued (NR110, counted with the reconnects) and nothing the
 // node received is generated again.
