@@ -460,6 +460,10 @@ func TestHarnessGeminiNodeOutageIsBounded(t *testing.T) {
 		code diagnostics.Code
 	}{
 		{"retries", harnessProfile{reconnects: 10, deadline: 120 * time.Second}, diagnostics.BudgetExhausted},
+		// Every cycle is a resume (which finds the session dropped) and a
+		// retry: the reconnect count runs out first, and the unsafe node
+		// whose last failure was the restart's own turn stops.
+		{"reconnects", harnessProfile{reconnects: 2, deadline: 120 * time.Second}, diagnostics.UnsafeReplayRefused},
 		{"deadline", harnessProfile{reconnects: 3, deadline: 4 * time.Second}, diagnostics.DeadlineExceeded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -489,6 +493,9 @@ func TestHarnessGeminiNodeOutageIsBounded(t *testing.T) {
 			}
 			if tc.code == diagnostics.BudgetExhausted && len(atts) != 1+retries {
 				t.Errorf("%d attempts, want the whole budget: %d", len(atts), 1+retries)
+			}
+			if got := len(withCode(ds, diagnostics.ThreadResumed)); got > tc.prof.reconnects {
+				t.Errorf("%d resumes, more than the profile's %d", got, tc.prof.reconnects)
 			}
 			failed := withCode(ds, diagnostics.HarnessFailed)
 			if len(failed) == 0 {
