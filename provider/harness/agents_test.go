@@ -272,6 +272,14 @@ out {"type":"result","timestamp":"t","status":"success","stats":{"input_tokens":
 				t.Errorf("the record is not set aside: %v", err)
 			}
 
+			// A resume again (the process that set it aside was stopped
+			// before the restart; `noderun resume` re-attaches): still dropped.
+			r = &recorder{t: t}
+			err = p.Resume(ctx, req, provider.Cursor{Ref: id, Seq: -1}, r.emit)
+			if classOf(err) != diagnostics.ClassStuck || !errors.As(err, &de) || de.Effects != tc.effects {
+				t.Fatalf("second resume: err %v\n%s", err, r.dump())
+			}
+
 			// The next attempt starts the prompt again under the same id ...
 			r = &recorder{t: t}
 			if err := p.Stream(ctx, req, r.emit); err != nil {

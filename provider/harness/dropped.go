@@ -51,7 +51,12 @@ func (e *DroppedError) Unwrap() error {
 
 // records returns the files of the node's store that record thread id.
 func (p *Provider) records(vals map[string]string, id string) ([]string, error) {
-	files, err := filepath.Glob(p.desc.Dropped.Record.Expand(vals))
+	return recordsIn(p.desc.Dropped.Record.Expand(vals), id)
+}
+
+// recordsIn returns the files matching glob that contain id.
+func recordsIn(glob, id string) ([]string, error) {
+	files, err := filepath.Glob(glob)
 	if err != nil {
 		return nil, err
 	}
@@ -78,11 +83,21 @@ func (p *Provider) setAside(vals map[string]string, id, msg string) (*DroppedErr
 		return nil, nil
 	}
 	files, err := p.records(vals, id)
-	if err != nil || len(files) == 0 {
+	if err != nil {
 		return nil, err
 	}
-	de := &DroppedError{Harness: p.desc.Name, Thread: id, Message: msg}
 	dir := filepath.Join(vals["state_dir"], droppedDir)
+	if len(files) == 0 {
+		// Set aside already, by a resume whose process (or machine) was
+		// stopped before the restart: the thread is still dropped.
+		if pending, err := p.pendingRestart(vals); err != nil || pending != id {
+			return nil, err
+		}
+		if files, err = recordsIn(filepath.Join(dir, "*"), id); err != nil || len(files) == 0 {
+			return nil, err
+		}
+	}
+	de := &DroppedError{Harness: p.desc.Name, Thread: id, Message: msg}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
