@@ -81,6 +81,27 @@ nodes:
 	return rig
 }
 
+// run runs the rig's graph with a new journal and returns it, the result
+// and the node's diagnostics.
+func (rig *agentRig) run(t *testing.T) (*journal.Journal, *Result, []diagRec) {
+	t.Helper()
+	j := openJournal(t)
+	res := runGraph(t, rig.g, j)
+	return j, res, diagRecs(t, j, res.RunID, "agent")
+}
+
+// checkCompleted fails unless the graph's only node completed with want.
+func checkCompleted(t *testing.T, res *Result, ds []diagRec, want string) {
+	t.Helper()
+	n := res.Nodes[0]
+	if n.State != journal.NodeCompleted {
+		t.Fatalf("node %s (%v)\n%s", n.State, n.Err, dumpDiags(ds))
+	}
+	if n.Output != want {
+		t.Errorf("output\n got %q\nwant %q", n.Output, want)
+	}
+}
+
 // agentLeftovers fails if a process whose environment names the state dir
 // (CLAUDE_CONFIG_DIR, GEMINI_CLI_HOME) still runs.
 func agentLeftovers(t *testing.T, state string) {
@@ -126,16 +147,8 @@ func TestHarnessAgentNodeCleanTurn(t *testing.T) {
 			t.Parallel()
 			srv := simtest.Start(t, sim.Config{})
 			rig := agentGraph(t, tc.name, simRoot(srv), agentProf)
-			j := openJournal(t)
-			res := runGraph(t, rig.g, j)
-			ds := diagRecs(t, j, res.RunID, "agent")
-			n := res.Nodes[0]
-			if n.State != journal.NodeCompleted {
-				t.Fatalf("node %s (%v)\n%s", n.State, n.Err, dumpDiags(ds))
-			}
-			if want := simAnswer(harnessPrompt); n.Output != want {
-				t.Errorf("output\n got %q\nwant %q", n.Output, want)
-			}
+			j, res, ds := rig.run(t)
+			checkCompleted(t, res, ds, simAnswer(harnessPrompt))
 			atts := attemptsOf(t, j, res.RunID, "agent")
 			if len(atts) != 1 || uuid.Validate(atts[0].Ref) != nil || atts[0].Outcome != journal.OutcomeOK {
 				t.Errorf("attempts %+v, want one that ended ok, with the session id", atts)
@@ -164,19 +177,12 @@ func TestHarnessClaudeNodeResumesCutSession(t *testing.T) {
 			srv := simtest.Start(t, sim.Config{Faults: []sim.Fault{
 				{Endpoint: sim.EndpointMessages, Requests: []int{1, 2}, Kind: kind, AfterEvents: 4}}})
 			rig := agentGraph(t, "claude", simRoot(srv), agentProf)
-			j := openJournal(t)
-			res := runGraph(t, rig.g, j)
-			ds := diagRecs(t, j, res.RunID, "agent")
-			n := res.Nodes[0]
-			if n.State != journal.NodeCompleted {
-				t.Fatalf("node %s (%v)\n%s", n.State, n.Err, dumpDiags(ds))
-			}
+			j, res, ds := rig.run(t)
 			// The cut turn's answer is not kept in the session, so the resume
 			// sends the original prompt and the continue prompt as one user
-			// message (Claude Code ends the first block with a newline).
-			if want := simAnswer(harnessPrompt + "\n\n" + continuePrompt(t, "claude")); n.Output != want {
-				t.Errorf("output\n got %q\nwant %q (the answer to the prompt and the continue prompt)", n.Output, want)
-			}
+			// message (Claude Code ends the first block with a newline): the
+			// answer is the answer to both.
+			checkCompleted(t, res, ds, simAnswer(harnessPrompt+"\n\n"+continuePrompt(t, "claude")))
 			atts := attemptsOf(t, j, res.RunID, "agent")
 			if len(atts) != 1 || atts[0].Outcome != journal.OutcomeOK {
 				t.Fatalf("attempts %+v, want one (a resume is not a retry)", atts)
@@ -237,9 +243,7 @@ func TestHarnessAgentNode401(t *testing.T) {
 			t.Parallel()
 			srv := simtest.Start(t, sim.Config{Faults: []sim.Fault{{Endpoint: tc.endpoint, Kind: sim.FaultStatus, Status: 401}}})
 			rig := agentGraph(t, tc.name, simRoot(srv), agentProf)
-			j := openJournal(t)
-			res := runGraph(t, rig.g, j)
-			ds := diagRecs(t, j, res.RunID, "agent")
+			_, res, ds := rig.run(t)
 			n := res.Nodes[0]
 			var ne *NodeError
 			if n.State != journal.NodeFailed || !errors.As(n.Err, &ne) || ne.Class != diagnostics.ClassDeterministic {
@@ -273,9 +277,7 @@ func TestHarnessClaudeNodeSessionGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	rig.g.Providers["agent"].Command = wrapper
-	j := openJournal(t)
-	res := runGraph(t, rig.g, j)
-	ds := diagRecs(t, j, res.RunID, "agent")
+	j, res, ds := rig.run(t)
 	checkAgentMismatch(t, j, res, ds, "No conversation found with session ID")
 	if got := srv.Stats().Requests[sim.EndpointMessages]; got != 2 {
 		t.Errorf("%d requests, want 2 (the resume sends none)", got)
@@ -299,16 +301,8 @@ func TestHarnessGeminiNodeRestartsDroppedSession(t *testing.T) {
 			srv := simtest.Start(t, sim.Config{Faults: []sim.Fault{
 				{Endpoint: sim.EndpointGeminiStream, Requests: []int{1}, Kind: kind, AfterEvents: 3}}})
 			rig := agentGraph(t, "gemini", simRoot(srv), agentProf)
-			j := openJournal(t)
-			res := runGraph(t, rig.g, j)
-			ds := diagRecs(t, j, res.RunID, "agent")
-			n := res.Nodes[0]
-			if n.State != journal.NodeCompleted {
-				t.Fatalf("node %s (%v)\n%s", n.State, n.Err, dumpDiags(ds))
-			}
-			if want := simAnswer(harnessPrompt); n.Output != want {
-				t.Errorf("output\n got %q\nwant %q", n.Output, want)
-			}
+			j, res, ds := rig.run(t)
+			checkCompleted(t, res, ds, simAnswer(harnessPrompt))
 			checkGeminiRestart(t, j, res, ds, rig, false)
 			if got := srv.Stats().Requests[sim.EndpointGeminiStream]; got != 2 {
 				t.Errorf("%d requests, want 2 (the cut one and the restart; the resume sends none)", got)
@@ -398,9 +392,7 @@ func TestHarnessGeminiNodeDroppedAfterToolCall(t *testing.T) {
 			rig := agentGraph(t, "gemini", simRoot(srv), agentProf)
 			rig.g.Providers["agent"].Command = geminiWrapper(t, script)
 			rig.g.Nodes[0].SideEffects = side
-			j := openJournal(t)
-			res := runGraph(t, rig.g, j)
-			ds := diagRecs(t, j, res.RunID, "agent")
+			j, res, ds := rig.run(t)
 			n := res.Nodes[0]
 			if side == graph.SideIdempotent {
 				if n.State != journal.NodeCompleted || n.Output != simAnswer(harnessPrompt) {
@@ -437,9 +429,7 @@ func TestHarnessGeminiNodeSessionGone(t *testing.T) {
 		{Endpoint: sim.EndpointGeminiStream, Requests: []int{1}, Kind: sim.FaultClose, AfterEvents: 3}}})
 	rig := agentGraph(t, "gemini", simRoot(srv), agentProf)
 	rig.g.Providers["agent"].Command = geminiWrapper(t, `rm -rf "$GEMINI_CLI_HOME/.gemini/tmp"`)
-	j := openJournal(t)
-	res := runGraph(t, rig.g, j)
-	ds := diagRecs(t, j, res.RunID, "agent")
+	j, res, ds := rig.run(t)
 	checkAgentMismatch(t, j, res, ds, "No previous sessions found for this project")
 	if len(withCode(ds, diagnostics.ThreadDropped)) != 0 {
 		t.Errorf("a session with no record was taken as dropped\n%s", dumpDiags(ds))
@@ -473,9 +463,7 @@ func TestHarnessGeminiNodeOutageIsBounded(t *testing.T) {
 				t.Fatal(err)
 			}
 			rig := agentGraph(t, "gemini", simRoot(srv), tc.prof)
-			j := openJournal(t)
-			res := runGraph(t, rig.g, j)
-			ds := diagRecs(t, j, res.RunID, "agent")
+			j, res, ds := rig.run(t)
 			n := res.Nodes[0]
 			var ne *NodeError
 			if n.State != journal.NodeFailed || !errors.As(n.Err, &ne) || ne.Code != tc.code {
@@ -557,9 +545,7 @@ func TestHarnessClaudeNodeResumesAreBounded(t *testing.T) {
 			{Endpoint: sim.EndpointMessages, Kind: sim.FaultClose, AfterEvents: 4}}})
 		prof := harnessProfile{reconnects: 2, deadline: 60 * time.Second}
 		rig := agentGraph(t, "claude", simRoot(srv), prof)
-		j := openJournal(t)
-		res := runGraph(t, rig.g, j)
-		ds := diagRecs(t, j, res.RunID, "agent")
+		j, res, ds := rig.run(t)
 		ne := checkBounded(t, j, res, ds, prof, diagnostics.UnsafeReplayRefused)
 		if got := len(withCode(ds, diagnostics.ThreadResumed)); got != prof.reconnects {
 			t.Errorf("%d resumes, want the whole budget of %d\n%s", got, prof.reconnects, dumpDiags(ds))
@@ -579,9 +565,7 @@ func TestHarnessClaudeNodeResumesAreBounded(t *testing.T) {
 		}
 		prof := harnessProfile{reconnects: 50, deadline: 4 * time.Second}
 		rig := agentGraph(t, "claude", simRoot(srv), prof)
-		j := openJournal(t)
-		res := runGraph(t, rig.g, j)
-		ds := diagRecs(t, j, res.RunID, "agent")
+		j, res, ds := rig.run(t)
 		checkBounded(t, j, res, ds, prof, diagnostics.DeadlineExceeded)
 		if got := len(withCode(ds, diagnostics.ThreadResumed)); got == 0 || got >= prof.reconnects {
 			t.Errorf("%d resumes, want some, cut by the deadline before the budget of %d\n%s", got, prof.reconnects, dumpDiags(ds))

@@ -194,12 +194,7 @@ func TestUnaimableAndReference(t *testing.T) {
 // is judged as the new turn it is. Harness nodes are side_effects: unsafe by
 // default: recovering them must never send their request again.
 func TestHarnessNodeUnderChaos(t *testing.T) {
-	dir := t.TempDir()
-	profiles, err := filepath.Abs(filepath.Join("..", "..", "testdata", "chaos", "profiles.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := fmt.Sprintf(`name: agent
+	rep, table := harnessChaos(t, `name: agent
 profile: quick
 profiles: %q
 providers:
@@ -210,35 +205,13 @@ nodes:
   - id: fix
     provider: codex
     prompt: Say hello.
-`, profiles, codexbin.Path(t))
-	path := filepath.Join(dir, "agent.yaml")
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	g, err := runner.LoadGraph(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prof, err := runner.Prepare(g, &runner.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases, err := Select(DefaultCases(prof), &Matrix{Defaults: []string{"cut-middle", "server-error"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Run(context.Background(), g, Options{Journal: openJournal(t), Cases: cases})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	_ = rep.WriteTable(&buf)
+`, []string{"cut-middle", "server-error"}, codexbin.Path(t))
 	if !rep.OK() || len(rep.Results) != 2 {
-		t.Fatalf("%s", buf.String())
+		t.Fatalf("%s", table)
 	}
 	for _, r := range rep.Results {
 		if r.Retries != 0 || !slices.Contains(r.Codes, "NR303") {
-			t.Errorf("%s: the thread was not resumed, or the request was sent again:\n%s", r.Case, buf.String())
+			t.Errorf("%s: the thread was not resumed, or the request was sent again:\n%s", r.Case, table)
 		}
 	}
 }
@@ -250,12 +223,7 @@ nodes:
 // session id, the one retry an unsafe node may take, since nothing of it
 // took effect. Both complete with the reference output.
 func TestAgentHarnessNodesUnderChaos(t *testing.T) {
-	dir := t.TempDir()
-	profiles, err := filepath.Abs(filepath.Join("..", "..", "testdata", "chaos", "profiles.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := fmt.Sprintf(`name: agents
+	rep, table := harnessChaos(t, `name: agents
 profile: agents
 profiles: %q
 providers:
@@ -264,9 +232,28 @@ providers:
 nodes:
   - {id: notes-claude, provider: claude, prompt: Write the release notes.}
   - {id: notes-gemini, provider: gemini, prompt: Write the release notes.}
-`, profiles, codexbin.Claude(t), codexbin.Gemini(t), t.TempDir())
-	path := filepath.Join(dir, "agents.yaml")
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+`, []string{"cut-middle", "server-error", "outage-brief"}, codexbin.Claude(t), codexbin.Gemini(t), t.TempDir())
+	if !rep.OK() || len(rep.Results) != 6 {
+		t.Fatalf("%s", table)
+	}
+	for _, r := range rep.Results {
+		if r.Node == "notes-gemini" && (r.Retries != 1 || !slices.Contains(r.Codes, "NR306")) {
+			t.Errorf("%s: the Gemini session was not found dropped and started again once:\n%s", r.Case, table)
+		}
+	}
+}
+
+// harnessChaos runs the default cases named by cases against the graph
+// src, a format whose first argument is testdata/chaos/profiles.yaml and
+// the rest args, and returns the report and its table.
+func harnessChaos(t *testing.T, src string, cases []string, args ...any) (*Report, string) {
+	t.Helper()
+	profiles, err := filepath.Abs(filepath.Join("..", "..", "testdata", "chaos", "profiles.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "graph.yaml")
+	if err := os.WriteFile(path, fmt.Appendf(nil, src, append([]any{profiles}, args...)...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	g, err := runner.LoadGraph(path)
@@ -277,24 +264,17 @@ nodes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	cases, err := Select(DefaultCases(prof), &Matrix{Defaults: []string{"cut-middle", "server-error", "outage-brief"}})
+	selected, err := Select(DefaultCases(prof), &Matrix{Defaults: cases})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Run(context.Background(), g, Options{Journal: openJournal(t), Cases: cases})
+	rep, err := Run(context.Background(), g, Options{Journal: openJournal(t), Cases: selected})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
 	_ = rep.WriteTable(&buf)
-	if !rep.OK() || len(rep.Results) != 6 {
-		t.Fatalf("%s", buf.String())
-	}
-	for _, r := range rep.Results {
-		if r.Node == "notes-gemini" && (r.Retries != 1 || !slices.Contains(r.Codes, "NR306")) {
-			t.Errorf("%s: the Gemini session was not found dropped and started again once:\n%s", r.Case, buf.String())
-		}
-	}
+	return rep, buf.String()
 }
 
 // A chat node whose server continues a dropped answer: every drop after some
