@@ -159,8 +159,8 @@ func (w *writer) stmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
 	return st
 }
 
-// prepareLearnt prepares the statements the last batch ran as plain SQL. A
-// statement that fails to prepare stays plain.
+// prepareLearnt prepares on the connection the statements the last batch met
+// unprepared. A statement that fails to prepare stays plain.
 func (w *writer) prepareLearnt() {
 	for _, q := range w.learn {
 		if st, err := w.j.wdb.PrepareContext(context.Background(), q); err == nil {
