@@ -143,10 +143,10 @@ const (
 		WHERE run = (SELECT key FROM runs WHERE id = ?) AND node = ? AND attempt BETWEEN ? AND ?
 			AND kind IN ('delta', 'reset')
 		ORDER BY seq`
-	// The literal "attempt > 0 AND provider_seq >= 0" lets SQLite use the
-	// partial index events_provider_seq: an O(log n) answer.
-	maxProviderSeqQuery = `SELECT MAX(provider_seq) FROM events
-		WHERE run = (SELECT key FROM runs WHERE id = ?) AND node = ? AND attempt = ? AND attempt > 0 AND provider_seq >= 0`
+	// The writer keeps each attempt's highest provider seq in
+	// provider_seq_tops, in the transaction that journals the events.
+	maxProviderSeqQuery = `SELECT COALESCE(MAX(top), -1) FROM provider_seq_tops
+		WHERE run = (SELECT key FROM runs WHERE id = ?) AND node = ? AND attempt BETWEEN ? AND ?`
 )
 
 // chainStart returns where the chain of an attempt starts (chainStartQuery).
@@ -199,15 +199,9 @@ func (j *Journal) MaxProviderSeq(ctx context.Context, runID, nodeID string, atte
 	if err != nil {
 		return 0, j.errorf("max provider seq of %s/%s#%d: %w", runID, nodeID, attempt, err)
 	}
-	top := NoProviderSeq
-	for a := start; a <= attempt; a++ {
-		var m sql.NullInt64
-		if err := j.rdb.QueryRowContext(ctx, maxProviderSeqQuery, runID, nodeID, a).Scan(&m); err != nil {
-			return 0, j.errorf("max provider seq of %s/%s#%d: %w", runID, nodeID, attempt, err)
-		}
-		if m.Valid {
-			top = max(top, m.Int64)
-		}
+	var top int64
+	if err := j.rdb.QueryRowContext(ctx, maxProviderSeqQuery, runID, nodeID, start, attempt).Scan(&top); err != nil {
+		return 0, j.errorf("max provider seq of %s/%s#%d: %w", runID, nodeID, attempt, err)
 	}
 	return top, nil
 }

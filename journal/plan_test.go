@@ -20,10 +20,10 @@ func TestQueryPlans(t *testing.T) {
 		{"events after seq", byRun, "SEARCH events USING PRIMARY KEY (run=? AND seq>?)", byRunArgs},
 		{"events of a node", byNode, "SEARCH events USING INDEX events_by_node (run=? AND node=? AND seq>?)", byNodeArgs},
 		{"rebuild output", rebuildQuery, "SEARCH events USING INDEX events_by_node (run=? AND node=?)", []any{"r", "a", 1, 2}},
-		{"max provider seq", maxProviderSeqQuery, "USING COVERING INDEX events_provider_seq (run=? AND node=? AND attempt=? AND provider_seq>?)", []any{"r", "a", 1}},
+		{"max provider seq", maxProviderSeqQuery, "SEARCH provider_seq_tops USING PRIMARY KEY (run=? AND node=? AND attempt>? AND attempt<?)", []any{"r", "a", 1, 2}},
 		{"chain start", chainStartQuery, "SEARCH attempts USING PRIMARY KEY (run=? AND node=? AND n<?)", []any{"r", "a", 2}},
-		{"writer: attempt top", attemptTopQuery, "USING COVERING INDEX events_provider_seq (run=? AND node=? AND attempt=? AND provider_seq>?)", []any{1, "a", 1}},
-		{"writer: duplicate check", providerSeqExistsQuery, "USING COVERING INDEX events_provider_seq (run=? AND node=? AND attempt=? AND provider_seq=?)", []any{1, "a", 1, 5}},
+		{"writer: chain top", chainTopQuery, "SEARCH provider_seq_tops USING PRIMARY KEY (run=? AND node=? AND attempt>? AND attempt<?)", []any{1, "a", 1, 2}},
+		{"writer: duplicate check", providerSeqExistsQuery, "SEARCH events USING INDEX events_by_node (run=? AND node=? AND seq>?)", []any{1, "a", 10, 1, 2, 5}},
 		{"writer: last seq", lastSeqQuery, "SEARCH events", []any{1}},
 	} {
 		rows, err := j.rdb.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+c.query, c.args...)

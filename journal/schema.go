@@ -93,6 +93,30 @@ CREATE UNIQUE INDEX events_provider_seq ON events (run, node, attempt, provider_
 	// 2: the inputs a run was started with (a JSON object of strings), which
 	// a resume reuses.
 	`ALTER TABLE runs ADD COLUMN inputs TEXT NOT NULL DEFAULT '';`,
+	// 3: the unique partial index events_provider_seq goes: maintaining it
+	// on every provider event was most of what kept ingest from the raw
+	// insert (BenchmarkIngestVsRaw, rows=responses). What it served (the
+	// resume cursor, and the writer's duplicate checks) needs only each
+	// attempt's highest provider seq, kept here by the writer in the same
+	// transaction as the events, and, for the rare event at or below it (a
+	// resumed stream repeating itself), a scan of the attempt's events from
+	// first_seq. A table of its own, not a column of attempts: events may
+	// name an attempt that has no row there, and must be deduplicated all
+	// the same.
+	`
+CREATE TABLE provider_seq_tops (
+	run       INTEGER NOT NULL, -- runs.key
+	node      TEXT NOT NULL,
+	attempt   INTEGER NOT NULL CHECK (attempt > 0),
+	top       INTEGER NOT NULL, -- the highest provider_seq journaled in the attempt
+	first_seq INTEGER NOT NULL, -- the lowest seq of those events: where a duplicate check starts
+	PRIMARY KEY (run, node, attempt)
+) WITHOUT ROWID;
+INSERT INTO provider_seq_tops (run, node, attempt, top, first_seq)
+	SELECT run, node, attempt, MAX(provider_seq), MIN(seq) FROM events
+	WHERE provider_seq >= 0 AND attempt > 0 GROUP BY run, node, attempt;
+DROP INDEX events_provider_seq;
+`,
 }
 
 // migrate brings db up to len(list) applied migrations. It runs in one

@@ -90,7 +90,8 @@ type writer struct {
 	// lock, so they are exact even if other processes write between batches.
 	runs    map[string]*runCursor
 	chains  map[attemptKey]*chain
-	pending []*Event // fast-path events waiting for a multi-row insert
+	tops    map[attemptKey]*txnTop // what this transaction adds to provider_seq_tops
+	pending []*Event               // fast-path events waiting for a multi-row insert
 
 	// State-change statements prepared on the writer's connection, by SQL
 	// text (see stmtTx), and those a batch ran unprepared, to prepare once
@@ -109,8 +110,9 @@ const maxPrepared = 256
 // planning the SQL of every state change again was half the writer's CPU
 // with 1,000 nodes starting and ending at once (make profile). A statement
 // cannot be prepared on the writer's single connection while the batch
-// transaction holds it, so the first batch that uses a statement runs it as
-// plain SQL, and commit prepares it afterwards for every later batch.
+// transaction holds it, so the first batch that uses a statement prepares it
+// on the transaction, for that batch alone, and commit prepares it
+// afterwards for every later batch.
 type stmtTx struct {
 	*sql.Tx
 	w *writer
@@ -131,8 +133,12 @@ func (t stmtTx) QueryRowContext(ctx context.Context, query string, args ...any) 
 }
 
 // stmt returns the prepared statement for query bound to tx (once per
-// transaction: binding allocates), or nil, noting query to be prepared
-// after the batch.
+// transaction: binding allocates), or nil to run it as plain SQL. A
+// statement not prepared yet is noted, to be prepared after the batch, and
+// meanwhile prepared on tx for the rest of this batch: one state change may
+// run it thousands of times (SetNodesPending, two statements per node:
+// at 10,000 nodes their 20,000 plain runs were 0.4 s of sqlite3_prepare on
+// the path that Run waits on before it starts a node).
 func (w *writer) stmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
 	if st, ok := w.bound[query]; ok {
 		return st
@@ -145,11 +151,16 @@ func (w *writer) stmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
 	if len(w.prepared)+len(w.learn) < maxPrepared && !slices.Contains(w.learn, query) {
 		w.learn = append(w.learn, query)
 	}
-	return nil
+	st, err := tx.PrepareContext(ctx, query) // closed with tx
+	if err != nil {
+		return nil // run as plain SQL, which reports the error itself
+	}
+	w.bound[query] = st
+	return st
 }
 
-// prepareLearnt prepares the statements the last batch ran as plain SQL. A
-// statement that fails to prepare stays plain.
+// prepareLearnt prepares on the connection the statements the last batch met
+// unprepared. A statement that fails to prepare stays plain.
 func (w *writer) prepareLearnt() {
 	for _, q := range w.learn {
 		if st, err := w.j.wdb.PrepareContext(context.Background(), q); err == nil {
@@ -172,11 +183,22 @@ type attemptKey struct {
 }
 
 // chain is what the writer knows of an attempt's provider sequence numbers:
-// the attempts that share them (start..attempt, see chainStartQuery) and the
-// highest one journaled.
+// the attempts that share them (start..attempt, see chainStartQuery), the
+// highest one journaled, and the lowest seq of an event that has one (0: not
+// known), where a duplicate check starts looking.
 type chain struct {
 	start int
 	top   int64
+	first int64
+	own   *txnTop // the attempt's entry in writer.tops
+}
+
+// txnTop is what the current transaction journaled of one attempt's
+// provider events: the highest provider seq and the lowest event seq (0:
+// none yet). commit folds it into provider_seq_tops, in the same
+// transaction as the events, so the two never disagree, even after a crash.
+type txnTop struct {
+	top, first int64
 }
 
 // rowsPerInsert is how many events one multi-row INSERT carries: it halves
@@ -184,24 +206,36 @@ type chain struct {
 // to 210k rows/s); 32 rows gained nothing more.
 const rowsPerInsert = 16
 
-// The writer's reads of events, by run key, each answered from an index.
-// "attempt > 0 AND provider_seq >= 0" lets SQLite use the partial index
-// events_provider_seq.
+// The writer's reads, by run key, each answered from an index (plan_test.go).
 const (
-	lastSeqQuery    = `SELECT COALESCE(MAX(seq), 0) FROM events WHERE run = ?`
-	attemptTopQuery = `SELECT COALESCE(MAX(provider_seq), -1) FROM events
-		WHERE run = ? AND node = ? AND attempt = ? AND attempt > 0 AND provider_seq >= 0`
-	providerSeqExistsQuery = `SELECT EXISTS (SELECT 1 FROM events
-		WHERE run = ? AND node = ? AND attempt = ? AND provider_seq = ? AND attempt > 0 AND provider_seq >= 0)`
+	lastSeqQuery = `SELECT COALESCE(MAX(seq), 0) FROM events WHERE run = ?`
+	// chainTopQuery: the highest provider seq of a chain of attempts
+	// (run key, node, first and last attempt), and where its events start.
+	chainTopQuery = `SELECT COALESCE(MAX(top), -1), COALESCE(MIN(first_seq), 0) FROM provider_seq_tops
+		WHERE run = ? AND node = ? AND attempt BETWEEN ? AND ?`
+	// providerSeqExistsQuery: is a provider seq journaled in a chain (run
+	// key, node, first seq, first and last attempt, provider seq)? Only an
+	// event at or below the chain's top asks, which a healthy stream never
+	// sends. It walks the node's events back from the newest: what a resumed
+	// stream repeats is among the last ones journaled, so it is found in a
+	// few steps (100 repeats at the end of a 100,000-event chain: 10 ms). A
+	// number below the top that was never journaled (out of order, which
+	// Responses numbers never are) walks back to the chain's first event.
+	// (EXISTS would ignore the ORDER BY and walk forwards.)
+	providerSeqExistsQuery = `SELECT count(*) FROM (SELECT 1 FROM events INDEXED BY events_by_node
+		WHERE run = ? AND node = ? AND seq >= ? AND attempt BETWEEN ? AND ? AND provider_seq = ?
+		ORDER BY seq DESC LIMIT 1)`
+	upsertTopQuery = `INSERT INTO provider_seq_tops (run, node, attempt, top, first_seq) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (run, node, attempt) DO UPDATE SET top = max(top, excluded.top), first_seq = min(first_seq, excluded.first_seq)`
 )
 
 type writerStmts struct {
-	insert1, insertN, insertOrIgnore, runKey, lastSeq, chainStart, attemptTop, exists *sql.Stmt
+	insert1, insertN, runKey, lastSeq, chainStart, chainTop, exists, upsertTop *sql.Stmt
 }
 
 func (s *writerStmts) all() []**sql.Stmt {
-	return []**sql.Stmt{&s.insert1, &s.insertN, &s.insertOrIgnore, &s.runKey, &s.lastSeq, &s.chainStart,
-		&s.attemptTop, &s.exists}
+	return []**sql.Stmt{&s.insert1, &s.insertN, &s.runKey, &s.lastSeq, &s.chainStart, &s.chainTop,
+		&s.exists, &s.upsertTop}
 }
 
 func (s *writerStmts) close() {
@@ -229,6 +263,7 @@ func newWriter(ctx context.Context, j *Journal) (*writer, error) {
 		batch:    make([]op, 0, j.batchOps),
 		runs:     map[string]*runCursor{},
 		chains:   map[attemptKey]*chain{},
+		tops:     map[attemptKey]*txnTop{},
 		prepared: map[string]*sql.Stmt{},
 		bound:    map[string]*sql.Stmt{},
 	}
@@ -243,14 +278,14 @@ func newWriter(ctx context.Context, j *Journal) (*writer, error) {
 		return st
 	}
 	w.stmts = writerStmts{
-		insert1:        prep(`INSERT ` + cols + row),
-		insertN:        prep(`INSERT ` + cols + row + strings.Repeat(", "+row, rowsPerInsert-1)),
-		insertOrIgnore: prep(`INSERT OR IGNORE ` + cols + row),
-		runKey:         prep(`SELECT key FROM runs WHERE id = ?`),
-		lastSeq:        prep(lastSeqQuery),
-		chainStart:     prep(chainStartQuery),
-		attemptTop:     prep(attemptTopQuery),
-		exists:         prep(providerSeqExistsQuery),
+		insert1:    prep(`INSERT ` + cols + row),
+		insertN:    prep(`INSERT ` + cols + row + strings.Repeat(", "+row, rowsPerInsert-1)),
+		runKey:     prep(`SELECT key FROM runs WHERE id = ?`),
+		lastSeq:    prep(lastSeqQuery),
+		chainStart: prep(chainStartQuery),
+		chainTop:   prep(chainTopQuery),
+		exists:     prep(providerSeqExistsQuery),
+		upsertTop:  prep(upsertTopQuery),
 	}
 	if err != nil {
 		w.stmts.close()
@@ -399,6 +434,7 @@ func (w *writer) apply() error {
 	stx := stmtTx{tx, w}
 	clear(w.runs)
 	clear(w.chains)
+	clear(w.tops)
 	w.pending = w.pending[:0]
 	for i := range w.batch {
 		o := &w.batch[i]
@@ -433,7 +469,23 @@ func (w *writer) apply() error {
 	if err := w.flushPending(ctx); err != nil {
 		return err
 	}
+	if err := w.flushTops(ctx); err != nil {
+		return err
+	}
 	return tx.Commit()
+}
+
+// flushTops folds what the transaction journaled into provider_seq_tops.
+func (w *writer) flushTops(ctx context.Context) error {
+	for k, t := range w.tops {
+		if t.first == 0 {
+			continue // looked at, nothing journaled
+		}
+		if _, err := w.tx.upsertTop.ExecContext(ctx, k.run, k.node, k.attempt, t.top, t.first); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // insert journals one event, assigning its run's next seq.
@@ -450,9 +502,9 @@ func (w *writer) insert(ctx context.Context, e *Event) error {
 	if err != nil {
 		return err
 	}
+	var c *chain
 	if e.Attempt > 0 && e.ProviderSeq >= 0 {
-		c, err := w.chain(ctx, rc, e)
-		if err != nil {
+		if c, err = w.chain(ctx, rc, e); err != nil {
 			return err
 		}
 		if e.ProviderSeq <= c.top {
@@ -462,6 +514,9 @@ func (w *writer) insert(ctx context.Context, e *Event) error {
 	}
 	rc.lastSeq++
 	e.Seq = rc.lastSeq
+	if c != nil {
+		c.journaled(e)
+	}
 	w.pending = append(w.pending, e)
 	if len(w.pending) == rowsPerInsert {
 		return w.flushPending(ctx)
@@ -469,61 +524,75 @@ func (w *writer) insert(ctx context.Context, e *Event) error {
 	return nil
 }
 
+// journaled notes that e, a provider event of c's attempt, got its seq.
+func (c *chain) journaled(e *Event) {
+	c.own.top = max(c.own.top, e.ProviderSeq)
+	if c.own.first == 0 {
+		c.own.first = e.Seq
+	}
+	if c.first == 0 {
+		c.first = e.Seq
+	}
+}
+
 // chain returns the chain of e's attempt, reading it on first use in a
-// transaction: a handful of index lookups, once per attempt per batch.
+// transaction: two index lookups, once per attempt per batch. What this
+// transaction journaled for the chain's attempts is not in
+// provider_seq_tops yet (flushTops), so it is added from w.tops.
 func (w *writer) chain(ctx context.Context, rc *runCursor, e *Event) (*chain, error) {
 	k := attemptKey{rc.key, e.NodeID, e.Attempt}
 	if c, ok := w.chains[k]; ok {
 		return c, nil
 	}
-	if err := w.flushPending(ctx); err != nil { // the reads below must see them
-		return nil, err
-	}
-	c := &chain{top: NoProviderSeq}
+	c := &chain{}
 	if err := w.tx.chainStart.QueryRowContext(ctx, e.RunID, e.NodeID, e.Attempt).Scan(&c.start); err != nil {
 		return nil, err
 	}
+	if err := w.tx.chainTop.QueryRowContext(ctx, rc.key, e.NodeID, c.start, e.Attempt).Scan(&c.top, &c.first); err != nil {
+		return nil, err
+	}
 	for a := c.start; a <= e.Attempt; a++ {
-		var top int64
-		if err := w.tx.attemptTop.QueryRowContext(ctx, rc.key, e.NodeID, a).Scan(&top); err != nil {
-			return nil, err
+		if t := w.tops[attemptKey{rc.key, e.NodeID, a}]; t != nil && t.first != 0 {
+			c.top = max(c.top, t.top)
+			if c.first == 0 || t.first < c.first {
+				c.first = t.first
+			}
 		}
-		c.top = max(c.top, top)
+	}
+	c.own = w.tops[k]
+	if c.own == nil {
+		c.own = &txnTop{top: NoProviderSeq}
+		w.tops[k] = c.own
 	}
 	w.chains[k] = c
 	return c, nil
 }
 
 // insertMaybeDuplicate is the slow path of insert: e is journaled unless an
-// attempt of its chain already holds its provider seq.
+// attempt of its chain already holds its provider seq. The check is exact:
+// the writer holds the write lock, and the events this transaction added
+// are flushed first.
 func (w *writer) insertMaybeDuplicate(ctx context.Context, rc *runCursor, c *chain, e *Event) error {
 	// The pending events go first: this one may duplicate one of them.
 	if err := w.flushPending(ctx); err != nil {
 		return err
 	}
-	for a := c.start; a <= e.Attempt; a++ {
-		var dup bool
-		if err := w.tx.exists.QueryRowContext(ctx, rc.key, e.NodeID, a, e.ProviderSeq).Scan(&dup); err != nil {
-			return err
-		}
-		if dup {
-			w.j.log.Debug("journal dropped a duplicate provider event", "run", e.RunID, "node", e.NodeID,
-				"attempt", e.Attempt, "provider_seq", e.ProviderSeq, "journaled_in_attempt", a, "kind", e.Kind)
-			return nil
-		}
-	}
-	// OR IGNORE: the unique index events_provider_seq has the last word
-	// within the attempt.
-	w.args = eventArgs(w.args[:0], rc.key, rc.lastSeq+1, e)
-	res, err := w.tx.insertOrIgnore.ExecContext(ctx, w.args...)
-	if err != nil {
+	var dup bool
+	if err := w.tx.exists.QueryRowContext(ctx, rc.key, e.NodeID, c.first, c.start, e.Attempt, e.ProviderSeq).Scan(&dup); err != nil {
 		return err
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
+	if dup {
+		w.j.log.Debug("journal dropped a duplicate provider event", "run", e.RunID, "node", e.NodeID,
+			"attempt", e.Attempt, "provider_seq", e.ProviderSeq, "chain_start", c.start, "kind", e.Kind)
+		return nil
+	}
+	w.args = eventArgs(w.args[:0], rc.key, rc.lastSeq+1, e)
+	if _, err := w.tx.insert1.ExecContext(ctx, w.args...); err != nil {
 		return err
 	}
 	rc.lastSeq++
 	e.Seq = rc.lastSeq
+	c.journaled(e)
 	return nil
 }
 

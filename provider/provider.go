@@ -74,7 +74,11 @@ type Event struct {
 	Raw   []byte
 	Diag  *diagnostics.Diagnostic
 	Usage *Usage
-	Time  time.Time
+	// Time is when the adapter received the event (time.Now(), which keeps
+	// the monotonic reading), or zero for now. The executor takes it as the
+	// moment of the last data, for the idle watchdog, so nothing older may
+	// go here.
+	Time time.Time
 }
 
 // Usage is token accounting, when the provider reports it.
