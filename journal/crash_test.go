@@ -37,19 +37,7 @@ func TestMain(m *testing.M) {
 // appended before it. It runs until killed.
 func crashHelper(path string) {
 	ctx := context.Background()
-	fail := func(err error) {
-		fmt.Fprintln(os.Stderr, "helper:", err)
-		os.Exit(2)
-	}
-	// Small, quick batches: many commits, so kills land in every phase.
-	j, err := Open(ctx, path, WithBatch(32, time.Millisecond))
-	if err != nil {
-		fail(err)
-	}
-	if err := j.CreateRun(ctx, Run{ID: "run", Graph: "crash"}); err != nil {
-		fail(err)
-	}
-	fmt.Println("ready")
+	j, fail := helperJournal(path)
 	i := 0
 	for step := 0; ; step++ {
 		for range rand.IntN(300) {
@@ -61,6 +49,7 @@ func crashHelper(path string) {
 		}
 		node := fmt.Sprint("s", step)
 		var kind string
+		var err error
 		switch step % 3 {
 		case 0:
 			kind, err = "node", j.SetNodeState(ctx, "run", node, NodePending, "")
@@ -99,11 +88,32 @@ type ack struct {
 	events int
 }
 
-func crashTrial(t *testing.T, after time.Duration) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "crash.db")
+// helperJournal is how a crash helper starts: a journal at path with small,
+// quick batches (many commits, so kills land in every phase) and the run
+// "run"; then it prints "ready". fail ends the helper with err.
+func helperJournal(path string) (j *Journal, fail func(error)) {
+	fail = func(err error) {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		os.Exit(2)
+	}
+	j, err := Open(context.Background(), path, WithBatch(32, time.Millisecond))
+	if err != nil {
+		fail(err)
+	}
+	if err := j.CreateRun(context.Background(), Run{ID: "run", Graph: "crash"}); err != nil {
+		fail(err)
+	}
+	fmt.Println("ready")
+	return j, fail
+}
+
+// killedHelper runs this test binary as the helper that env names,
+// journaling into path, SIGKILLs it after d, and returns the lines it
+// printed after "ready".
+func killedHelper(t *testing.T, env, path string, d time.Duration) []string {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashHelperEnv+"="+path)
+	cmd.Env = append(os.Environ(), env+"="+path)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -119,27 +129,44 @@ func crashTrial(t *testing.T, after time.Duration) {
 		cmd.Wait()
 		t.Fatalf("helper did not start: %q %s", lines.Text(), stderr.String())
 	}
-	time.Sleep(after)
+	time.Sleep(d)
 	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no chance to flush
 		t.Fatal(err)
 	}
-	var acks []ack
+	var printed []string
 	for lines.Scan() {
-		var a ack
-		if _, err := fmt.Sscanf(lines.Text(), "ack %d %s %d", &a.step, &a.kind, &a.events); err != nil {
-			t.Fatalf("helper line %q: %v", lines.Text(), err)
-		}
-		acks = append(acks, a)
+		printed = append(printed, lines.Text())
 	}
 	if err := cmd.Wait(); err == nil || strings.Contains(stderr.String(), "helper:") {
 		t.Fatalf("helper was not killed (%v) or failed: %s", err, stderr.String())
 	}
+	return printed
+}
 
+// openIntact opens the journal a killed helper left and checks its integrity.
+func openIntact(t *testing.T, path string) *Journal {
+	t.Helper()
 	j := openTest(t, path)
 	var integrity string
 	if err := j.rdb.QueryRow("PRAGMA integrity_check").Scan(&integrity); err != nil || integrity != "ok" {
 		t.Fatalf("integrity_check = %q, %v", integrity, err)
 	}
+	return j
+}
+
+func crashTrial(t *testing.T, after time.Duration) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "crash.db")
+	var acks []ack
+	for _, line := range killedHelper(t, crashHelperEnv, path, after) {
+		var a ack
+		if _, err := fmt.Sscanf(line, "ack %d %s %d", &a.step, &a.kind, &a.events); err != nil {
+			t.Fatalf("helper line %q: %v", line, err)
+		}
+		acks = append(acks, a)
+	}
+
+	j := openIntact(t, path)
 	rows, err := j.rdb.Query("PRAGMA foreign_key_check")
 	if err != nil {
 		t.Fatal(err)

@@ -1,12 +1,9 @@
 package journal
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -246,18 +243,7 @@ const providerCrashHelperEnv = "NODERUN_JOURNAL_PROVIDER_CRASH_HELPER"
 // killed.
 func providerCrashHelper(path string) {
 	ctx := context.Background()
-	fail := func(err error) {
-		fmt.Fprintln(os.Stderr, "helper:", err)
-		os.Exit(2)
-	}
-	j, err := Open(ctx, path, WithBatch(32, time.Millisecond))
-	if err != nil {
-		fail(err)
-	}
-	if err := j.CreateRun(ctx, Run{ID: "run", Graph: "crash"}); err != nil {
-		fail(err)
-	}
-	fmt.Println("ready")
+	j, fail := helperJournal(path)
 	// Every round starts at or below hi+1, so what is journaled at the
 	// crash (a prefix of what was appended) covers 0..top without a gap.
 	hi := int64(-1)
@@ -298,36 +284,8 @@ func TestProviderSeqTopsCrash(t *testing.T) {
 		t.Run(fmt.Sprint("trial", trial), func(t *testing.T) {
 			ctx := context.Background()
 			path := filepath.Join(t.TempDir(), "crash.db")
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), providerCrashHelperEnv+"="+path)
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			lines := bufio.NewScanner(out)
-			if !lines.Scan() || lines.Text() != "ready" {
-				cmd.Process.Kill()
-				cmd.Wait()
-				t.Fatalf("helper did not start: %q %s", lines.Text(), stderr.String())
-			}
-			time.Sleep(time.Duration(20+rand.IntN(300)) * time.Millisecond)
-			if err := cmd.Process.Kill(); err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Wait(); err == nil || strings.Contains(stderr.String(), "helper:") {
-				t.Fatalf("helper was not killed (%v) or failed: %s", err, stderr.String())
-			}
-
-			j := openTest(t, path)
-			var integrity string
-			if err := j.rdb.QueryRow("PRAGMA integrity_check").Scan(&integrity); err != nil || integrity != "ok" {
-				t.Fatalf("integrity_check = %q, %v", integrity, err)
-			}
+			killedHelper(t, providerCrashHelperEnv, path, time.Duration(20+rand.IntN(300))*time.Millisecond)
+			j := openIntact(t, path)
 			checkTops(t, j)
 			atts, err := j.Attempts(ctx, "run", "a")
 			if err != nil || len(atts) == 0 {
