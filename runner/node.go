@@ -151,22 +151,11 @@ func (r *runState) entryFromCursor(ctx context.Context, n *Node, from *NodeCurso
 		e.action, e.retriesUsed = resume.ActRetry, 0
 		return e, resume.Decision{Action: resume.ActRetry}, nil
 	}
-	caps := r.provs[n.Provider].p.Capabilities()
-	total := r.prof.Retries
-	if n.Retries != nil {
-		total = *n.Retries
-	}
+	total := r.retryBudget(n)
 	// The machine was lost mid-attempt: as after a crash, a dropped stream
-	// whose request was sent; the budgets it had spent still count.
-	d := resume.Decide(resume.Input{
-		Class:       diagnostics.ClassDisconnect,
-		CanResume:   caps.Resume && from.Ref != "",
-		CanCheck:    caps.Check && from.Ref != "",
-		Dispatched:  true,
-		SideEffects: resume.SideEffects(n.SideEffects),
-		ResumesLeft: r.prof.Reconnects - from.Resumes,
-		RetriesLeft: total - from.RetriesUsed,
-	})
+	// whose request was sent; the budgets it had spent still count. (The
+	// new machine has none of its output: nothing to continue.)
+	d := r.pickUp(n, from.Ref, "", r.prof.Reconnects-from.Resumes, total-from.RetriesUsed)
 	e.action = d.Action
 	switch d.Action {
 	case resume.ActFail:
@@ -182,7 +171,7 @@ func (r *runState) entryFromCursor(ctx context.Context, n *Node, from *NodeCurso
 	// its journal is elsewhere, so the output is re-read from the provider
 	// from the start (cursor -1) rather than from the lost cursor.
 	mode := journal.ModeReattach
-	if caps.Resume && !caps.Check { // a harness thread
+	if caps := r.provs[n.Provider].p.Capabilities(); caps.Resume && !caps.Check { // a harness thread
 		mode = journal.ModeResume
 	}
 	nAtt, err := r.j.BeginAttempt(bg(ctx), r.id, n.ID, mode, n.Provider)

@@ -145,24 +145,36 @@ func (r *runState) entryFor(ctx context.Context, n *Node, force bool) (*entry, r
 	if e.out, err = r.j.RebuildOutput(ctx, r.id, n.ID, last.N); err != nil {
 		return nil, resume.Decision{}, err
 	}
-	caps := r.provs[n.Provider].p.Capabilities()
-	total := r.prof.Retries
-	if n.Retries != nil {
-		total = *n.Retries
-	}
 	// Whatever ended the attempt (a crash, Ctrl-C, an error the operator may
 	// since have fixed), resuming treats it as a dropped stream: the budget
 	// and the side effects still decide.
-	d := resume.Decide(resume.Input{
-		Class:       diagnostics.ClassDisconnect,
-		CanResume:   caps.Resume && last.Ref != "",
-		CanCheck:    caps.Check && last.Ref != "",
-		CanContinue: caps.Continue && e.out != "", // a chat answer continues from its journaled output
-		Dispatched:  true,
-		SideEffects: resume.SideEffects(n.SideEffects),
-		ResumesLeft: r.prof.Reconnects,
-		RetriesLeft: total - e.retriesUsed,
-	})
+	d := r.pickUp(n, last.Ref, e.out, r.prof.Reconnects, r.retryBudget(n)-e.retriesUsed)
 	e.action = d.Action
 	return e, d, nil
+}
+
+// retryBudget is n's retry budget: its own, else the profile's.
+func (r *runState) retryBudget(n *Node) int {
+	if n.Retries != nil {
+		return *n.Retries
+	}
+	return r.prof.Retries
+}
+
+// pickUp decides the first step of a node picked up after its attempt on
+// ref ended with the process (or machine) that ran it: as after a dropped
+// stream whose request was sent. out is the output journaled so far, which
+// a chat answer continues from.
+func (r *runState) pickUp(n *Node, ref, out string, resumesLeft, retriesLeft int) resume.Decision {
+	caps := r.provs[n.Provider].p.Capabilities()
+	return resume.Decide(resume.Input{
+		Class:       diagnostics.ClassDisconnect,
+		CanResume:   caps.Resume && ref != "",
+		CanCheck:    caps.Check && ref != "",
+		CanContinue: caps.Continue && out != "",
+		Dispatched:  true,
+		SideEffects: resume.SideEffects(n.SideEffects),
+		ResumesLeft: resumesLeft,
+		RetriesLeft: retriesLeft,
+	})
 }

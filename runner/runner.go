@@ -311,10 +311,7 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 		return res
 	}
 	_ = r.j.SetNodeState(bg(ctx), r.id, n.ID, journal.NodeRunning, "")
-	total := r.prof.Retries
-	if n.Retries != nil {
-		total = *n.Retries
-	}
+	total := r.retryBudget(n)
 	model := n.Model // the graph fills in the provider's model
 	if model == "" {
 		model = bp.model

@@ -144,6 +144,37 @@ func start(t *testing.T, name string, bin string, args ...string) *proc {
 	return p
 }
 
+// wait waits up to d for p to exit and fails the test if it does not.
+func (p *proc) wait(t *testing.T, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		t.Fatalf("%s %s:\n%s", p.name, what, p.out.String())
+	}
+}
+
+// fleet starts a `noderun worker` per id on queue (each with its own
+// journal in dir), then `noderun run --temporal` with runArgs, and returns
+// them with the run's id once the run says it was submitted.
+func fleet(t *testing.T, bin, hostPort, queue, dir string, ids []string, runArgs ...string) (map[string]*proc, *proc, string) {
+	t.Helper()
+	workers := map[string]*proc{}
+	for _, id := range ids {
+		workers[id] = start(t, id, bin, "worker", "--temporal", hostPort, "--task-queue", queue,
+			"--db", filepath.Join(dir, id+".db"), "--identity", id)
+	}
+	run := start(t, "run --temporal", bin, append([]string{"run", "--temporal", hostPort, "--task-queue", queue}, runArgs...)...)
+	runID := waitFor(t, 60*time.Second, "the run's id", func() (string, bool) {
+		m := regexp.MustCompile(`run ([0-9a-f-]{36}) submitted`).FindStringSubmatch(run.out.String())
+		if m == nil {
+			return "", false
+		}
+		return m[1], true
+	})
+	return workers, run, runID
+}
+
 // The acceptance test of issue 13: two workers, a 4-node chat + Responses
 // graph; the worker streaming the Responses node is killed -9 mid-stream and
 // the other one finishes the node by re-attaching to the same response.
@@ -168,21 +199,8 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int) {
 	chat, resp := simtest.Start(t, cc), simtest.Start(t, rc)
 	graph := fleetGraph(t, dir, chat.BaseURL(), resp.BaseURL())
 
-	workers := map[string]*proc{}
-	for _, id := range []string{"w1", "w2"} {
-		workers[id] = start(t, id, bin, "worker", "--temporal", hostPort, "--task-queue", queue,
-			"--db", filepath.Join(dir, id+".db"), "--identity", id)
-	}
-	run := start(t, "run", bin, "run", "--temporal", hostPort, "--task-queue", queue, "--json", graph)
-
+	workers, run, runID := fleet(t, bin, hostPort, queue, dir, []string{"w1", "w2"}, "--json", graph)
 	c := dialDev(t)
-	runID := waitFor(t, 60*time.Second, "the run's id", func() (string, bool) {
-		m := regexp.MustCompile(`run ([0-9a-f-]{36}) submitted`).FindStringSubmatch(run.out.String())
-		if m == nil {
-			return "", false
-		}
-		return m[1], true
-	})
 	// Wait until Temporal holds the Responses node's response id in a
 	// heartbeat, let it stream a little, and kill its worker.
 	victim := waitFor(t, 60*time.Second, "a heartbeat of node reason with its response id", func() (string, bool) {
@@ -208,11 +226,7 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int) {
 	<-workers[victim].done
 	t.Logf("%s worker %s streaming node reason after %d of %d tokens", sig, victim, before.TokensGenerated, respTokens)
 
-	select {
-	case <-run.done:
-	case <-time.After(120 * time.Second):
-		t.Fatalf("run --temporal did not finish:\n%s", run.out.String())
-	}
+	run.wait(t, 120*time.Second, "did not finish")
 	if run.err != nil {
 		t.Fatalf("run --temporal: %v\n%s", run.err, run.out.String())
 	}
@@ -396,20 +410,8 @@ func TestKill9UnsafeNodeHeldUntilResumeRetry(t *testing.T) {
 
 	chat := simtest.Start(t, cfg)
 	path := graph(chat.BaseURL())
-	workers := map[string]*proc{}
-	for _, id := range []string{"h1", "h2"} {
-		workers[id] = start(t, id, bin, "worker", "--temporal", hostPort, "--task-queue", queue,
-			"--db", filepath.Join(dir, id+".db"), "--identity", id)
-	}
-	run := start(t, "run", bin, "run", "--temporal", hostPort, "--task-queue", queue, path)
+	workers, run, runID := fleet(t, bin, hostPort, queue, dir, []string{"h1", "h2"}, path)
 	c := dialDev(t)
-	runID := waitFor(t, 60*time.Second, "the run's id", func() (string, bool) {
-		m := regexp.MustCompile(`run ([0-9a-f-]{36}) submitted`).FindStringSubmatch(run.out.String())
-		if m == nil {
-			return "", false
-		}
-		return m[1], true
-	})
 	victim := waitFor(t, 60*time.Second, "a heartbeat of node deploy", func() (string, bool) {
 		pend, _ := ntemporal.PendingNodes(context.Background(), c, runID)
 		for _, p := range pend {
@@ -421,11 +423,7 @@ func TestKill9UnsafeNodeHeldUntilResumeRetry(t *testing.T) {
 	})
 	_ = workers[victim].cmd.Process.Signal(syscall.SIGKILL)
 	<-workers[victim].done
-	select {
-	case <-run.done:
-	case <-time.After(90 * time.Second):
-		t.Fatalf("run --temporal did not stop at the held node:\n%s", run.out.String())
-	}
+	run.wait(t, 90*time.Second, "did not stop at the held node")
 	var ee *exec.ExitError
 	if !errors.As(run.err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("run --temporal: %v, want exit 1\n%s", run.err, run.out.String())
@@ -440,12 +438,8 @@ func TestKill9UnsafeNodeHeldUntilResumeRetry(t *testing.T) {
 		t.Fatalf("state: %+v %v", st, err)
 	}
 
-	resume := start(t, "resume", bin, "resume", "--temporal", hostPort, "--task-queue", queue, "--json", runID, "--retry", "deploy")
-	select {
-	case <-resume.done:
-	case <-time.After(90 * time.Second):
-		t.Fatalf("resume --temporal did not finish:\n%s", resume.out.String())
-	}
+	resume := start(t, "resume --temporal", bin, "resume", "--temporal", hostPort, "--task-queue", queue, "--json", runID, "--retry", "deploy")
+	resume.wait(t, 90*time.Second, "did not finish")
 	if resume.err != nil {
 		t.Fatalf("resume --temporal: %v\n%s", resume.err, resume.out.String())
 	}
