@@ -3,7 +3,6 @@ package temporal_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -35,15 +34,7 @@ nodes:
   - {id: critique, provider: chat, needs: [plan], prompt: 'critique {{ output "plan" }}'}
   - {id: report, provider: chat, needs: [reason, critique], prompt: 'report {{ output "reason" }} {{ output "critique" }}'}
 `, chat.BaseURL(), resp.BaseURL())
-	path := filepath.Join(dir, "bench.yaml")
-	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	g, err := runner.LoadGraph(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return g
+	return loadGraph(tb, dir, "bench.yaml", src)
 }
 
 // BenchmarkTemporalVsLocal runs the same 4-node graph locally (runner.Run)

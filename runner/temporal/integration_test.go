@@ -57,11 +57,27 @@ nodes:
   - {id: critique, provider: chat, needs: [plan], prompt: 'critique {{ output "plan" }}'}
   - {id: report, provider: chat, needs: [reason, critique], prompt: 'report {{ output "reason" }} and {{ output "critique" }}'}
 `, chatURL, respURL)
-	path := filepath.Join(dir, "fleet.yaml")
+	return writeGraph(t, dir, "fleet.yaml", src)
+}
+
+// writeGraph writes the graph src as dir/name and returns its path.
+func writeGraph(tb testing.TB, dir, name, src string) string {
+	tb.Helper()
+	path := filepath.Join(dir, name)
 	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return path
+}
+
+// loadGraph writes the graph src as dir/name and loads it.
+func loadGraph(tb testing.TB, dir, name, src string) *runner.Graph {
+	tb.Helper()
+	g, err := runner.LoadGraph(writeGraph(tb, dir, name, src))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return g
 }
 
 // localOutputs runs the graph with runner.Run on fresh simulators: the
@@ -382,14 +398,9 @@ func TestKill9UnsafeNodeHeldUntilResumeRetry(t *testing.T) {
 	queue := "held-" + time.Now().Format("150405.000")
 	cfg := sim.Config{Seed: 4, Tokens: 600, TokensPerSecond: 300}
 	graph := func(url string) string {
-		path := filepath.Join(t.TempDir(), "held.yaml")
-		src := fmt.Sprintf("name: held\nprofile: ci\nproviders:\n  chat: {kind: openai, base_url: %s, model: sim}\n"+
+		return writeGraph(t, t.TempDir(), "held.yaml", fmt.Sprintf("name: held\nprofile: ci\nproviders:\n  chat: {kind: openai, base_url: %s, model: sim}\n"+
 			"nodes:\n  - {id: deploy, provider: chat, prompt: deploy the service, side_effects: unsafe}\n"+
-			"  - {id: announce, provider: chat, needs: [deploy], prompt: 'announce {{ output \"deploy\" }}'}\n", url)
-		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
+			"  - {id: announce, provider: chat, needs: [deploy], prompt: 'announce {{ output \"deploy\" }}'}\n", url))
 	}
 	// The undisturbed outputs.
 	refCfg := cfg

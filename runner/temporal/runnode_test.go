@@ -3,7 +3,6 @@ package temporal_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -30,15 +29,7 @@ nodes:
   - {id: c, provider: chat, prompt: chat a while}
   - {id: u, provider: chat, prompt: deploy it, side_effects: unsafe}
 `, chatURL, respURL)
-	path := filepath.Join(t.TempDir(), "nodes.yaml")
-	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	g, err := runner.LoadGraph(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
+	return loadGraph(t, t.TempDir(), "nodes.yaml", src)
 }
 
 func machine(t *testing.T) *journal.Journal {
