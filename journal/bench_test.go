@@ -5,10 +5,11 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/noderun/noderun/internal/benchstat"
 )
 
 // benchPayload is a realistic delta: a few tokens of JSON-escaped text.
@@ -55,7 +56,7 @@ func benchAppend(b *testing.B, streams int, opts ...Option) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0 := benchstat.CPUTime()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for s := 0; s < streams; s++ {
@@ -80,7 +81,7 @@ func benchAppend(b *testing.B, streams int, opts ...Option) {
 	// CPU per event (all goroutines, writer included) is what decides
 	// whether journaling keeps up with a stream on a busy machine, where
 	// wall-clock rates are noise.
-	b.ReportMetric(float64(cpuTime()-cpu0)/n, "cpu-ns/event")
+	b.ReportMetric(float64(benchstat.CPUTime()-cpu0)/n, "cpu-ns/event")
 }
 
 // paced appends b.N events at rate per second, in 1 ms slices, and
@@ -100,7 +101,7 @@ func paced(b *testing.B, rate int, opts ...Option) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0 := benchstat.CPUTime()
 	start := time.Now()
 	var worst time.Duration
 	for i := range b.N {
@@ -121,8 +122,8 @@ func paced(b *testing.B, rate int, opts ...Option) {
 	elapsed := time.Since(start)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
 	b.ReportMetric(float64(worst.Microseconds()), "max-append-µs")
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/event")
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(elapsed)*100, "%cpu")
+	b.ReportMetric(float64(benchstat.CPUTime()-cpu0)/float64(b.N), "cpu-ns/event")
+	b.ReportMetric(float64(benchstat.CPUTime()-cpu0)/float64(elapsed)*100, "%cpu")
 }
 
 // BenchmarkTrickle is a realistic stream, 2000 events/s (a few fast nodes):
@@ -259,10 +260,10 @@ func benchIngestVsRaw(b *testing.B, pageSize int, withSeq bool) {
 	var rawT, jT, rawCPU, jCPU, ratios []float64
 	timed := func(f func(), rate, cpu *[]float64) {
 		settle()
-		c0, t0 := cpuTime(), time.Now()
+		c0, t0 := benchstat.CPUTime(), time.Now()
 		f()
 		*rate = append(*rate, rows/time.Since(t0).Seconds())
-		*cpu = append(*cpu, float64(cpuTime()-c0)/rows)
+		*cpu = append(*cpu, float64(benchstat.CPUTime()-c0)/rows)
 	}
 	b.ResetTimer()
 	for i := range b.N {
@@ -276,21 +277,9 @@ func benchIngestVsRaw(b *testing.B, pageSize int, withSeq bool) {
 		ratios = append(ratios, jT[i]/rawT[i])
 	}
 	b.StopTimer()
-	b.ReportMetric(median(rawT), "raw-events/s")
-	b.ReportMetric(median(jT), "journal-events/s")
-	b.ReportMetric(median(ratios), "ratio")
-	b.ReportMetric(median(rawCPU), "raw-cpu-ns/event")
-	b.ReportMetric(median(jCPU), "journal-cpu-ns/event")
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	b.ReportMetric(benchstat.Median(rawT), "raw-events/s")
+	b.ReportMetric(benchstat.Median(jT), "journal-events/s")
+	b.ReportMetric(benchstat.Median(ratios), "ratio")
+	b.ReportMetric(benchstat.Median(rawCPU), "raw-cpu-ns/event")
+	b.ReportMetric(benchstat.Median(jCPU), "journal-cpu-ns/event")
 }

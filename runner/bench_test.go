@@ -5,11 +5,11 @@ import (
 	"errors"
 	"io"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	goopenai "github.com/sashabaranov/go-openai"
 
+	"github.com/noderun/noderun/internal/benchstat"
 	"github.com/noderun/noderun/journal"
 )
 
@@ -62,7 +62,7 @@ func BenchmarkRunnerVsBareClient(b *testing.B) {
 	p := interleave(b.N, bare, journaled)
 	b.StopTimer()
 	p.report(b, "ms")
-	b.ReportMetric(tokens/median(p.runWall), "runner-tokens/s")
+	b.ReportMetric(tokens/benchstat.Median(p.runWall), "runner-tokens/s")
 }
 
 func benchGraph(b *testing.B, baseURL string) *Graph {
@@ -71,16 +71,4 @@ func benchGraph(b *testing.B, baseURL string) *Graph {
 		b.Fatal(err)
 	}
 	return g
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

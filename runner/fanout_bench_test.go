@@ -16,12 +16,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	goopenai "github.com/sashabaranov/go-openai"
 
+	"github.com/noderun/noderun/internal/benchstat"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
 )
@@ -215,9 +215,9 @@ func benchFanOut(b *testing.B, n int) {
 		verify(r)
 	}
 	p.report(b, "s")
-	b.ReportMetric(median(peakHeap), "peak-heap-MiB")
-	b.ReportMetric(median(peakHeap)*1024/float64(n), "heap-KiB/node")
-	b.ReportMetric(median(peakRSS), "peak-rss-MiB")
+	b.ReportMetric(benchstat.Median(peakHeap), "peak-heap-MiB")
+	b.ReportMetric(benchstat.Median(peakHeap)*1024/float64(n), "heap-KiB/node")
+	b.ReportMetric(benchstat.Median(peakRSS), "peak-rss-MiB")
 	b.ReportMetric(float64(lost), "lost-bytes")
 	b.ReportMetric(float64(timeouts), "dial-timeouts")
 	b.ReportMetric(float64(retries), "retries")
@@ -240,10 +240,10 @@ func interleave(n int, bare, runner func()) pairs {
 	var p pairs
 	timed := func(f func(), wall, cpu *[]float64) {
 		runtime.GC()
-		c0, t0 := cpuTime(), time.Now()
+		c0, t0 := benchstat.CPUTime(), time.Now()
 		f()
 		*wall = append(*wall, time.Since(t0).Seconds())
-		*cpu = append(*cpu, (cpuTime() - c0).Seconds())
+		*cpu = append(*cpu, (benchstat.CPUTime() - c0).Seconds())
 	}
 	for i := range n {
 		if i%2 == 0 {
@@ -272,10 +272,10 @@ func (p pairs) report(b *testing.B, unit string) {
 		}
 		return out
 	}
-	b.ReportMetric(median(p.bareWall)*scale, "bare-"+unit)
-	b.ReportMetric(median(p.runWall)*scale, "runner-"+unit)
-	b.ReportMetric(median(ratios(p.runWall, p.bareWall)), "ratio")
-	b.ReportMetric(median(ratios(p.runCPU, p.bareCPU)), "cpu-ratio")
+	b.ReportMetric(benchstat.Median(p.bareWall)*scale, "bare-"+unit)
+	b.ReportMetric(benchstat.Median(p.runWall)*scale, "runner-"+unit)
+	b.ReportMetric(benchstat.Median(ratios(p.runWall, p.bareWall)), "ratio")
+	b.ReportMetric(benchstat.Median(ratios(p.runCPU, p.bareCPU)), "cpu-ratio")
 }
 
 // samplePeakHeap samples the live heap every 5 ms until the returned
@@ -299,15 +299,6 @@ func samplePeakHeap() func() uint64 {
 		}
 	}()
 	return func() uint64 { close(done); <-stopped; return peak }
-}
-
-// cpuTime is the process's user+system CPU time (the simulator's is its own).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // resetPeakRSS resets the process's peak RSS (VmHWM), where Linux allows it.

@@ -1,14 +1,14 @@
 //go:build unix
 
-package journal
+package benchstat
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime is the process's user+system CPU time.
-func cpuTime() time.Duration {
+// CPUTime is the process's user+system CPU time (0 where unknown).
+func CPUTime() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
