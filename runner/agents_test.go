@@ -337,8 +337,9 @@ func checkGeminiRestart(t *testing.T, j *journal.Journal, res *Result, ds []diag
 		!strings.Contains(dropped[0].Message, "No previous sessions found for this project") {
 		t.Errorf("NR306 %v, want session %s dropped once (effects %v)", dropped, session, effects)
 	}
-	if r := withCode(ds, diagnostics.FellBackToRetry); len(r) != 1 {
-		t.Errorf("NR205 %v, want one retry", r)
+	// The retry repeats nothing unless the record showed a tool call.
+	if r := withCode(ds, diagnostics.FellBackToRetry); len(r) != 1 || r[0].Attrs["replays"] != effects {
+		t.Errorf("NR205 %v, want one retry (replays: %v)", r, effects)
 	}
 	if len(withCode(ds, diagnostics.ThreadMismatch)) != 0 || len(withCode(ds, diagnostics.Recovered)) != 1 {
 		t.Errorf("want no NR304 and one NR108\n%s", dumpDiags(ds))

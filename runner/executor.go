@@ -595,6 +595,11 @@ func (x *nodeExec) announce(ctx context.Context, d resume.Decision, ce *diagnost
 	attrs := []slog.Attr{slog.String("class", string(ce.Class)), slog.Duration("delay", delay),
 		slog.Int("backoff_step", x.backoffN-1), // the delay was drawn from [0, base*factor^step]
 		slog.Int("retries_left", left), slog.Int("reconnects_left", x.prof.Reconnects-x.resumes)}
+	if d.Action == resume.ActRetry {
+		// false: no earlier attempt can have taken effect (it never left,
+		// or the provider shows nothing of it did), so this one repeats nothing
+		attrs = append(attrs, slog.Bool("replays", x.dispatched))
+	}
 	x.diag(ctx, diagnostics.New(d.Code, line, append(attrs, x.cost.step(d.Action, x.out.Len(), x.deltas)...)...))
 	x.run.progress(x.node.ID, line)
 	x.beat(line)

@@ -314,6 +314,7 @@ func (x *caseRun) judge(ctx context.Context, r *Result, c Case, n *runner.Node, 
 		return err
 	}
 	ownRetries := 0 // the harness's own, each of which may generate the turn again
+	replays := 0    // retries that may repeat what an earlier attempt did
 	for _, e := range diags {
 		if !slices.Contains(r.Codes, e.Code) {
 			r.Codes = append(r.Codes, e.Code)
@@ -323,6 +324,14 @@ func (x *caseRun) judge(ctx context.Context, r *Result, c Case, n *runner.Node, 
 			ownRetries++
 		case "NR103", "NR205":
 			r.Retries++
+			var p struct {
+				Attrs struct {
+					Replays *bool `json:"replays"`
+				} `json:"attrs"`
+			}
+			if json.Unmarshal(e.Payload, &p) != nil || p.Attrs.Replays == nil || *p.Attrs.Replays {
+				replays++
+			}
 		case "NR102", "NR110": // a re-attach, or a continue of a chat answer: both bounded by reconnects
 			r.Reconnects++
 		case "NR108":
@@ -385,11 +394,11 @@ func (x *caseRun) judge(ctx context.Context, r *Result, c Case, n *runner.Node, 
 			fail("node %q lacks diagnostic %s", n.ID, code)
 		}
 	}
-	// A harness session found dropped (NR306) before any tool call is
-	// started again even for an unsafe node (provider.ErrNoEffects): that
-	// retry repeats nothing. One that may have had effects stops with NR905.
-	if unsafe && r.Retries > 0 && !slices.Contains(r.Codes, "NR306") {
-		fail("node %q is side_effects: unsafe but its request was sent again %d time(s)", n.ID, r.Retries)
+	// A retry that repeats nothing (replays: false: the request never
+	// left, or a harness dropped a session before any tool call) is allowed
+	// even for an unsafe node.
+	if unsafe && replays > 0 {
+		fail("node %q is side_effects: unsafe but its request was sent again %d time(s)", n.ID, replays)
 	}
 	if r.Retries > budget {
 		fail("node %q used %d retries, more than its budget of %d", n.ID, r.Retries, budget)
