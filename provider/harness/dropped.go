@@ -49,28 +49,30 @@ func (e *DroppedError) Unwrap() error {
 	return provider.ErrNoEffects
 }
 
-// records returns the files of the node's store that record thread id.
-func (p *Provider) records(vals map[string]string, id string) ([]string, error) {
-	return recordsIn(p.desc.Dropped.Record.Expand(vals), id)
+// records returns the files of the node's store that record thread id, and
+// whether one of them shows effects (Dropped.Effects).
+func (p *Provider) records(vals map[string]string, id string) ([]string, bool, error) {
+	return p.recordsIn(p.desc.Dropped.Record.Expand(vals), id)
 }
 
-// recordsIn returns the files matching glob that contain id.
-func recordsIn(glob, id string) ([]string, error) {
-	files, err := filepath.Glob(glob)
+// recordsIn returns the files matching glob that contain id, and whether
+// one of them shows effects.
+func (p *Provider) recordsIn(glob, id string) (files []string, effects bool, err error) {
+	all, err := filepath.Glob(glob)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	var out []string
-	for _, f := range files {
+	for _, f := range all {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if bytes.Contains(b, []byte(id)) {
-			out = append(out, f)
+			files = append(files, f)
+			effects = effects || (p.desc.Dropped.Effects != nil && p.desc.Dropped.Effects.Match(b))
 		}
 	}
-	return out, nil
+	return files, effects, nil
 }
 
 // setAside is called when a resume of thread id found none. If the node's
@@ -82,7 +84,7 @@ func (p *Provider) setAside(vals map[string]string, id, msg string) (*DroppedErr
 	if p.desc.Dropped == nil {
 		return nil, nil
 	}
-	files, err := p.records(vals, id)
+	files, effects, err := p.records(vals, id)
 	if err != nil {
 		return nil, err
 	}
@@ -93,22 +95,15 @@ func (p *Provider) setAside(vals map[string]string, id, msg string) (*DroppedErr
 		if pending, err := p.pendingRestart(vals); err != nil || pending != id {
 			return nil, err
 		}
-		if files, err = recordsIn(filepath.Join(dir, "*"), id); err != nil || len(files) == 0 {
+		if files, effects, err = p.recordsIn(filepath.Join(dir, "*"), id); err != nil || len(files) == 0 {
 			return nil, err
 		}
 	}
-	de := &DroppedError{Harness: p.desc.Name, Thread: id, Message: msg}
+	de := &DroppedError{Harness: p.desc.Name, Thread: id, Message: msg, Effects: effects}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		if e := p.desc.Dropped.Effects; e != nil && e.Match(b) {
-			de.Effects = true
-		}
 		to := filepath.Join(dir, filepath.Base(f))
 		if err := os.Rename(f, to); err != nil {
 			return nil, err
@@ -137,7 +132,7 @@ func (p *Provider) pendingRestart(vals map[string]string) (string, error) {
 		return "", err
 	}
 	id := strings.TrimSpace(string(b))
-	if files, err := p.records(vals, id); err != nil {
+	if files, _, err := p.records(vals, id); err != nil {
 		return "", err
 	} else if len(files) > 0 || id == "" {
 		return "", p.restarted(vals)
