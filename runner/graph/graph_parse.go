@@ -338,6 +338,20 @@ func (p *graphParser) str(s graphScope, f graphPair) (string, bool) {
 	return v.Value, true
 }
 
+// filled reads a string that must not be blank; a blank one is reported
+// under where as "KEY is empty", with hint (what to do instead) when given.
+func (p *graphParser) filled(s graphScope, f graphPair, where, hint string) (string, bool) {
+	v, ok := p.str(s, f)
+	if ok && strings.TrimSpace(v) == "" {
+		msg := f.key.Value + " is empty"
+		if hint != "" {
+			msg += " (" + hint + ")"
+		}
+		p.report(s, f.val.Line, where, "%s", msg)
+	}
+	return v, ok
+}
+
 // integer reads a whole number.
 func (p *graphParser) integer(s graphScope, f graphPair) (int, bool) {
 	v := graphResolve(f.val)
@@ -459,25 +473,16 @@ func (p *graphParser) graph(g *Graph, root *yaml.Node) {
 		if !suggested["name"] {
 			p.report(top, root.Line, "name", "missing name")
 		}
-	} else if v, ok := p.str(top, f); ok {
-		if strings.TrimSpace(v) == "" {
-			p.report(top, f.val.Line, "name", "name is empty")
-		}
+	} else if v, ok := p.filled(top, f, "name", ""); ok {
 		g.Name = v
 	}
 	if f, ok := fields["profile"]; ok {
-		if v, ok := p.str(top, f); ok {
-			if strings.TrimSpace(v) == "" {
-				p.report(top, f.val.Line, "profile", "profile is empty (omit it to use the default profile)")
-			}
+		if v, ok := p.filled(top, f, "profile", "omit it to use the default profile"); ok {
 			g.Profile = v
 		}
 	}
 	if f, ok := fields["profiles"]; ok {
-		if v, ok := p.str(top, f); ok {
-			if strings.TrimSpace(v) == "" {
-				p.report(top, f.val.Line, "profiles", "profiles is empty (omit it, or give the path of a profiles file)")
-			}
+		if v, ok := p.filled(top, f, "profiles", "omit it, or give the path of a profiles file"); ok {
 			g.ProfilesPath = p.resolvePath(v)
 		}
 	}
@@ -619,17 +624,11 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 				spec.Sim = sv
 			}
 		case "harness":
-			if h, ok := p.str(s, f); ok {
-				if strings.TrimSpace(h) == "" {
-					p.report(s, f.val.Line, name, "harness is empty (name a built-in descriptor, like codex, or a descriptor file)")
-				}
+			if h, ok := p.filled(s, f, name, "name a built-in descriptor, like codex, or a descriptor file"); ok {
 				spec.Harness = p.resolveIfPath(h)
 			}
 		case "command":
-			if c, ok := p.str(s, f); ok {
-				if strings.TrimSpace(c) == "" {
-					p.report(s, f.val.Line, name, "command is empty")
-				}
+			if c, ok := p.filled(s, f, name, ""); ok {
 				spec.Command = p.resolveIfPath(c)
 			}
 		case "args":
@@ -643,10 +642,7 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 			}
 			spec.Env = env
 		case "workdir":
-			if w, ok := p.str(s, f); ok {
-				if strings.TrimSpace(w) == "" {
-					p.report(s, f.val.Line, name, "workdir is empty (omit it to run in the graph file's directory)")
-				}
+			if w, ok := p.filled(s, f, name, "omit it to run in the graph file's directory"); ok {
 				spec.WorkDir = p.resolvePath(w)
 			}
 		case "max_dials":
@@ -664,10 +660,7 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 				spec.Continuation = c
 			}
 		case "state_dir":
-			if d, ok := p.str(s, f); ok {
-				if strings.TrimSpace(d) == "" {
-					p.report(s, f.val.Line, name, "state_dir is empty (omit it for the default, ~/.local/state/noderun/harness)")
-				}
+			if d, ok := p.filled(s, f, name, "omit it for the default, ~/.local/state/noderun/harness"); ok {
 				spec.StateDir = p.resolvePath(d)
 			}
 		}
