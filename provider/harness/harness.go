@@ -122,9 +122,9 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request, emit provid
 	}
 	if id != "" {
 		vals = p.values(req, dir, id)
-		return p.run(ctx, dir, p.desc.Dropped.Restart.Argv(vals, p.cfg.Args), vals, req.Env, run{want: id, restart: true}, emit)
+		return p.run(ctx, dir, p.desc.Dropped.Restart.Argv(vals, p.cfg.Args), vals, req.Env, runKind{want: id, restart: true}, emit)
 	}
-	return p.run(ctx, dir, p.desc.Start.Argv(vals, p.cfg.Args), vals, req.Env, run{}, emit)
+	return p.run(ctx, dir, p.desc.Start.Argv(vals, p.cfg.Args), vals, req.Env, runKind{}, emit)
 }
 
 // Resume continues the recorded thread cur.Ref with the descriptor's
@@ -146,7 +146,7 @@ func (p *Provider) Resume(ctx context.Context, req provider.Request, cur provide
 	if err := emit(provider.Event{Kind: provider.KindDiagnostic, Diag: &d, Ref: cur.Ref, Seq: -1, Time: time.Now()}); err != nil {
 		return err
 	}
-	return p.run(ctx, dir, argv, vals, req.Env, run{want: cur.Ref}, emit)
+	return p.run(ctx, dir, argv, vals, req.Env, runKind{want: cur.Ref}, emit)
 }
 
 // Cancel stops the processes running thread ref, if any. Stream and Resume
@@ -309,14 +309,14 @@ func pathSafe(s string) string {
 // (Codex: model_providers.X.env_http_headers).
 const NodeEnv = "NODERUN_NODE"
 
-// run is what kind of run a process is.
-type run struct {
+// runKind is what kind of run a process is.
+type runKind struct {
 	want    string // the thread a resume or restart must come back with ("" for a new thread)
 	restart bool   // a dropped thread started again under its id
 }
 
 // run runs one harness process to its end and reports the outcome.
-func (p *Provider) run(ctx context.Context, dir string, argv []string, vals, nodeEnv map[string]string, kind run, emit provider.Emit) error {
+func (p *Provider) run(ctx context.Context, dir string, argv []string, vals, nodeEnv map[string]string, kind runKind, emit provider.Emit) error {
 	name, want := p.desc.Name, kind.want
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", name, context.Cause(ctx))
