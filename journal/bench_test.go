@@ -283,3 +283,79 @@ func benchIngestVsRaw(b *testing.B, pageSize int, withSeq bool) {
 	b.ReportMetric(benchstat.Median(rawCPU), "raw-cpu-ns/event")
 	b.ReportMetric(benchstat.Median(jCPU), "journal-cpu-ns/event")
 }
+
+// BenchmarkNodeLifecycle is what the runner journals for each node of a wide
+// graph, from many nodes at once: the node registered pending, set running,
+// an attempt begun, two deltas, done and usage, the attempt's end,
+// the node completed with its output. It reports the writer's CPU per node
+// (all of this process's CPU: nothing else runs) and the wall time per node,
+// at 1,000 nodes in flight: the writer is one goroutine, so in a fan-out
+// every node's state changes queue behind it.
+func BenchmarkNodeLifecycle(b *testing.B) {
+	const inFlight = 1000
+	ctx := context.Background()
+	j, err := Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	ids := make([]string, b.N)
+	for i := range ids {
+		ids[i] = fmt.Sprint("node", i)
+	}
+	if err := j.CreateRun(ctx, Run{ID: "run", Graph: "bench"}); err != nil {
+		b.Fatal(err)
+	}
+	if err := j.SetNodesPending(ctx, "run", ids); err != nil {
+		b.Fatal(err)
+	}
+	node := func(id string) error {
+		if err := j.SetNodeState(ctx, "run", id, NodeRunning, ""); err != nil {
+			return err
+		}
+		n, err := j.BeginAttempt(ctx, "run", id, ModeStart, "sim")
+		if err != nil {
+			return err
+		}
+		for _, kind := range []string{KindDelta, KindDelta, "done"} {
+			if err := j.Append(Event{RunID: "run", NodeID: id, Attempt: n, Kind: kind, ProviderSeq: NoProviderSeq, Payload: benchPayload}); err != nil {
+				return err
+			}
+		}
+		if err := j.RecordUsage("run", id, n, Usage{OutputTokens: 200}); err != nil {
+			return err
+		}
+		if err := j.EndAttempt(ctx, "run", id, n, AttemptEnd{Outcome: OutcomeOK, Cursor: NoProviderSeq}); err != nil {
+			return err
+		}
+		return j.CompleteNode(ctx, "run", id, string(benchPayload)+string(benchPayload))
+	}
+	next := make(chan string)
+	errs := make(chan error, inFlight)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	cpu0 := benchstat.CPUTime()
+	start := time.Now()
+	for range min(inFlight, b.N) {
+		wg.Go(func() {
+			for id := range next {
+				if err := node(id); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	for _, id := range ids {
+		next <- id
+	}
+	close(next)
+	wg.Wait()
+	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N), "wall-µs/node")
+	b.ReportMetric(float64(benchstat.CPUTime()-cpu0)/1e3/float64(b.N), "cpu-µs/node")
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -453,5 +454,63 @@ func TestReattachChains(t *testing.T) {
 	check(t, j.Flush(ctx))
 	if out, _ := j.RebuildOutput(ctx, "r", "a", 6); out != "A new try, whole" {
 		t.Errorf("after reset: %q", out)
+	}
+}
+
+// A state change that fails on its own (here: after a write of its own) is
+// reported to its caller alone and keeps none of its writes, while the rest
+// of its batch, before and after it, commits. The batch first runs without
+// savepoints; this is the run again that isolates each state change.
+func TestFailedStateChangeFailsAlone(t *testing.T) {
+	ctx := context.Background()
+	j := openTest(t, "", WithBatch(1000, time.Minute))
+	createRun(t, j, "r")
+	change := func(fn func(context.Context, stmtTx) error) op {
+		o := op{kind: opFunc, fn: fn, done: make(chan error, 1)}
+		check(t, j.enqueue(ctx, o))
+		return o
+	}
+	node := func(id string) func(context.Context, stmtTx) error {
+		return func(ctx context.Context, tx stmtTx) error { return upsertNode(ctx, tx, "r", id, NodeRunning, 1) }
+	}
+	// Hold the writer inside a batch so that everything below queues up
+	// behind it and goes into the next batch together.
+	held, release := make(chan struct{}), make(chan struct{})
+	hold := change(func(context.Context, stmtTx) error { close(held); <-release; return nil })
+	<-held
+	delta := func(text string) {
+		check(t, j.Append(Event{RunID: "r", NodeID: "a", Kind: KindDelta, ProviderSeq: NoProviderSeq, Payload: []byte(text)}))
+	}
+	a := change(node("a"))
+	delta("one ")
+	bad := change(func(ctx context.Context, tx stmtTx) error {
+		if err := node("b")(ctx, tx); err != nil {
+			return err
+		}
+		return ErrNotFound
+	})
+	delta("two")
+	c := change(node("c"))
+	close(release)
+
+	for name, o := range map[string]op{"hold": hold, "a": a, "c": c} {
+		if err := <-o.done; err != nil {
+			t.Errorf("state change %s: %v", name, err)
+		}
+	}
+	if err := <-bad.done; !errors.Is(err, ErrNotFound) {
+		t.Errorf("failing state change reported %v; want ErrNotFound", err)
+	}
+	nodes, err := j.Nodes(ctx, "r")
+	check(t, err)
+	var ids []string
+	for _, n := range nodes {
+		ids = append(ids, n.ID)
+	}
+	if !slices.Equal(ids, []string{"a", "c"}) {
+		t.Errorf("nodes %v; want [a c]: the failed change's own write must be rolled back, the others kept", ids)
+	}
+	if out, err := j.RebuildOutput(ctx, "r", "a", 0); err != nil || out != "one two" {
+		t.Errorf("events of the batch: %q, %v; want %q", out, err, "one two")
 	}
 }

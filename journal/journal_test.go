@@ -192,13 +192,14 @@ func TestRunNodeAttemptRoundTrip(t *testing.T) {
 		t.Fatalf("BeginAttempt = %d, %v", n, err)
 	}
 	check(t, j.SetAttemptRef(ctx, "r1", "plan", 1, "resp_1"))
-	check(t, j.SetAttemptCursor(ctx, "r1", "plan", 1, 41))
-	check(t, j.EndAttempt(ctx, "r1", "plan", 1, OutcomeError, "disconnect", "stream disconnected before completion"))
+	check(t, j.SetAttemptCursor(ctx, "r1", "plan", 1, 40))
+	check(t, j.EndAttempt(ctx, "r1", "plan", 1, AttemptEnd{Outcome: OutcomeError, ErrClass: "disconnect",
+		Error: "stream disconnected before completion", Cursor: 41}))
 	n, err = j.BeginAttempt(ctx, "r1", "plan", ModeReattach, "sim")
 	if err != nil || n != 2 {
 		t.Fatalf("second BeginAttempt = %d, %v", n, err)
 	}
-	check(t, j.EndAttempt(ctx, "r1", "plan", 2, OutcomeOK, "", ""))
+	check(t, j.EndAttempt(ctx, "r1", "plan", 2, AttemptEnd{Outcome: OutcomeOK, Cursor: NoProviderSeq}))
 	check(t, j.CompleteNode(ctx, "r1", "plan", "the plan"))
 	if _, err := j.BeginAttempt(ctx, "r1", "write", ModeStart, "sim"); err != nil {
 		t.Fatal(err)

@@ -235,6 +235,22 @@ func (j *Journal) SetRunStatus(ctx context.Context, runID string, s RunStatus) e
 // to s: running sets Started once; pending, running and completed clear an
 // earlier error; a final state sets Finished, any other clears it.
 func upsertNode(ctx context.Context, tx stmtTx, runID, nodeID string, s NodeState, now int64) error {
+	_, err := tx.ExecContext(ctx, upsertNodeQuery, nodeStateArgs(runID, nodeID, s, now)...)
+	return err
+}
+
+const upsertNodeQuery = `INSERT INTO nodes (run, id, state, started, finished) VALUES (?1, ?2, ?3, ?4, ?5)
+	ON CONFLICT (run, id) DO UPDATE SET ` + nodeStateSet
+
+// nodeStateSet moves a node to state ?3 (see upsertNode); ?4 is when it
+// started, ?5 when it finished, ?6 whether its error is cleared.
+const nodeStateSet = `state = ?3,
+	started = CASE WHEN started = 0 THEN ?4 ELSE started END,
+	finished = ?5,
+	err_class = CASE WHEN ?6 THEN '' ELSE err_class END,
+	error = CASE WHEN ?6 THEN '' ELSE error END`
+
+func nodeStateArgs(runID, nodeID string, s NodeState, now int64, more ...any) []any {
 	var finished int64
 	if s.final() {
 		finished = now
@@ -244,14 +260,44 @@ func upsertNode(ctx context.Context, tx stmtTx, runID, nodeID string, s NodeStat
 		started = now
 	}
 	clearErr := s == NodePending || s == NodeRunning || s == NodeCompleted
-	_, err := tx.ExecContext(ctx, `INSERT INTO nodes (run, id, state, started, finished) VALUES (?1, ?2, ?3, ?4, ?5)
-		ON CONFLICT (run, id) DO UPDATE SET state = ?3,
-			started = CASE WHEN started = 0 THEN ?4 ELSE started END,
-			finished = ?5,
-			err_class = CASE WHEN ?6 THEN '' ELSE err_class END,
-			error = CASE WHEN ?6 THEN '' ELSE error END`,
-		runID, nodeID, s, started, finished, clearErr)
-	return err
+	return append([]any{runID, nodeID, s, started, finished, clearErr}, more...)
+}
+
+// The state changes of a node's work, each one UPDATE of the node (see
+// updateNode): its further columns take arguments from ?7.
+var (
+	setNodeStateQuery = updateNodeQuery(`, reason = ?7`, "")
+	completeNodeQuery = updateNodeQuery(`, output = ?7, reason = ''`, "")
+	beginAttemptQuery = updateNodeQuery(`, attempts = attempts + 1, reason = ''`, " RETURNING attempts")
+)
+
+func updateNodeQuery(set, returning string) string {
+	return `UPDATE nodes SET ` + nodeStateSet + set + ` WHERE run = ?1 AND id = ?2` + returning
+}
+
+// updateNode moves a node to state s as upsertNode does, and sets more
+// columns, by query (one of the ...NodeQuery above); if the query returns a
+// value, it is scanned into *into. A node is registered (pending) before it
+// starts, so this is one UPDATE, and an INSERT only for a node not known
+// yet: an INSERT that meets the existing node and turns into an update,
+// three times a node, was a third of the writer's CPU in a wide fan-out
+// (BenchmarkNodeLifecycle).
+func updateNode(ctx context.Context, tx stmtTx, query string, into *int, runID, nodeID string, s NodeState, now int64, more ...any) error {
+	args := nodeStateArgs(runID, nodeID, s, now, more...)
+	run := func() error {
+		if into != nil {
+			return tx.QueryRowContext(ctx, query, args...).Scan(into)
+		}
+		return mustAffect(tx.ExecContext(ctx, query, args...))
+	}
+	err := run()
+	if !errors.Is(err, ErrNotFound) && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	if err := upsertNode(ctx, tx, runID, nodeID, s, now); err != nil {
+		return err
+	}
+	return run()
 }
 
 // SetNodeState moves a node to state s with a reason (why it was skipped or
@@ -264,11 +310,7 @@ func (j *Journal) SetNodeState(ctx context.Context, runID, nodeID string, s Node
 	}
 	now := time.Now().UnixNano()
 	return j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
-		if err := upsertNode(ctx, tx, runID, nodeID, s, now); err != nil {
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `UPDATE nodes SET reason = ? WHERE run = ? AND id = ?`, reason, runID, nodeID)
-		return err
+		return updateNode(ctx, tx, setNodeStateQuery, nil, runID, nodeID, s, now, reason)
 	})
 }
 
@@ -283,10 +325,8 @@ func (j *Journal) SetNodesPending(ctx context.Context, runID string, nodeIDs []s
 	now := time.Now().UnixNano()
 	return j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
 		for _, id := range nodeIDs {
-			if err := upsertNode(ctx, tx, runID, id, NodePending, now); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE nodes SET reason = ? WHERE run = ? AND id = ?`, "", runID, id); err != nil {
+			// One statement a node (a new node's reason is '' already).
+			if _, err := tx.ExecContext(ctx, upsertNodeQuery+`, reason = ''`, nodeStateArgs(runID, id, NodePending, now)...); err != nil {
 				return err
 			}
 		}
@@ -302,11 +342,7 @@ func (j *Journal) CompleteNode(ctx context.Context, runID, nodeID, output string
 	}
 	now := time.Now().UnixNano()
 	return j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
-		if err := upsertNode(ctx, tx, runID, nodeID, NodeCompleted, now); err != nil {
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `UPDATE nodes SET output = ?, reason = '' WHERE run = ? AND id = ?`, output, runID, nodeID)
-		return err
+		return updateNode(ctx, tx, completeNodeQuery, nil, runID, nodeID, NodeCompleted, now, output)
 	})
 }
 
@@ -339,15 +375,10 @@ func (j *Journal) BeginAttempt(ctx context.Context, runID, nodeID string, mode A
 	now := time.Now().UnixNano()
 	var n int
 	err := j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
-		if err := upsertNode(ctx, tx, runID, nodeID, NodeRunning, now); err != nil {
+		if err := updateNode(ctx, tx, beginAttemptQuery, &n, runID, nodeID, NodeRunning, now); err != nil {
 			return err
 		}
-		err := tx.QueryRowContext(ctx, `UPDATE nodes SET attempts = attempts + 1, reason = ''
-			WHERE run = ? AND id = ? RETURNING attempts`, runID, nodeID).Scan(&n)
-		if err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO attempts (run, node, n, mode, provider, outcome, started)
+		_, err := tx.ExecContext(ctx, `INSERT INTO attempts (run, node, n, mode, provider, outcome, started)
 			VALUES (?, ?, ?, ?, ?, 'running', ?)`, runID, nodeID, n, mode, provider, now)
 		return err
 	})
@@ -378,17 +409,28 @@ func (j *Journal) SetAttemptCursor(ctx context.Context, runID, nodeID string, n 
 	})
 }
 
-// EndAttempt records how an attempt ended. errClass and msg describe an
-// OutcomeError and are empty for OutcomeOK.
-func (j *Journal) EndAttempt(ctx context.Context, runID, nodeID string, n int, outcome Outcome, errClass, msg string) error {
+// AttemptEnd is how an attempt ended: its outcome, the error class and
+// message of an OutcomeError (empty for OutcomeOK), and its cursor (the last
+// provider sequence number it saw; NoProviderSeq for none).
+type AttemptEnd struct {
+	Outcome  Outcome
+	ErrClass string
+	Error    string
+	Cursor   int64
+}
+
+// EndAttempt records how an attempt ended, its cursor included: one
+// statement, where a separate SetAttemptCursor would be another state change
+// for the caller to wait on.
+func (j *Journal) EndAttempt(ctx context.Context, runID, nodeID string, n int, end AttemptEnd) error {
 	what := fmt.Sprintf("end attempt %s/%s#%d", runID, nodeID, n)
-	if outcome != OutcomeOK && outcome != OutcomeError {
-		return j.errorf("%s: %w: outcome %q", what, ErrInvalid, outcome)
+	if end.Outcome != OutcomeOK && end.Outcome != OutcomeError {
+		return j.errorf("%s: %w: outcome %q", what, ErrInvalid, end.Outcome)
 	}
 	now := time.Now().UnixNano()
 	return j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
-		return mustAffect(tx.ExecContext(ctx, `UPDATE attempts SET outcome = ?, err_class = ?, error = ?, ended = ?
-			WHERE run = ? AND node = ? AND n = ?`, outcome, errClass, msg, now, runID, nodeID, n))
+		return mustAffect(tx.ExecContext(ctx, `UPDATE attempts SET outcome = ?, err_class = ?, error = ?, ended = ?, cursor = ?
+			WHERE run = ? AND node = ? AND n = ?`, end.Outcome, end.ErrClass, end.Error, now, end.Cursor, runID, nodeID, n))
 	})
 }
 

@@ -717,9 +717,9 @@ func (x *nodeExec) endAttempt(ctx context.Context, ce *diagnostics.Error) {
 	if ce != nil && ce.Class != diagnostics.ClassNone {
 		outcome, class, msg = journal.OutcomeError, string(ce.Class), x.run.red.String(ce.Error())
 	}
-	_ = x.run.j.SetAttemptCursor(bg(ctx), x.run.id, x.node.ID, x.attempt, x.cur.Seq)
 	_ = x.run.j.RecordUsage(x.run.id, x.node.ID, x.attempt, x.usage.record())
-	if err := x.run.j.EndAttempt(bg(ctx), x.run.id, x.node.ID, x.attempt, outcome, class, msg); err != nil {
+	end := journal.AttemptEnd{Outcome: outcome, ErrClass: class, Error: msg, Cursor: x.cur.Seq}
+	if err := x.run.j.EndAttempt(bg(ctx), x.run.id, x.node.ID, x.attempt, end); err != nil {
 		x.run.log.Error("journal: end attempt", "node", x.node.ID, "error", err)
 	}
 }
