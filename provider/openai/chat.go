@@ -146,12 +146,12 @@ func (p *Provider) stream(ctx context.Context, obs *observation, creq goopenai.C
 				continue // one output per node; n > 1 is never requested
 			}
 			if ch.Delta.Content != "" {
-				if err := emit(provider.Event{Kind: provider.KindDelta, Text: ch.Delta.Content, Seq: -1, Time: time.Now()}); err != nil {
+				if err := emit(provider.Event{Kind: provider.KindDelta, Text: ch.Delta.Content, Seq: -1, Time: obs.arrived}); err != nil {
 					return err
 				}
 			}
 			if ch.Delta.ReasoningContent != "" {
-				if err := emit(provider.Event{Kind: provider.KindReasoning, Text: ch.Delta.ReasoningContent, Seq: -1, Time: time.Now()}); err != nil {
+				if err := emit(provider.Event{Kind: provider.KindReasoning, Text: ch.Delta.ReasoningContent, Seq: -1, Time: obs.arrived}); err != nil {
 					return err
 				}
 			}

@@ -72,6 +72,41 @@ func TestStreamEndingWithoutTerminalEvidenceIsADisconnect(t *testing.T) {
 	}
 }
 
+// A delta is stamped with when its bytes arrived (the read of the body that
+// brought them), not with the time of an earlier read: after each silence
+// the stamps move on by at least the silence, and no stamp is later than the
+// moment the delta was emitted.
+func TestDeltasAreStampedOnArrival(t *testing.T) {
+	const silence = 300 * time.Millisecond
+	srv := simtest.Start(t, sim.Config{Seed: 3, Tokens: 12, Silence: silence, BurstTokens: 4})
+	var stamps, seen []time.Time
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := New(Config{BaseURL: srv.BaseURL()}).Stream(ctx, req, func(ev provider.Event) error {
+		if ev.Kind == provider.KindDelta {
+			stamps, seen = append(stamps, ev.Time), append(seen, time.Now())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stamps) != 12 {
+		t.Fatalf("%d deltas, want 12", len(stamps))
+	}
+	for i, at := range stamps {
+		if at.Before(start) || at.After(seen[i]) {
+			t.Errorf("delta %d stamped %v, outside [request sent, emitted] = [%v, %v]", i, at, start, seen[i])
+		}
+		// Tokens 4, 8 and 12 start a burst after a silence (the first one
+		// after the reasoning silence before any output).
+		if i > 0 && i%4 == 0 && at.Sub(stamps[i-1]) < silence*9/10 {
+			t.Errorf("delta %d stamped %v after delta %d, across a silence of %v: stamped with an earlier read's time", i, at.Sub(stamps[i-1]), i-1, silence)
+		}
+	}
+}
+
 // A quiet reasoning model sends keepalive comments; thousands of them in one
 // Recv must not trip go-openai's ErrTooManyEmptyStreamMessages.
 func TestKeepaliveHeavyStream(t *testing.T) {

@@ -29,6 +29,12 @@ type observation struct {
 	// patch, when set, edits the JSON request body before it is sent: the
 	// fields of a continuation form that go-openai does not know (continue.go).
 	patch func(body map[string]json.RawMessage) error
+	// arrived is when the body's last read returned data: the arrival time
+	// of every chunk decoded from it. One clock read per read of the body
+	// (~4 KiB, a few dozen chunks of a fast stream) instead of one per chunk.
+	// The body is read only inside stream.Recv, so stream's goroutine alone
+	// writes and reads it.
+	arrived time.Time
 }
 
 func (o *observation) sawDone() bool { return o.done.Load() }
@@ -114,6 +120,9 @@ type doneWatcher struct {
 
 func (w *doneWatcher) Read(p []byte) (int, error) {
 	n, err := w.r.Read(p)
+	if n > 0 {
+		w.obs.arrived = time.Now()
+	}
 	b := p[:n]
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')

@@ -252,8 +252,10 @@ func eventFailure(w wireEvent, typ string) string {
 	return strings.Join(parts, ": ")
 }
 
+// send emits what the event just accepted carries, stamped with its arrival
+// (lastEventAt): one clock read an event.
 func (s *session) send(k provider.Kind, text string) error {
-	return s.emit(provider.Event{Kind: k, Ref: s.ref, Seq: s.seq, Text: text, Time: time.Now()})
+	return s.emit(provider.Event{Kind: k, Ref: s.ref, Seq: s.seq, Text: text, Time: s.lastEventAt})
 }
 
 // diag emits a diagnostic with the ref and cursor as attributes.
