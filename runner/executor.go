@@ -252,8 +252,11 @@ func (x *nodeExec) emit(ctx context.Context) provider.Emit {
 
 // journalErr classifies an error of the journal's.
 func (x *nodeExec) journalErr(err error) error {
+	if err == nil {
+		return nil // before ce: errors.As moves it to the heap, an allocation a chunk
+	}
 	var ce *diagnostics.Error
-	if err == nil || errors.As(err, &ce) {
+	if errors.As(err, &ce) {
 		return err
 	}
 	return &diagnostics.Error{Class: diagnostics.ClassJournal, Err: fmt.Errorf("%w: %s: %w", diagnostics.ErrJournal, x.run.j.Path(), err)}
