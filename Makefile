@@ -64,6 +64,7 @@ $(TEMPORAL):
 #   FanOut              1,000 and 10,000 nodes x 200 tokens at once vs a bare go-openai fan-out
 #                       (ratio <= 1.2, lost-bytes = 0, dial-timeouts = 0, peak-rss-MiB <= 1024)
 #   IngestVsRaw         journal ingest vs a raw database/sql insert of the same rows (ratio >= 0.75)
+#   NodeLifecycle       what the journal writer spends on each node of a wide graph
 #   Append, Stream100k  the journal's batch sizes and a 100k events/s stream
 # About three minutes on two cores; `cat /proc/loadavg` before quoting a figure.
 bench:
@@ -73,6 +74,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'FanOut/nodes=1000$$' -benchtime 3x -count 1 ./runner/
 	$(GO) test -run '^$$' -bench 'FanOut/nodes=10000$$' -benchtime 1x -count 1 -timeout 20m ./runner/
 	$(GO) test -run '^$$' -bench 'IngestVsRaw' -benchtime 9x -count 1 ./journal/
+	$(GO) test -run '^$$' -bench 'NodeLifecycle' -benchtime 10000x -count 1 ./journal/
 	$(GO) test -run '^$$' -bench . -benchtime 10x -count 1 ./runner/temporal/
 	$(GO) test -run '^$$' -bench 'Append|Stream100k' -benchtime 200000x -count 1 ./journal/
 	$(GO) test -run '^$$' -bench . -benchtime 5x -count 1 ./provider/sim/
