@@ -61,6 +61,7 @@ $(TEMPORAL):
 # Performance targets live here, not in timed tests. Each benchmark measures both sides of its
 # ratio in the same run, in pairs of alternating order, and reports medians (docs/performance.md):
 #   RunnerVsBareClient  runner + journal vs a bare go-openai loop, one 100k-token stream (ratio <= 1.05)
+#   ChunkPath           the runner's own CPU per chunk, without network and decoding
 #   FanOut              1,000 and 10,000 nodes x 200 tokens at once vs a bare go-openai fan-out
 #                       (ratio <= 1.2, lost-bytes = 0, dial-timeouts = 0, peak-rss-MiB <= 1024)
 #   IngestVsRaw         journal ingest vs a raw database/sql insert of the same rows (ratio >= 0.75)
@@ -70,6 +71,7 @@ $(TEMPORAL):
 bench:
 	@cat /proc/loadavg
 	$(GO) test -run '^$$' -bench 'RunnerVsBareClient' -benchtime 9x -count 1 ./runner/
+	$(GO) test -run '^$$' -bench 'ChunkPath' -benchtime 5x -count 1 ./runner/
 	$(GO) test -run '^$$' -bench 'RecoveryCost' -benchtime 5x -count 1 ./runner/
 	$(GO) test -run '^$$' -bench 'FanOut/nodes=1000$$' -benchtime 3x -count 1 ./runner/
 	$(GO) test -run '^$$' -bench 'FanOut/nodes=10000$$' -benchtime 1x -count 1 -timeout 20m ./runner/
