@@ -72,7 +72,7 @@ $(TEMPORAL):
 # and reports only the b.N=2 run).
 bench:
 	@cat /proc/loadavg
-	$(GO) test -run '^$$' -bench 'RunnerVsBareClient' -benchtime 9x -count 1 ./runner/
+	$(GO) test -run '^$$' -bench 'RunnerVsBareClient' -benchtime 21x -count 1 ./runner/
 	$(GO) test -run '^$$' -bench 'ChunkPath' -benchtime 5x -count 1 ./runner/
 	$(GO) test -run '^$$' -bench 'RecoveryCost' -benchtime 5x -count 1 ./runner/
 	$(GO) test -run '^$$' -bench 'FanOut/nodes=1000$$' -benchtime 3x -count 1 ./runner/
