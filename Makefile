@@ -67,7 +67,7 @@ $(TEMPORAL):
 #   IngestVsRaw         journal ingest vs a raw database/sql insert of the same rows (ratio >= 0.75)
 #   NodeLifecycle       what the journal writer spends on each node of a wide graph
 #   Append, Stream100k  the journal's batch sizes and a 100k events/s stream
-# About five minutes on two cores; `cat /proc/loadavg` before quoting a figure. FanOut at 10,000
+# About three minutes on two cores; `cat /proc/loadavg` before quoting a figure. FanOut at 10,000
 # reports the median of a pair in each order (-benchtime 2x; go test first runs it once at b.N=1
 # and reports only the b.N=2 run).
 bench:
