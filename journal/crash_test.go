@@ -71,14 +71,19 @@ func crashHelper(path string) {
 // change, every event appended before the last acknowledgement, and events
 // that form a gap-free prefix of what was appended.
 func TestCrashSafety(t *testing.T) {
-	trials := 12
+	crashTrials(t, 12, 3, func(t *testing.T) {
+		crashTrial(t, time.Duration(20+rand.IntN(400))*time.Millisecond)
+	})
+}
+
+// crashTrials runs trial n times as subtests, short times with -short: each
+// kills a process at a random moment, so more trials see more moments.
+func crashTrials(t *testing.T, n, short int, trial func(t *testing.T)) {
 	if testing.Short() {
-		trials = 3
+		n = short
 	}
-	for trial := range trials {
-		t.Run(fmt.Sprint("trial", trial), func(t *testing.T) {
-			crashTrial(t, time.Duration(20+rand.IntN(400))*time.Millisecond)
-		})
+	for i := range n {
+		t.Run(fmt.Sprint("trial", i), trial)
 	}
 }
 

@@ -276,55 +276,49 @@ func providerCrashHelper(path string) {
 // journaled twice in an attempt, and a resume from the journaled cursor
 // carries on without duplicates.
 func TestProviderSeqTopsCrash(t *testing.T) {
-	trials := 6
-	if testing.Short() {
-		trials = 2
-	}
-	for trial := range trials {
-		t.Run(fmt.Sprint("trial", trial), func(t *testing.T) {
-			ctx := context.Background()
-			path := filepath.Join(t.TempDir(), "crash.db")
-			killedHelper(t, providerCrashHelperEnv, path, time.Duration(20+rand.IntN(300))*time.Millisecond)
-			j := openIntact(t, path)
-			checkTops(t, j)
-			atts, err := j.Attempts(ctx, "run", "a")
-			if err != nil || len(atts) == 0 {
-				t.Fatalf("attempts: %v, %v", atts, err)
-			}
-			before, err := j.RebuildOutput(ctx, "run", "a", len(atts))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cursor, err := j.MaxProviderSeq(ctx, "run", "a", len(atts))
-			if err != nil {
-				t.Fatal(err)
-			}
-			// The resume: a reattach from a cursor a little stale.
-			n, err := j.BeginAttempt(ctx, "run", "a", ModeReattach, "responses")
-			if err != nil {
-				t.Fatal(err)
-			}
-			for ps := max(cursor-5, 0); ps <= cursor+5; ps++ {
-				j.Append(Event{RunID: "run", NodeID: "a", Attempt: n, Kind: KindDelta, ProviderSeq: ps,
-					Payload: []byte(strconv.FormatInt(ps, 10))})
-			}
-			check(t, j.Flush(ctx))
-			checkTops(t, j)
-			after, err := j.RebuildOutput(ctx, "run", "a", n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var added strings.Builder
-			for ps := cursor + 1; ps <= cursor+5; ps++ {
-				added.WriteString(strconv.FormatInt(ps, 10))
-			}
-			if after != before+added.String() {
-				t.Errorf("after the resume the output grew by %q, want %q", strings.TrimPrefix(after, before), added.String())
-			}
-			if top, err := j.MaxProviderSeq(ctx, "run", "a", n); err != nil || top != cursor+5 {
-				t.Errorf("cursor after the resume = %d, %v; want %d", top, err, cursor+5)
-			}
-			t.Logf("%d attempts, cursor %d at the crash", len(atts), cursor)
-		})
-	}
+	crashTrials(t, 6, 2, func(t *testing.T) {
+		ctx := context.Background()
+		path := filepath.Join(t.TempDir(), "crash.db")
+		killedHelper(t, providerCrashHelperEnv, path, time.Duration(20+rand.IntN(300))*time.Millisecond)
+		j := openIntact(t, path)
+		checkTops(t, j)
+		atts, err := j.Attempts(ctx, "run", "a")
+		if err != nil || len(atts) == 0 {
+			t.Fatalf("attempts: %v, %v", atts, err)
+		}
+		before, err := j.RebuildOutput(ctx, "run", "a", len(atts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cursor, err := j.MaxProviderSeq(ctx, "run", "a", len(atts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The resume: a reattach from a cursor a little stale.
+		n, err := j.BeginAttempt(ctx, "run", "a", ModeReattach, "responses")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ps := max(cursor-5, 0); ps <= cursor+5; ps++ {
+			j.Append(Event{RunID: "run", NodeID: "a", Attempt: n, Kind: KindDelta, ProviderSeq: ps,
+				Payload: []byte(strconv.FormatInt(ps, 10))})
+		}
+		check(t, j.Flush(ctx))
+		checkTops(t, j)
+		after, err := j.RebuildOutput(ctx, "run", "a", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var added strings.Builder
+		for ps := cursor + 1; ps <= cursor+5; ps++ {
+			added.WriteString(strconv.FormatInt(ps, 10))
+		}
+		if after != before+added.String() {
+			t.Errorf("after the resume the output grew by %q, want %q", strings.TrimPrefix(after, before), added.String())
+		}
+		if top, err := j.MaxProviderSeq(ctx, "run", "a", n); err != nil || top != cursor+5 {
+			t.Errorf("cursor after the resume = %d, %v; want %d", top, err, cursor+5)
+		}
+		t.Logf("%d attempts, cursor %d at the crash", len(atts), cursor)
+	})
 }
