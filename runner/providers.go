@@ -252,6 +252,9 @@ func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, l
 			}
 			bp.p = p
 		}
+		if c, ok := bp.p.(io.Closer); ok {
+			closers = append(closers, c.Close) // the run's idle connections end with it
+		}
 		out[name] = bp
 	}
 	return out, closeAll, nil

@@ -4,8 +4,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/conns"
+	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/provider/sim/simtest"
 	"github.com/noderun/noderun/runner/graph"
 )
 
@@ -54,5 +58,40 @@ func TestMaxDialsDefaultDocumented(t *testing.T) {
 	row := fmt.Sprintf("| `max_dials` | whole number > 0 | %d (kinds:", conns.DefaultMaxDials)
 	if !strings.Contains(string(graph.Reference()), row) {
 		t.Errorf("the graph reference's max_dials row does not start %q", row)
+	}
+}
+
+// A run's adapters close their idle keep-alive connections when it ends: a
+// program running one graph after another would otherwise keep every run's
+// connections, and the server's goroutines behind them, until they time out
+// (90 s), and they would add up with every run.
+func TestRunLeavesNoIdleConnections(t *testing.T) {
+	srv := simtest.Start(t, sim.Config{Tokens: 20})
+	g := parseTestGraph(t, fmt.Sprintf(`name: t
+providers:
+  chat: {kind: openai, base_url: %[1]s, model: sim}
+  resp: {kind: responses, base_url: %[1]s, model: sim}
+nodes:
+  - {id: a, provider: chat, prompt: one}
+  - {id: b, provider: resp, prompt: two}
+`, srv.BaseURL()))
+	j := openJournal(t)
+	for range 3 {
+		if res := runGraph(t, g, j); res.Status != journal.RunCompleted {
+			t.Fatalf("run %s: %+v", res.Status, res.Nodes)
+		}
+	}
+	st := srv.Stats()
+	if st.Connections < 2 {
+		t.Fatalf("the simulator accepted %d connections; the runs cannot have used it", st.Connections)
+	}
+	// The server learns of a close when it reads the FIN: poll briefly.
+	deadline := time.Now().Add(5 * time.Second)
+	for st.OpenConnections > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		st = srv.Stats()
+	}
+	if st.OpenConnections != 0 {
+		t.Errorf("%d of the runs' %d connections are still open after they ended", st.OpenConnections, st.Connections)
 	}
 }

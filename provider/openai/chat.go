@@ -47,14 +47,16 @@ type Provider struct {
 	// rejected: the server answered a continuation with 400/422; the form
 	// is not declared again for the rest of this adapter's life (one run).
 	rejected atomic.Bool
-	accepted atomic.Bool // a continuation was accepted: the form works
+	accepted atomic.Bool  // a continuation was accepted: the form works
+	own      *http.Client // the client New made (nil: the caller's), closed by Close
 }
 
 // New returns a chat adapter.
 func New(cfg Config) *Provider {
-	hc := cfg.HTTPClient
+	hc, own := cfg.HTTPClient, (*http.Client)(nil)
 	if hc == nil {
 		hc = httpClient(cfg.MaxDials)
+		own = hc
 	}
 	hc = guard.Client(hc)
 	oc := goopenai.DefaultConfig(cfg.APIKey)
@@ -66,7 +68,19 @@ func New(cfg Config) *Provider {
 	// Recv; a quiet reasoning model sends many. The executor's idle window,
 	// not a line count, decides when a silent stream is dead.
 	oc.EmptyMessagesLimit = math.MaxInt32
-	return &Provider{client: goopenai.NewClientWithConfig(oc), form: cfg.Continuation}
+	return &Provider{client: goopenai.NewClientWithConfig(oc), form: cfg.Continuation, own: own}
+}
+
+// Close closes the idle keep-alive connections of the client New made, so
+// that a program running one graph after another does not keep every run's
+// connections (and the server's goroutines behind them) until they time out.
+// A client the caller passed is the caller's to close. Close does not stop
+// streams in flight, and the Provider stays usable: it dials again.
+func (p *Provider) Close() error {
+	if p.own != nil {
+		p.own.CloseIdleConnections()
+	}
+	return nil
 }
 
 // DefaultHTTPClient has no overall timeout, since streams are long, but
@@ -141,7 +155,8 @@ func (p *Provider) stream(ctx context.Context, obs *observation, creq goopenai.C
 				usage.ReasoningTokens = d.ReasoningTokens
 			}
 		}
-		for _, ch := range resp.Choices {
+		for i := range resp.Choices {
+			ch := &resp.Choices[i] // not a copy: a choice is ~300 bytes, and there is one a chunk
 			if ch.Index != 0 {
 				continue // one output per node; n > 1 is never requested
 			}

@@ -75,6 +75,7 @@ type Provider struct {
 	hc     *http.Client
 	client *openai.Client
 	log    *slog.Logger
+	own    *http.Client // the client New made (nil: the caller's), closed by Close
 }
 
 var (
@@ -90,9 +91,10 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("responses: base URL %q is not an http(s) URL", cfg.BaseURL)
 	}
-	hc := cfg.HTTPClient
+	hc, own := cfg.HTTPClient, (*http.Client)(nil)
 	if hc == nil {
 		hc = &http.Client{Transport: conns.Transport(cfg.MaxDials, 30*time.Second, 0)}
+		own = hc
 	}
 	hc = guard.Client(hc)
 	log := cfg.Logger
@@ -105,7 +107,19 @@ func New(cfg Config) (*Provider, error) {
 	// go-openai has no retries of its own; its HTTPDoer is ours, a plain
 	// pass-through that only records the HTTP response (see capture).
 	oc.HTTPClient = doer{hc}
-	return &Provider{base: base, key: cfg.APIKey, hc: hc, client: openai.NewClientWithConfig(oc), log: log}, nil
+	return &Provider{base: base, key: cfg.APIKey, hc: hc, client: openai.NewClientWithConfig(oc), log: log, own: own}, nil
+}
+
+// Close closes the idle keep-alive connections of the client New made, so
+// that a program running one graph after another does not keep every run's
+// connections (and the server's goroutines behind them) until they time out.
+// A client the caller passed is the caller's to close. Close does not stop
+// streams in flight, and the Provider stays usable: it dials again.
+func (p *Provider) Close() error {
+	if p.own != nil {
+		p.own.CloseIdleConnections()
+	}
+	return nil
 }
 
 // Capabilities: responses can be re-attached, checked and cancelled by id,

@@ -189,7 +189,13 @@ func (s *Server) Reset(faults ...Fault) error {
 }
 
 // Stats returns a copy of the counters.
-func (s *Server) Stats() Stats { return s.stats.snapshot() }
+func (s *Server) Stats() Stats {
+	st := s.stats.snapshot()
+	s.mu.Lock()
+	st.OpenConnections = len(s.conns)
+	s.mu.Unlock()
+	return st
+}
 
 // SetOutage(true) stops listening, so new connections are refused
 // (ECONNREFUSED), and resets every open connection, idle ones included, so

@@ -13,6 +13,9 @@ type Stats struct {
 	Requests map[string]int64 `json:"requests"`
 	// Connections counts accepted TCP connections, refused ones included.
 	Connections int64 `json:"connections"`
+	// OpenConnections is how many connections are open now, idle keep-alive
+	// ones included.
+	OpenConnections int `json:"open_connections"`
 	// ResponsesCreated counts Responses API responses that were created
 	// (a status fault creates none).
 	ResponsesCreated int64 `json:"responses_created"`
