@@ -79,6 +79,34 @@ func TestSeqsArePerRunAndGapFree(t *testing.T) {
 	}
 }
 
+// The writer keeps what it knows of a run (its last seq) from one batch to
+// the next, which holds only while nobody else writes: two Journals (two
+// processes) appending to one run in turn still give every event its own
+// seq, gap-free.
+func TestSeqsWithAnotherWriter(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "j.db")
+	a, b := openTest(t, path), openTest(t, path)
+	createRun(t, a, "run")
+	n := 0
+	for round := range 20 {
+		j := a
+		if round%2 == 1 {
+			j = b
+		}
+		for range 1 + round%3 { // one to three batches in a row from each
+			n++
+			j.Append(Event{RunID: "run", Kind: "k", ProviderSeq: -1, Payload: []byte(strconv.Itoa(n))})
+			check(t, j.Flush(ctx))
+		}
+	}
+	evs, err := a.Events(ctx, "run", EventFilter{})
+	if err != nil || len(evs) != n {
+		t.Fatalf("%d events, %v; want %d", len(evs), err, n)
+	}
+	checkSeqs(t, evs)
+}
+
 func TestEventsFilter(t *testing.T) {
 	ctx := context.Background()
 	j := openTest(t, "")
@@ -512,5 +540,12 @@ func TestFailedStateChangeFailsAlone(t *testing.T) {
 	}
 	if out, err := j.RebuildOutput(ctx, "r", "a", 0); err != nil || out != "one two" {
 		t.Errorf("events of the batch: %q, %v; want %q", out, err, "one two")
+	}
+	// The rolled-back first try numbered the events too; the second must
+	// number them afresh.
+	evs, err := j.Events(ctx, "r", EventFilter{})
+	check(t, err)
+	if len(evs) != 2 || evs[0].Seq != 1 || evs[1].Seq != 2 {
+		t.Errorf("events %+v; want seqs 1 and 2", evs)
 	}
 }

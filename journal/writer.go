@@ -86,9 +86,24 @@ type writer struct {
 	timer *time.Timer
 	args  []any // reused insert arguments
 
+	// runs is what the writer knows of each run it appends to (key, last
+	// seq). Reading it is two queries, and the last seq's is a seek among
+	// the run's events, whose large rows make every step of it read whole
+	// payloads: for a single fast stream they were 40% of the writer's CPU.
+	// So runs outlives a transaction, for as long as nobody else writes:
+	// dataVersion is the connection's PRAGMA data_version when a transaction
+	// last used runs, which moves only when another connection (another
+	// process) commits; runsValid is false after a transaction that did not
+	// commit (its seqs were never written). A transaction reads the version
+	// when it first needs a run (versionRead), so that state changes alone,
+	// most transactions of a wide graph, do not pay for it.
+	runs        map[string]*runCursor
+	dataVersion int64
+	runsValid   bool
+	versionRead bool
+
 	// Per-transaction caches; valid only while the writer holds the write
 	// lock, so they are exact even if other processes write between batches.
-	runs    map[string]*runCursor
 	chains  map[attemptKey]*chain
 	tops    map[attemptKey]*txnTop // what this transaction adds to provider_seq_tops
 	pending []*Event               // fast-path events waiting for a multi-row insert
@@ -170,7 +185,7 @@ func (w *writer) prepareLearnt() {
 	w.learn = w.learn[:0]
 }
 
-// runCursor is what the writer knows of a run inside one transaction.
+// runCursor is what the writer knows of a run (see writer.runs).
 type runCursor struct {
 	key     int64 // runs.key
 	lastSeq int64
@@ -230,12 +245,12 @@ const (
 )
 
 type writerStmts struct {
-	insert1, insertN, runKey, lastSeq, chainStart, chainTop, exists, upsertTop *sql.Stmt
+	insert1, insertN, runKey, lastSeq, chainStart, chainTop, exists, upsertTop, dataVersion *sql.Stmt
 }
 
 func (s *writerStmts) all() []**sql.Stmt {
 	return []**sql.Stmt{&s.insert1, &s.insertN, &s.runKey, &s.lastSeq, &s.chainStart, &s.chainTop,
-		&s.exists, &s.upsertTop}
+		&s.exists, &s.upsertTop, &s.dataVersion}
 }
 
 func (s *writerStmts) close() {
@@ -286,6 +301,8 @@ func newWriter(ctx context.Context, j *Journal) (*writer, error) {
 		chainTop:   prep(chainTopQuery),
 		exists:     prep(providerSeqExistsQuery),
 		upsertTop:  prep(upsertTopQuery),
+
+		dataVersion: prep(`PRAGMA data_version`),
 	}
 	if err != nil {
 		w.stmts.close()
@@ -450,7 +467,10 @@ func (w *writer) applyTx(isolate bool) error {
 	w.tx = w.stmts.bind(ctx, tx)
 	clear(w.bound) // the transaction closes them
 	stx := stmtTx{tx, w}
-	clear(w.runs)
+	if !w.runsValid {
+		clear(w.runs)
+	}
+	w.runsValid, w.versionRead = false, false // valid again once this transaction commits
 	clear(w.chains)
 	clear(w.tops)
 	w.pending = w.pending[:0]
@@ -497,7 +517,11 @@ func (w *writer) applyTx(isolate bool) error {
 	if err := w.flushTops(ctx); err != nil {
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	w.runsValid = true
+	return nil
 }
 
 // flushTops folds what the transaction journaled into provider_seq_tops.
@@ -625,6 +649,16 @@ func (w *writer) insertMaybeDuplicate(ctx context.Context, rc *runCursor, c *cha
 // transaction. An event for a run that does not exist is a caller's bug that would leave
 // an orphan in the log; it fails the writer, loudly.
 func (w *writer) runCursor(ctx context.Context, runID string) (*runCursor, error) {
+	if !w.versionRead {
+		var dv int64
+		if err := w.tx.dataVersion.QueryRowContext(ctx).Scan(&dv); err != nil {
+			return nil, err
+		}
+		if dv != w.dataVersion {
+			clear(w.runs) // another process wrote since
+		}
+		w.dataVersion, w.versionRead = dv, true
+	}
 	if rc, ok := w.runs[runID]; ok {
 		return rc, nil
 	}
