@@ -92,6 +92,8 @@ profile:
 	mkdir -p $(PROFILE)
 	$(GO) test -run '^$$' -bench 'RunnerVsBareClient' -benchtime 6x -count 1 -o $(PROFILE)/runner.test \
 		-cpuprofile $(PROFILE)/cpu.out -memprofile $(PROFILE)/mem.out ./runner/
+	@echo "CPU of each side's passes (pprof label side; the journal writer, GC and warm-up are unlabelled):"
+	@$(GO) tool pprof -tags $(PROFILE)/runner.test $(PROFILE)/cpu.out 2>/dev/null | grep -A3 '^ side:'
 	$(GO) tool pprof -top -cum -nodecount 40 $(PROFILE)/runner.test $(PROFILE)/cpu.out
 	$(GO) tool pprof -top -sample_index alloc_space -nodecount 25 $(PROFILE)/runner.test $(PROFILE)/mem.out
 	@echo "the runner's own path (emit, coalescer, journal writer):"

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -246,20 +247,21 @@ type pairs struct {
 // on a shared machine.
 func interleave(n int, bare, runner func()) pairs {
 	var p pairs
-	timed := func(f func(), wall, cpu *[]float64) {
+	timed := func(side string, f func(), wall, cpu *[]float64) {
 		runtime.GC()
 		c0, t0 := benchstat.CPUTime(), time.Now()
-		f()
+		// The label tells the sides apart in a CPU profile (make profile).
+		pprof.Do(context.Background(), pprof.Labels("side", side), func(context.Context) { f() })
 		*wall = append(*wall, time.Since(t0).Seconds())
 		*cpu = append(*cpu, (benchstat.CPUTime() - c0).Seconds())
 	}
 	for i := range n {
 		if i%2 == 0 {
-			timed(bare, &p.bareWall, &p.bareCPU)
-			timed(runner, &p.runWall, &p.runCPU)
+			timed("bare", bare, &p.bareWall, &p.bareCPU)
+			timed("runner", runner, &p.runWall, &p.runCPU)
 		} else {
-			timed(runner, &p.runWall, &p.runCPU)
-			timed(bare, &p.bareWall, &p.bareCPU)
+			timed("runner", runner, &p.runWall, &p.runCPU)
+			timed("bare", bare, &p.bareWall, &p.bareCPU)
 		}
 	}
 	return p
