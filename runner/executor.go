@@ -314,11 +314,11 @@ func (x *nodeExec) record(ctx context.Context) provider.Emit {
 			x.deltas++
 			x.run.onProg.data(x.node.ID, x.out.Len(), 0, false)
 			x.advance(int64(len(ev.Text)))
-			return x.chunks.add(rec, ev.Text)
+			return x.chunks.add(rec, ev.Text, at)
 		case provider.KindReasoning:
 			x.usage.reasoning++
 			x.advance(int64(len(ev.Text)))
-			return x.chunks.add(rec, ev.Text)
+			return x.chunks.add(rec, ev.Text, at)
 		case provider.KindProgress:
 			x.advance(1)
 			return nil // the cursor is in memory and on the next journaled event

@@ -1,0 +1,151 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/provider"
+	"github.com/noderun/noderun/runner/graph"
+)
+
+// stampedProvider emits chunks "c0,", "c1,"... stamped every step from a
+// fixed start (the adapters' arrival stamps), then waits for hold to close
+// before it ends the stream.
+type stampedProvider struct {
+	n    int
+	step time.Duration
+	hold chan struct{}
+}
+
+func (stampedProvider) Capabilities() provider.Capabilities { return provider.Capabilities{} }
+
+func (p stampedProvider) Stream(ctx context.Context, req provider.Request, emit provider.Emit) error {
+	start := time.Now()
+	for i := range p.n {
+		if err := emit(provider.Event{Kind: provider.KindDelta, Text: fmt.Sprintf("c%d,", i), Seq: -1,
+			Time: start.Add(time.Duration(i) * p.step)}); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-p.hold:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return emit(provider.Event{Kind: provider.KindDone, Seq: -1})
+}
+
+// runStamped runs one node of p in the background and returns its journal,
+// run id and a function that ends the stream and returns Run's error. The
+// test's cleanup calls it too.
+func runStamped(t *testing.T, p stampedProvider) (*journal.Journal, string, func() error) {
+	t.Helper()
+	opts := Options{RunID: "stamped", Kinds: map[string]ProviderFunc{"stamped": func(*graph.ProviderSpec) (provider.Provider, error) { return p, nil }}}
+	g, err := ParseGraphWith("stamped.yaml", []byte("name: stamped\nproviders:\n  p: {kind: stamped, model: m}\nnodes:\n  - {id: a, prompt: x}\n"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := journal.Open(context.Background(), filepath.Join(t.TempDir(), "j.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	opts.Journal = j
+	done := make(chan error, 1)
+	go func() {
+		res, err := Run(context.Background(), g, opts)
+		if err == nil && res.Status != journal.RunCompleted {
+			err = fmt.Errorf("run %s", res.Status)
+		}
+		done <- err
+	}()
+	finish := sync.OnceValue(func() error {
+		close(p.hold)
+		return <-done
+	})
+	t.Cleanup(func() {
+		if err := finish(); err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	return j, opts.RunID, finish
+}
+
+func deltaRows(t *testing.T, j *journal.Journal, run string) []journal.Event {
+	t.Helper()
+	evs, err := j.Events(context.Background(), run, journal.EventFilter{Node: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []journal.Event
+	for _, e := range evs {
+		if e.Kind == journal.KindDelta {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Chunks are merged by their arrival stamps: a row holds only chunks that
+// arrived within coalesceWindow of its first one, every chunk is journaled
+// once and in order, and a fast stream takes far fewer rows than chunks.
+func TestCoalescingFollowsArrival(t *testing.T) {
+	const n, step = 200, time.Millisecond
+	p := stampedProvider{n: n, step: step, hold: make(chan struct{})}
+	j, run, finish := runStamped(t, p)
+	if err := finish(); err != nil {
+		t.Fatal(err)
+	}
+	rows := deltaRows(t, j, run)
+	next := 0
+	for _, r := range rows {
+		var idx []int
+		for _, c := range strings.Split(strings.TrimSuffix(string(r.Payload), ","), ",") {
+			i, err := strconv.Atoi(strings.TrimPrefix(c, "c"))
+			if err != nil || i != next {
+				t.Fatalf("row %q: chunk %q, want c%d: chunks lost, repeated or out of order", r.Payload, c, next)
+			}
+			idx = append(idx, i)
+			next++
+		}
+		if span := time.Duration(idx[len(idx)-1]-idx[0]) * step; span >= coalesceWindow {
+			t.Errorf("row %q spans %s of arrivals; the window is %s", r.Payload, span, coalesceWindow)
+		}
+	}
+	if next != n {
+		t.Fatalf("%d chunks journaled, want %d", next, n)
+	}
+	// 200 ms of stamps in 5 ms windows: 40 rows. A goroutine stalled for
+	// quietAfter lets the timer cut a row short, so allow for some.
+	if len(rows) < n/5 || len(rows) > n/3 {
+		t.Errorf("%d rows for %d chunks %s apart; want about %d (one per %s)", len(rows), n, step, n/5, coalesceWindow)
+	}
+}
+
+// A stream that falls silent has its last chunks journaled while it is
+// silent, not when it ends: a crash in a long silence loses nothing.
+func TestSilentStreamIsJournaled(t *testing.T) {
+	p := stampedProvider{n: 3, step: 0, hold: make(chan struct{})}
+	j, run, _ := runStamped(t, p)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var got string
+		for _, r := range deltaRows(t, j, run) {
+			got += string(r.Payload)
+		}
+		if got == "c0,c1,c2," {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s of silence the journal holds %q of the stream's %q", got, "c0,c1,c2,")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
