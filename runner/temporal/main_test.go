@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -27,23 +28,39 @@ var dev struct {
 	once     sync.Once
 	err      error
 	cmd      *exec.Cmd
+	exited   chan struct{} // closed when cmd has been waited for
 	hostPort string
-	log      bytes.Buffer
+	log      syncBuffer
+}
+
+// syncBuffer is the dev server's output: written by its pipes' copiers,
+// read when it fails to start.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if dev.cmd != nil && dev.cmd.Process != nil {
-		_ = dev.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = dev.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = dev.cmd.Process.Kill()
-			<-done
-		}
-	}
+	stopDev()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
@@ -68,14 +85,21 @@ func repoRoot() (string, error) {
 	}
 }
 
-// freePort asks the kernel for a free port on 127.0.0.1.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts asks the kernel for n distinct free ports on 127.0.0.1. It
+// holds each until it has them all: a port closed at once may be handed out
+// again by the next ask (the dev server once got the same port for its
+// frontend and its HTTP API, and could not start).
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 // devServer returns the shared dev server's frontend address, starting it on
@@ -98,20 +122,52 @@ func startDev() error {
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("%s is missing: run `make tools` (it builds the pinned Temporal CLI): %w", bin, err)
 	}
-	ports := make([]int, 4)
-	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
+	// Between asking for free ports and the server binding them, another
+	// process may take one: then the server exits, and it is started again
+	// on other ports.
+	for try := 1; ; try++ {
+		err = startDevOnce(bin)
+		if err == nil || try == 3 || !strings.Contains(err.Error(), "address already in use") {
 			return err
 		}
+		stopDev()
+	}
+}
+
+// stopDev stops the dev server, if one was started, and waits for it.
+func stopDev() {
+	if dev.cmd == nil || dev.cmd.Process == nil {
+		return
+	}
+	_ = dev.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-dev.exited:
+	case <-time.After(10 * time.Second):
+		_ = dev.cmd.Process.Kill()
+		<-dev.exited
+	}
+	dev.cmd = nil
+}
+
+func startDevOnce(bin string) error {
+	ports, err := freePorts(4)
+	if err != nil {
+		return err
 	}
 	dev.hostPort = "127.0.0.1:" + strconv.Itoa(ports[0])
+	dev.log.Reset()
 	dev.cmd = exec.Command(bin, "server", "start-dev", "--headless", "--ip", "127.0.0.1",
 		"--port", strconv.Itoa(ports[0]), "--ui-port", strconv.Itoa(ports[1]), "--http-port", strconv.Itoa(ports[2]),
 		"--metrics-port", strconv.Itoa(ports[3]), "--log-level", "error") // in memory
 	dev.cmd.Stdout, dev.cmd.Stderr = &dev.log, &dev.log
 	if err := dev.cmd.Start(); err != nil {
+		dev.cmd = nil
 		return err
 	}
+	exited := make(chan struct{})
+	dev.exited = exited
+	cmd := dev.cmd
+	go func() { _ = cmd.Wait(); close(exited) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	for {
@@ -126,6 +182,8 @@ func startDev() error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("not ready after 90s: %v\n%s", err, dev.log.String())
+		case <-exited:
+			return fmt.Errorf("exited before it was ready: %s", dev.log.String())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
