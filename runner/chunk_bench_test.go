@@ -33,19 +33,27 @@ func (p chunkProvider) Stream(ctx context.Context, req provider.Request, emit pr
 	return emit(provider.Event{Kind: provider.KindDone, Seq: -1, Time: time.Now()})
 }
 
-// chunkRun returns a function that runs one node of n chunks through Run.
-func chunkRun(tb testing.TB, n int) func() {
-	opts := Options{Kinds: map[string]ProviderFunc{"chunks": func(*graph.ProviderSpec) (provider.Provider, error) { return chunkProvider{n}, nil }}}
-	g, err := ParseGraphWith("chunks.yaml", []byte("name: chunks\nproviders:\n  p: {kind: chunks, model: m}\nnodes:\n  - {id: a, prompt: x}\n"), opts)
+// oneNode is a graph of one node, a, on p (a provider kind of its own), and
+// options that run it with a journal of its own.
+func oneNode(tb testing.TB, p provider.Provider) (*Graph, Options) {
+	tb.Helper()
+	opts := Options{Kinds: map[string]ProviderFunc{"own": func(*graph.ProviderSpec) (provider.Provider, error) { return p, nil }}}
+	g, err := ParseGraphWith("own.yaml", []byte("name: own\nproviders:\n  p: {kind: own, model: m}\nnodes:\n  - {id: a, prompt: x}\n"), opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	j, err := journal.Open(context.Background(), filepath.Join(tb.TempDir(), "chunks.db"))
+	j, err := journal.Open(context.Background(), filepath.Join(tb.TempDir(), "own.db"))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { j.Close() })
 	opts.Journal = j
+	return g, opts
+}
+
+// chunkRun returns a function that runs one node of n chunks through Run.
+func chunkRun(tb testing.TB, n int) func() {
+	g, opts := oneNode(tb, chunkProvider{n})
 	return func() {
 		res, err := Run(context.Background(), g, opts)
 		if err != nil || res.Status != journal.RunCompleted {

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider"
-	"github.com/noderun/noderun/runner/graph"
 )
 
 // stampedProvider emits chunks "c0,", "c1,"... stamped every step from a
@@ -47,17 +45,9 @@ func (p stampedProvider) Stream(ctx context.Context, req provider.Request, emit 
 // test's cleanup calls it too.
 func runStamped(t *testing.T, p stampedProvider) (*journal.Journal, string, func() error) {
 	t.Helper()
-	opts := Options{RunID: "stamped", Kinds: map[string]ProviderFunc{"stamped": func(*graph.ProviderSpec) (provider.Provider, error) { return p, nil }}}
-	g, err := ParseGraphWith("stamped.yaml", []byte("name: stamped\nproviders:\n  p: {kind: stamped, model: m}\nnodes:\n  - {id: a, prompt: x}\n"), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := journal.Open(context.Background(), filepath.Join(t.TempDir(), "j.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.Close() })
-	opts.Journal = j
+	g, opts := oneNode(t, p)
+	opts.RunID = "stamped"
+	j := opts.Journal
 	done := make(chan error, 1)
 	go func() {
 		res, err := Run(context.Background(), g, opts)

@@ -149,13 +149,7 @@ func start(t *testing.T, name string, bin string, args ...string) *proc {
 			return
 		default:
 		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(15 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
+		terminate(p.cmd, p.done, 15*time.Second)
 	})
 	return p
 }

@@ -1,7 +1,6 @@
 package temporal_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,32 +29,7 @@ var dev struct {
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed when cmd has been waited for
 	hostPort string
-	log      syncBuffer
-}
-
-// syncBuffer is the dev server's output: written by its pipes' copiers,
-// read when it fails to start.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) Reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Reset()
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	log      *syncBuf // the server's output, read when it fails to start
 }
 
 func TestMain(m *testing.M) {
@@ -139,14 +113,20 @@ func stopDev() {
 	if dev.cmd == nil || dev.cmd.Process == nil {
 		return
 	}
-	_ = dev.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-dev.exited:
-	case <-time.After(10 * time.Second):
-		_ = dev.cmd.Process.Kill()
-		<-dev.exited
-	}
+	terminate(dev.cmd, dev.exited, 10*time.Second)
 	dev.cmd = nil
+}
+
+// terminate asks cmd's process to stop (SIGTERM) and waits until exited is
+// closed, killing the process if it is still there after grace.
+func terminate(cmd *exec.Cmd, exited <-chan struct{}, grace time.Duration) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
 }
 
 func startDevOnce(bin string) error {
@@ -155,11 +135,11 @@ func startDevOnce(bin string) error {
 		return err
 	}
 	dev.hostPort = "127.0.0.1:" + strconv.Itoa(ports[0])
-	dev.log.Reset()
+	dev.log = &syncBuf{}
 	dev.cmd = exec.Command(bin, "server", "start-dev", "--headless", "--ip", "127.0.0.1",
 		"--port", strconv.Itoa(ports[0]), "--ui-port", strconv.Itoa(ports[1]), "--http-port", strconv.Itoa(ports[2]),
 		"--metrics-port", strconv.Itoa(ports[3]), "--log-level", "error") // in memory
-	dev.cmd.Stdout, dev.cmd.Stderr = &dev.log, &dev.log
+	dev.cmd.Stdout, dev.cmd.Stderr = dev.log, dev.log
 	if err := dev.cmd.Start(); err != nil {
 		dev.cmd = nil
 		return err
