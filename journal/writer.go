@@ -93,13 +93,13 @@ type writer struct {
 	// So runs outlives a transaction, for as long as nobody else writes:
 	// dataVersion is the connection's PRAGMA data_version when a transaction
 	// last used runs, which moves only when another connection (another
-	// process) commits; runsValid is false after a transaction that did not
-	// commit (its seqs were never written). A transaction reads the version
-	// when it first needs a run (versionRead), so that state changes alone,
-	// most transactions of a wide graph, do not pay for it.
+	// process) commits. A transaction that does not commit forgets runs (its
+	// seqs were never written). A transaction reads the version when it
+	// first needs a run (versionRead), so that state changes alone, most
+	// transactions of a wide graph, do not pay for it. At most maxRuns are
+	// kept: a long-lived journal sees run after run.
 	runs        map[string]*runCursor
 	dataVersion int64
-	runsValid   bool
 	versionRead bool
 
 	// Per-transaction caches; valid only while the writer holds the write
@@ -457,20 +457,28 @@ func (w *writer) apply() error {
 // on its own: the batch is run again, isolating each state change.
 var errIsolate = errors.New("a state change failed; isolate each in a savepoint")
 
-func (w *writer) applyTx(isolate bool) error {
+// maxRuns bounds writer.runs.
+const maxRuns = 256
+
+func (w *writer) applyTx(isolate bool) (err error) {
 	ctx := context.Background()
 	tx, err := w.j.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
+	defer func() {
+		if err != nil {
+			clear(w.runs) // the seqs this transaction took were never written
+		}
+	}()
 	w.tx = w.stmts.bind(ctx, tx)
 	clear(w.bound) // the transaction closes them
 	stx := stmtTx{tx, w}
-	if !w.runsValid {
+	if len(w.runs) > maxRuns {
 		clear(w.runs)
 	}
-	w.runsValid, w.versionRead = false, false // valid again once this transaction commits
+	w.versionRead = false
 	clear(w.chains)
 	clear(w.tops)
 	w.pending = w.pending[:0]
@@ -517,11 +525,7 @@ func (w *writer) applyTx(isolate bool) error {
 	if err := w.flushTops(ctx); err != nil {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	w.runsValid = true
-	return nil
+	return tx.Commit()
 }
 
 // flushTops folds what the transaction journaled into provider_seq_tops.
@@ -645,8 +649,8 @@ func (w *writer) insertMaybeDuplicate(ctx context.Context, rc *runCursor, c *cha
 	return nil
 }
 
-// runCursor returns the cursor of a run, reading it on first use in a
-// transaction. An event for a run that does not exist is a caller's bug that would leave
+// runCursor returns the cursor of a run, reading it when the writer does
+// not know it or another connection has written since (see writer.runs). An event for a run that does not exist is a caller's bug that would leave
 // an orphan in the log; it fails the writer, loudly.
 func (w *writer) runCursor(ctx context.Context, runID string) (*runCursor, error) {
 	if !w.versionRead {
