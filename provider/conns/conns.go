@@ -67,3 +67,30 @@ func Transport(maxDials int, dialTimeout, headerTimeout time.Duration) *http.Tra
 	t.MaxIdleConns = 0 // no bound across hosts beyond the per-host one
 	return t
 }
+
+// Owned is the HTTP client an adapter made for itself, if it made one (Own).
+// Its Close closes that client's idle keep-alive connections, so that a
+// program running one graph after another does not keep every run's
+// connections, and the server's goroutines behind them, until they time out
+// (90 s). A client the caller passed is not owned: it is the caller's to
+// close. Close does not stop streams in flight; the client dials again if
+// it is used after.
+type Owned struct{ client *http.Client }
+
+// Own returns c, or when c is nil the client mk makes, with what the adapter
+// owns of it.
+func Own(c *http.Client, mk func() *http.Client) (*http.Client, Owned) {
+	if c != nil {
+		return c, Owned{}
+	}
+	c = mk()
+	return c, Owned{c}
+}
+
+// Close closes the idle connections of an owned client.
+func (o Owned) Close() error {
+	if o.client != nil {
+		o.client.CloseIdleConnections()
+	}
+	return nil
+}

@@ -47,17 +47,13 @@ type Provider struct {
 	// rejected: the server answered a continuation with 400/422; the form
 	// is not declared again for the rest of this adapter's life (one run).
 	rejected atomic.Bool
-	accepted atomic.Bool  // a continuation was accepted: the form works
-	own      *http.Client // the client New made (nil: the caller's), closed by Close
+	accepted atomic.Bool // a continuation was accepted: the form works
+	own      conns.Owned
 }
 
 // New returns a chat adapter.
 func New(cfg Config) *Provider {
-	hc, own := cfg.HTTPClient, (*http.Client)(nil)
-	if hc == nil {
-		hc = httpClient(cfg.MaxDials)
-		own = hc
-	}
+	hc, own := conns.Own(cfg.HTTPClient, func() *http.Client { return httpClient(cfg.MaxDials) })
 	hc = guard.Client(hc)
 	oc := goopenai.DefaultConfig(cfg.APIKey)
 	if cfg.BaseURL != "" {
@@ -71,17 +67,8 @@ func New(cfg Config) *Provider {
 	return &Provider{client: goopenai.NewClientWithConfig(oc), form: cfg.Continuation, own: own}
 }
 
-// Close closes the idle keep-alive connections of the client New made, so
-// that a program running one graph after another does not keep every run's
-// connections (and the server's goroutines behind them) until they time out.
-// A client the caller passed is the caller's to close. Close does not stop
-// streams in flight, and the Provider stays usable: it dials again.
-func (p *Provider) Close() error {
-	if p.own != nil {
-		p.own.CloseIdleConnections()
-	}
-	return nil
-}
+// Close closes the idle connections of the client New made (conns.Owned).
+func (p *Provider) Close() error { return p.own.Close() }
 
 // DefaultHTTPClient has no overall timeout, since streams are long, but
 // bounds connecting and waiting for response headers, and how many connects

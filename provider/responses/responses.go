@@ -75,7 +75,7 @@ type Provider struct {
 	hc     *http.Client
 	client *openai.Client
 	log    *slog.Logger
-	own    *http.Client // the client New made (nil: the caller's), closed by Close
+	own    conns.Owned
 }
 
 var (
@@ -91,11 +91,9 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("responses: base URL %q is not an http(s) URL", cfg.BaseURL)
 	}
-	hc, own := cfg.HTTPClient, (*http.Client)(nil)
-	if hc == nil {
-		hc = &http.Client{Transport: conns.Transport(cfg.MaxDials, 30*time.Second, 0)}
-		own = hc
-	}
+	hc, own := conns.Own(cfg.HTTPClient, func() *http.Client {
+		return &http.Client{Transport: conns.Transport(cfg.MaxDials, 30*time.Second, 0)}
+	})
 	hc = guard.Client(hc)
 	log := cfg.Logger
 	if log == nil {
@@ -110,17 +108,8 @@ func New(cfg Config) (*Provider, error) {
 	return &Provider{base: base, key: cfg.APIKey, hc: hc, client: openai.NewClientWithConfig(oc), log: log, own: own}, nil
 }
 
-// Close closes the idle keep-alive connections of the client New made, so
-// that a program running one graph after another does not keep every run's
-// connections (and the server's goroutines behind them) until they time out.
-// A client the caller passed is the caller's to close. Close does not stop
-// streams in flight, and the Provider stays usable: it dials again.
-func (p *Provider) Close() error {
-	if p.own != nil {
-		p.own.CloseIdleConnections()
-	}
-	return nil
-}
+// Close closes the idle connections of the client New made (conns.Owned).
+func (p *Provider) Close() error { return p.own.Close() }
 
 // Capabilities: responses can be re-attached, checked and cancelled by id,
 // and the adapter polls through silence itself.
