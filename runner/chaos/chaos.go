@@ -319,30 +319,25 @@ func (x *caseRun) judge(ctx context.Context, r *Result, c Case, n *runner.Node, 
 		if !slices.Contains(r.Codes, e.Code) {
 			r.Codes = append(r.Codes, e.Code)
 		}
+		var p struct {
+			Attrs struct {
+				Replays *bool `json:"replays"`
+				Steps   int   `json:"recovery_steps"`
+			} `json:"attrs"`
+		}
+		decoded := json.Unmarshal(e.Payload, &p) == nil
 		switch e.Code {
 		case "NR302":
 			ownRetries++
 		case "NR103", "NR205":
 			r.Retries++
-			var p struct {
-				Attrs struct {
-					Replays *bool `json:"replays"`
-				} `json:"attrs"`
-			}
-			if json.Unmarshal(e.Payload, &p) != nil || p.Attrs.Replays == nil || *p.Attrs.Replays {
+			if !decoded || p.Attrs.Replays == nil || *p.Attrs.Replays { // unknown counts as a replay
 				replays++
 			}
 		case "NR102", "NR110": // a re-attach, or a continue of a chat answer: both bounded by reconnects
 			r.Reconnects++
 		case "NR108":
-			var p struct {
-				Attrs struct {
-					Steps int `json:"recovery_steps"`
-				} `json:"attrs"`
-			}
-			if json.Unmarshal(e.Payload, &p) == nil {
-				r.RecoverySteps = p.Attrs.Steps
-			}
+			r.RecoverySteps = p.Attrs.Steps
 		}
 	}
 	r.Regenerated = max(0, st.Nodes[n.ID].TokensGenerated-x.ref.Nodes[n.ID].TokensGenerated)
