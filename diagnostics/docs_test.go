@@ -17,9 +17,21 @@ func TestDocsListEveryCode(t *testing.T) {
 	b.WriteString("# Diagnostic codes\n\n")
 	b.WriteString("Every recovery step noderun takes is journaled (`noderun events RUN`) and logged on stderr with one of\n")
 	b.WriteString("these codes. Codes are stable: never renumbered, never reused. Generated from `diagnostics/codes.go`.\n\n")
-	b.WriteString("| code | name | level | meaning |\n|---|---|---|---|\n")
+	b.WriteString("The role says how `noderun diagnose`, the verdicts, the report and `noderun chaos` read a code: a\n")
+	b.WriteString("**fault** counts against the node (by its noun), a **step** is recovery taken (and how: re-attach,\n")
+	b.WriteString("continue, retry, ...), a **record** is kept for the operator, an **outcome** is how a node ended\n")
+	b.WriteString("(an outcome with a noun is a fault too). `attrs` are the typed attributes a record of the code\n")
+	b.WriteString("carries in its journaled payload.\n\n")
+	b.WriteString("| code | name | level | role | meaning | attrs |\n|---|---|---|---|---|---|\n")
 	for _, c := range Codes() {
-		fmt.Fprintf(&b, "| %s | `%s` | %s | %s |\n", c.ID, c.Name, c.Level, c.Summary)
+		role := c.Role.String()
+		switch {
+		case c.Role == RoleStep:
+			role += " (" + c.Means.String() + ")"
+		case c.Noun != "":
+			role += " (" + c.Noun + ")"
+		}
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s | %s |\n", c.ID, c.Name, c.Level, role, c.Summary, strings.Join(c.Attrs.Names(), ", "))
 	}
 	b.WriteString("\n## Error classes\n\n")
 	b.WriteString("| class | transient | examples |\n|---|---|---|\n")

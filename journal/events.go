@@ -12,6 +12,9 @@ import (
 const (
 	// KindDelta: the payload is a piece of the node's output.
 	KindDelta = "delta"
+	// KindDiagnostic: the payload is a diagnostic record
+	// (diagnostics.Record: code, name, message, attrs).
+	KindDiagnostic = "diagnostic"
 	// KindReset: every earlier delta of the attempt (and of the attempts it
 	// continues) is void: the work restarted, or its whole output came from
 	// elsewhere.

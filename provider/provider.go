@@ -72,7 +72,7 @@ type Event struct {
 	// -1 when the protocol has none.
 	Seq   int64
 	Raw   []byte
-	Diag  *diagnostics.Diagnostic
+	Diag  *diagnostics.Record
 	Usage *Usage
 	// Time is when the adapter received the event (time.Now(), which keeps
 	// the monotonic reading), or zero for now. The executor takes it as the

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
@@ -95,6 +94,6 @@ func (r *runState) cancelNode(ctx context.Context, n *Node) (Cancelled, error) {
 	} else {
 		c.Note = "cancelled"
 	}
-	r.diag(ctx, n.ID, last.N, diagnostics.New(diagnostics.WorkCancelled, msg, slog.String("ref", last.Ref)))
+	r.diag(ctx, n.ID, last.N, diagnostics.New(diagnostics.WorkCancelled, msg, diagnostics.KeyRef.Attr(last.Ref)))
 	return c, nil
 }

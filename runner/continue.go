@@ -3,6 +3,7 @@ package runner
 import (
 	"log/slog"
 
+	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/resume"
 )
 
@@ -33,13 +34,13 @@ func (c *recoveryCost) step(a resume.Action, out, deltas int) []slog.Attr {
 		c.continues++
 		c.resentBytes += out
 		c.resentN += deltas
-		return []slog.Attr{slog.Int("continued_from", out), slog.Int("continued_from_deltas", deltas),
-			slog.Int("resent_prefix_bytes", out), slog.Int("regenerated_bytes", 0)}
+		return []slog.Attr{diagnostics.KeyContinuedFrom.Attr(out), diagnostics.KeyContinuedFromDeltas.Attr(deltas),
+			diagnostics.KeyResentPrefixBytes.Attr(out), diagnostics.KeyRegeneratedBytes.Attr(0)}
 	case resume.ActRetry:
 		c.retries++
 		c.regenBytes += out
 		c.regenDelta += deltas
-		return []slog.Attr{slog.Int("regenerated_bytes", out), slog.Int("regenerated_deltas", deltas)}
+		return []slog.Attr{diagnostics.KeyRegeneratedBytes.Attr(out), diagnostics.KeyRegeneratedDeltas.Attr(deltas)}
 	}
 	return nil
 }
@@ -49,7 +50,7 @@ func (c *recoveryCost) total() []slog.Attr {
 	if c.continues == 0 && c.retries == 0 {
 		return nil
 	}
-	return []slog.Attr{slog.Int("continues", c.continues), slog.Int("retries", c.retries),
-		slog.Int("resent_prefix_bytes", c.resentBytes), slog.Int("resent_prefix_deltas", c.resentN),
-		slog.Int("regenerated_bytes", c.regenBytes), slog.Int("regenerated_deltas", c.regenDelta)}
+	return []slog.Attr{diagnostics.KeyContinues.Attr(c.continues), diagnostics.KeyRetries.Attr(c.retries),
+		diagnostics.KeyResentPrefixBytes.Attr(c.resentBytes), diagnostics.KeyResentPrefixDeltas.Attr(c.resentN),
+		diagnostics.KeyRegeneratedBytes.Attr(c.regenBytes), diagnostics.KeyRegeneratedDeltas.Attr(c.regenDelta)}
 }

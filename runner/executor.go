@@ -149,7 +149,7 @@ func (x *nodeExec) succeed(ctx context.Context) string {
 	x.endAttempt(ctx, nil)
 	if x.recoveries > 0 {
 		x.diag(ctx, diagnostics.New(diagnostics.Recovered, "node completed after recovery",
-			append([]slog.Attr{slog.Int("recovery_steps", x.recoveries), slog.Int("attempts", x.attempt)}, x.cost.total()...)...))
+			append([]slog.Attr{diagnostics.KeyRecoverySteps.Attr(x.recoveries), diagnostics.KeyAttempts.Attr(x.attempt)}, x.cost.total()...)...))
 	}
 	return x.out.String()
 }
@@ -306,7 +306,7 @@ func (x *nodeExec) record(ctx context.Context) provider.Emit {
 			x.beat("started " + ev.Ref)      // what a machine taking over needs first
 			if x.prov.Capabilities().Check { // a harness reports its thread itself (NR301)
 				x.diag(ctx, diagnostics.New(diagnostics.ResponseCreated, "response "+ev.Ref+" created; journaled for resume",
-					slog.String("ref", ev.Ref)))
+					diagnostics.KeyRef.Attr(ev.Ref)))
 			}
 		case provider.KindDelta:
 			x.usage.streamed++
@@ -408,7 +408,7 @@ func (x *nodeExec) check(ctx context.Context) error {
 	x.checked = true
 	st, err := x.prov.(provider.Checker).Check(ctx, x.cur.Ref)
 	if err != nil {
-		x.diag(ctx, diagnostics.New(diagnostics.StatusChecked, "status check failed", slog.String("error", err.Error())))
+		x.diag(ctx, diagnostics.New(diagnostics.StatusChecked, "status check failed", diagnostics.KeyError.Attr(err.Error())))
 		if diagnostics.Classify(err).Status == http.StatusNotFound {
 			// The provider no longer knows the work (expired, or another
 			// server): nothing to resume, but a retry may still be safe.
@@ -418,7 +418,7 @@ func (x *nodeExec) check(ctx context.Context) error {
 		return err
 	}
 	x.diag(ctx, diagnostics.New(diagnostics.StatusChecked, "status: "+string(st.State),
-		slog.String("ref", x.cur.Ref), slog.String("state", string(st.State))))
+		diagnostics.KeyRef.Attr(x.cur.Ref), diagnostics.KeyState.Attr(string(st.State))))
 	switch st.State {
 	case provider.StateCompleted:
 		emit := x.emit(ctx)
@@ -436,7 +436,7 @@ func (x *nodeExec) check(ctx context.Context) error {
 			}
 		}
 		x.diag(ctx, diagnostics.New(diagnostics.OutputFromStatus, "output taken from the completed response",
-			slog.Int("bytes_from_status", len(rest))))
+			diagnostics.KeyBytesFromStatus.Attr(len(rest))))
 		return emit(provider.Event{Kind: provider.KindDone, Seq: -1, Usage: st.Usage})
 	case provider.StateCancelled: // by `noderun cancel`, or by someone else: it cannot go on, a retry can
 		x.ended = true
@@ -469,9 +469,12 @@ func (x *nodeExec) noteFailure(ctx context.Context, action resume.Action, ce *di
 		x.dispatched = false
 	}
 	x.last = ce
-	if action == resume.ActCheck || ce.Class == diagnostics.ClassStuck || ce.Class == diagnostics.ClassCanceled ||
-		ce.Class == diagnostics.ClassTimeout || errors.Is(ce, provider.ErrContinueRejected) {
-		return // reported by the status check, the adapter, fail, or the retry (NR112)
+	if action == resume.ActCheck || ce.Class == diagnostics.ClassStuck || !ce.Class.Transient() ||
+		errors.Is(ce, provider.ErrContinueRejected) {
+		// Reported by the status check, the adapter, the retry (NR112), or
+		// by fail as the node's outcome: an error that is not transient ends
+		// the node, and one record of it is what the accounting counts.
+		return
 	}
 	code := diagnostics.DetectedCode(ce.Class)
 	switch {
@@ -481,21 +484,21 @@ func (x *nodeExec) noteFailure(ctx context.Context, action resume.Action, ce *di
 		code = diagnostics.BreakerOpen
 	}
 	msg := fmt.Sprintf("%s after %d bytes of output", strings.ReplaceAll(code.Name, "_", " "), x.out.Len())
-	attrs := []slog.Attr{slog.String("class", string(ce.Class)), slog.String("error", ce.Err.Error())}
+	attrs := []slog.Attr{diagnostics.KeyClass.Attr(ce.Class), diagnostics.KeyError.Attr(ce.Err.Error())}
 	if cut := x.silentCut(ce); cut > 0 {
 		msg += fmt.Sprintf(", silent for %s before the cut: an intermediary (proxy, load balancer) likely cuts idle streams at ~%s",
 			cut.Round(100*time.Millisecond), cut.Round(100*time.Millisecond))
-		attrs = append(attrs, slog.Duration("silent", cut))
+		attrs = append(attrs, diagnostics.KeySilent.Attr(cut))
 		defer x.learnIdleCut(ctx, cut) // journaled after the disconnect it is learnt from
 	}
 	if ce.Status != 0 {
-		attrs = append(attrs, slog.Int("status", ce.Status))
+		attrs = append(attrs, diagnostics.KeyStatus.Attr(ce.Status))
 	}
 	if ce.RetryAfter > 0 {
-		attrs = append(attrs, slog.Duration("retry_after", ce.RetryAfter))
+		attrs = append(attrs, diagnostics.KeyRetryAfter.Attr(ce.RetryAfter))
 	}
 	if x.cur.Ref != "" {
-		attrs = append(attrs, slog.String("ref", x.cur.Ref), slog.Int64("cursor", x.cur.Seq))
+		attrs = append(attrs, diagnostics.KeyRef.Attr(x.cur.Ref), diagnostics.KeyCursor.Attr(x.cur.Seq))
 	}
 	x.diag(ctx, diagnostics.New(code, msg, attrs...))
 	_ = x.run.j.SetAttemptCursor(bg(ctx), x.run.id, x.node.ID, x.attempt, x.cur.Seq)
@@ -535,7 +538,7 @@ func (x *nodeExec) learnIdleCut(ctx context.Context, cut time.Duration) {
 	x.diag(ctx, diagnostics.New(diagnostics.IdleCutLearnt,
 		fmt.Sprintf("an intermediary likely cuts idle streams at ~%s; this node now lets a silent stream go after %s and polls the response instead",
 			cut.Round(100*time.Millisecond), hold.Round(time.Millisecond)),
-		slog.Duration("cut_after", cut), slog.Duration("poll_after", hold)))
+		diagnostics.KeyCutAfter.Attr(cut), diagnostics.KeyPollFor.Attr(hold)))
 }
 
 func (x *nodeExec) input(ce *diagnostics.Error) resume.Input {
@@ -595,13 +598,13 @@ func (x *nodeExec) announce(ctx context.Context, d resume.Decision, ce *diagnost
 	if d.Action == resume.ActRetry {
 		left-- // this retry is taken from the budget
 	}
-	attrs := []slog.Attr{slog.String("class", string(ce.Class)), slog.Duration("delay", delay),
-		slog.Int("backoff_step", x.backoffN-1), // the delay was drawn from [0, base*factor^step]
-		slog.Int("retries_left", left), slog.Int("reconnects_left", x.prof.Reconnects-x.resumes)}
+	attrs := []slog.Attr{diagnostics.KeyClass.Attr(ce.Class), diagnostics.KeyDelay.Attr(delay),
+		diagnostics.KeyBackoffStep.Attr(x.backoffN - 1), // the delay was drawn from [0, base*factor^step]
+		diagnostics.KeyRetriesLeft.Attr(left), diagnostics.KeyReconnectsLeft.Attr(x.prof.Reconnects - x.resumes)}
 	if d.Action == resume.ActRetry {
 		// false: no earlier attempt can have taken effect (it never left,
 		// or the provider shows nothing of it did), so this one repeats nothing
-		attrs = append(attrs, slog.Bool("replays", x.dispatched))
+		attrs = append(attrs, diagnostics.KeyReplays.Attr(x.dispatched))
 	}
 	x.diag(ctx, diagnostics.New(d.Code, line, append(attrs, x.cost.step(d.Action, x.out.Len(), x.deltas)...)...))
 	x.run.progress(x.node.ID, line)
@@ -626,7 +629,8 @@ func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.
 			code = diagnostics.JournalUnavailable
 		}
 		x.diag(ctx, diagnostics.New(code, fmt.Sprintf("interrupted after %d bytes of output", x.out.Len()),
-			slog.String("tried", tried), slog.String("error", ce.Error())))
+			diagnostics.KeyClass.Attr(ce.Class), diagnostics.KeyTried.Attr(tried), diagnostics.KeyError.Attr(ce.Error()),
+			diagnostics.KeyOutputBytes.Attr(x.out.Len())))
 		ne := &NodeError{Node: x.node.ID, Class: ce.Class, Code: d.Code, Reason: d.Reason, Tried: tried, Err: ce}
 		if x.remote() && !x.inProcess {
 			// Interruption detaches: the response goes on at the provider and
@@ -635,15 +639,18 @@ func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.
 			x.diag(ctx, diagnostics.New(diagnostics.WorkDetached,
 				fmt.Sprintf("response %s keeps running at the provider: `noderun resume %s` re-attaches to it, `noderun cancel %s %s` stops it",
 					x.cur.Ref, x.run.id, x.run.id, x.node.ID),
-				slog.String("ref", x.cur.Ref), slog.Int64("cursor", x.cur.Seq)))
+				diagnostics.KeyRef.Attr(x.cur.Ref), diagnostics.KeyCursor.Attr(x.cur.Seq)))
 		}
 		return ne
 	}
-	if d.Code != diagnostics.NodeFailed {
-		x.diag(ctx, diagnostics.New(d.Code, d.Reason, slog.String("class", string(ce.Class))))
+	attrs := []slog.Attr{diagnostics.KeyClass.Attr(ce.Class), diagnostics.KeyError.Attr(ce.Error()), diagnostics.KeyOutputBytes.Attr(x.out.Len())}
+	if ce.Status != 0 {
+		attrs = append(attrs, diagnostics.KeyStatus.Attr(ce.Status))
 	}
-	x.diag(ctx, diagnostics.New(diagnostics.NodeFailed, d.Reason, slog.String("class", string(ce.Class)),
-		slog.String("error", ce.Error()), slog.String("tried", tried)))
+	if d.Code != diagnostics.NodeFailed { // why, in its own code
+		x.diag(ctx, diagnostics.New(d.Code, d.Reason, attrs...))
+	}
+	x.diag(ctx, diagnostics.New(diagnostics.NodeFailed, d.Reason, append(attrs, diagnostics.KeyTried.Attr(tried))...))
 	return &NodeError{Node: x.node.ID, Class: ce.Class, Code: d.Code, Reason: d.Reason, Tried: tried, Err: ce}
 }
 
@@ -695,7 +702,7 @@ func (x *nodeExec) cancelWork(ctx context.Context, code diagnostics.Code, msg st
 	} else {
 		x.ended = true
 	}
-	x.diag(ctx, diagnostics.New(code, msg, slog.String("ref", x.cur.Ref)))
+	x.diag(ctx, diagnostics.New(code, msg, diagnostics.KeyRef.Attr(x.cur.Ref)))
 }
 
 func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) error {
@@ -728,7 +735,7 @@ func (x *nodeExec) endAttempt(ctx context.Context, ce *diagnostics.Error) {
 }
 
 // diag journals a diagnostic and logs it on stderr.
-func (x *nodeExec) diag(ctx context.Context, d diagnostics.Diagnostic) {
+func (x *nodeExec) diag(ctx context.Context, d diagnostics.Record) {
 	x.run.diag(ctx, x.node.ID, x.attempt, d)
 }
 

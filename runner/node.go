@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
@@ -110,7 +109,7 @@ func RunNode(ctx context.Context, g *Graph, nodeID string, opts NodeOptions) (*N
 		// session store unless the store is shared: say so, not just "not found".
 		hint := fmt.Sprintf("thread %s was started on a worker that was lost; resuming it needs that worker's session store "+
 			"(CODEX_HOME for Codex, the provider's state_dir for Claude Code and Gemini CLI) shared with this one", opts.From.Ref)
-		r.diag(ctx, n.ID, e.attempt, diagnostics.New(diagnostics.CrossWorkerResume, hint, slog.String("ref", opts.From.Ref)))
+		r.diag(ctx, n.ID, e.attempt, diagnostics.New(diagnostics.CrossWorkerResume, hint, diagnostics.KeyRef.Attr(opts.From.Ref)))
 		res.Reason += "; " + hint
 	}
 	return res, r.j.Flush(bg(ctx))
@@ -164,7 +163,7 @@ func (r *runState) entryFromCursor(ctx context.Context, n *Node, from *NodeCurso
 		r.diag(ctx, n.ID, 0, diagnostics.New(diagnostics.CrossWorkerResume,
 			fmt.Sprintf("the worker running this node was lost after %d bytes of attempt %d; it cannot be re-attached, so it is retried here within its budget (%d of %d retries used)",
 				from.Bytes, from.Attempt, from.RetriesUsed, total),
-			slog.String("action", string(d.Action)), slog.Int("lost_attempt", from.Attempt)))
+			diagnostics.KeyAction.Attr(string(d.Action)), diagnostics.KeyLostAttempt.Attr(from.Attempt)))
 		return e, d, nil
 	}
 	// Re-attach (or check first) on this machine: the attempt continues, but
@@ -188,8 +187,8 @@ func (r *runState) entryFromCursor(ctx context.Context, n *Node, from *NodeCurso
 		msg = fmt.Sprintf("the worker running this node was lost after %d bytes; resuming harness thread %s from its heartbeated cursor (its session store must be reachable from this worker, e.g. a shared CODEX_HOME)",
 			from.Bytes, from.Ref)
 	}
-	r.diag(ctx, n.ID, nAtt, diagnostics.New(diagnostics.CrossWorkerResume, msg, slog.String("ref", from.Ref),
-		slog.Int64("lost_cursor", from.Seq), slog.Int("lost_attempt", from.Attempt), slog.String("action", string(d.Action))))
+	r.diag(ctx, n.ID, nAtt, diagnostics.New(diagnostics.CrossWorkerResume, msg, diagnostics.KeyRef.Attr(from.Ref),
+		diagnostics.KeyLostCursor.Attr(from.Seq), diagnostics.KeyLostAttempt.Attr(from.Attempt), diagnostics.KeyAction.Attr(string(d.Action))))
 	return e, d, nil
 }
 

@@ -128,7 +128,7 @@ func (s *progressSink) data(id string, bytes, usageTokens int, final bool) {
 }
 
 // diag reports a node's diagnostic.
-func (s *progressSink) diag(id string, attempt int, d diagnostics.Diagnostic) {
+func (s *progressSink) diag(id string, attempt int, d diagnostics.Record) {
 	if s == nil {
 		return
 	}

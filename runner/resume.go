@@ -42,8 +42,8 @@ func Resume(ctx context.Context, runID string, force []string, opts Options) (*R
 	for _, n := range nodes {
 		state[n.ID] = n
 	}
-	r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunStarted, "run resumed", slog.String("graph", g.Name),
-		slog.String("profile", r.prof.Name)))
+	r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunStarted, "run resumed", diagnostics.KeyResumed.Attr(true), diagnostics.KeyGraph.Attr(g.Name),
+		diagnostics.KeyProfile.Attr(r.prof.Name)))
 	var attention []string
 	for _, n := range g.Nodes {
 		res := &NodeResult{ID: n.ID, State: journal.NodePending}
@@ -64,6 +64,16 @@ func Resume(ctx context.Context, runID string, force []string, opts Options) (*R
 			continue
 		}
 		r.entries[n.ID] = e
+		if st := state[n.ID].State; e != nil && (st == journal.NodeRunning || st == journal.NodeCanceled) {
+			// The interruption the node recovers from, journaled once
+			// (the accounting's fault); NR906 said how the node stopped.
+			attrs := []slog.Attr{diagnostics.KeyAction.Attr(string(e.action)), diagnostics.KeyOutputBytes.Attr(len(e.out))}
+			if e.cur.Ref != "" {
+				attrs = append(attrs, diagnostics.KeyRef.Attr(e.cur.Ref), diagnostics.KeyCursor.Attr(e.cur.Seq))
+			}
+			r.diag(ctx, n.ID, e.attempt, diagnostics.New(diagnostics.NodeResumed,
+				fmt.Sprintf("picked up after %d bytes of attempt %d: %s", len(e.out), e.attempt, pickUpWords(e.action, e.cur.Ref)), attrs...))
+		}
 		if err := j.SetNodeState(bg(ctx), runID, n.ID, journal.NodePending, ""); err != nil {
 			return nil, err
 		}
@@ -177,4 +187,17 @@ func (r *runState) pickUp(n *Node, ref, out string, resumesLeft, retriesLeft int
 		ResumesLeft: resumesLeft,
 		RetriesLeft: retriesLeft,
 	})
+}
+
+// pickUpWords says what a picked-up node does first.
+func pickUpWords(a resume.Action, ref string) string {
+	switch a {
+	case resume.ActCheck:
+		return "checking " + ref + " at the provider before deciding"
+	case resume.ActResume:
+		return "re-attaching to " + ref
+	case resume.ActContinue:
+		return "continuing the answer from its journaled output"
+	}
+	return "sending the request again from scratch"
 }

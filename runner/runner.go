@@ -197,8 +197,8 @@ func Run(ctx context.Context, g *Graph, opts Options) (*Result, error) {
 	if err := r.j.SetNodesPending(bg(ctx), r.id, ids); err != nil {
 		return nil, err
 	}
-	r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunStarted, "run started", slog.String("graph", g.Name),
-		slog.String("profile", r.prof.Name), slog.Int("nodes", len(g.Nodes))))
+	r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunStarted, "run started", diagnostics.KeyGraph.Attr(g.Name),
+		diagnostics.KeyProfile.Attr(r.prof.Name), diagnostics.KeyNodes.Attr(len(g.Nodes))))
 	return r.run(ctx)
 }
 
@@ -279,7 +279,7 @@ func (r *runState) finish(ctx context.Context) (*Result, error) {
 		res.Status = journal.RunInterrupted
 		r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunInterrupted, "run interrupted; resume it with `noderun resume "+r.id+"`"))
 	} else {
-		r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunFinished, "run finished", slog.String("status", string(res.Status))))
+		r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunFinished, "run finished", diagnostics.KeyRunStatus.Attr(string(res.Status))))
 	}
 	if err := r.j.SetRunStatus(bg(ctx), r.id, res.Status); err != nil {
 		return res, err
@@ -306,7 +306,7 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 			err = fmt.Errorf("%w: %w", err, diagnostics.ErrLimit)
 		}
 		res.State, res.Err, res.Reason = journal.NodeFailed, err, r.red.String(err.Error())
-		r.diag(ctx, n.ID, 0, diagnostics.New(code, err.Error(), slog.String("class", string(class))))
+		r.diag(ctx, n.ID, 0, diagnostics.New(code, err.Error(), diagnostics.KeyClass.Attr(class)))
 		_ = r.j.FailNode(bg(ctx), r.id, n.ID, string(class), res.Reason)
 		return res
 	}
@@ -360,33 +360,22 @@ func (r *runState) render(n *Node) (system, prompt string, err error) {
 	return n.Render(v)
 }
 
-// diag journals a diagnostic and logs it with its code.
-func (r *runState) diag(ctx context.Context, node string, attempt int, d diagnostics.Diagnostic) {
-	d.Message = r.red.String(d.Message)
-	payload := map[string]any{"code": d.Code.ID, "name": d.Code.Name, "message": d.Message}
-	attrs := []any{slog.String("code", d.Code.ID), slog.String("diag", d.Code.Name)}
-	if node != "" {
-		attrs = append(attrs, slog.String("node", node), slog.Int("attempt", attempt))
-	}
-	if len(d.Attrs) > 0 {
-		extra := make(map[string]any, len(d.Attrs))
-		for _, a := range d.Attrs {
-			v := a.Value.Resolve()
-			if v.Kind() == slog.KindDuration {
-				extra[a.Key] = v.Duration().Round(time.Millisecond).String() // "1.3s", not nanoseconds
-			} else {
-				extra[a.Key] = r.red.Any(v.Any())
-			}
-			attrs = append(attrs, a)
-		}
-		payload["attrs"] = extra
-	}
-	_ = r.j.Append(journal.Event{RunID: r.id, NodeID: node, Attempt: attempt, Kind: "diagnostic", Code: d.Code.ID,
-		ProviderSeq: -1, Payload: jsonBytes(payload)})
+// diag journals a diagnostic record and logs it with its code. Secrets are
+// masked in both; the journal's form is the record's own (Record.MarshalJSON),
+// which every reader decodes with diagnostics.Decode.
+func (r *runState) diag(ctx context.Context, node string, attempt int, d diagnostics.Record) {
+	d = d.Redact(r.red.String)
+	_ = r.j.Append(journal.Event{RunID: r.id, NodeID: node, Attempt: attempt, Kind: journal.KindDiagnostic, Code: d.Code.ID,
+		ProviderSeq: -1, Payload: jsonBytes(d)})
 	if node != "" {
 		r.onProg.diag(node, attempt, d)
 	}
-	r.log.Log(ctx, d.Code.Level, d.Message, attrs...)
+	attrs := make([]slog.Attr, 0, len(d.Attrs)+4)
+	attrs = append(attrs, slog.String("code", d.Code.ID), slog.String("diag", d.Code.Name))
+	if node != "" {
+		attrs = append(attrs, slog.String("node", node), slog.Int("attempt", attempt))
+	}
+	r.log.LogAttrs(ctx, d.Code.Level, d.Message, append(attrs, d.Attrs...)...)
 }
 
 func (r *runState) progress(node, state string) {

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"log/slog"
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
@@ -96,7 +95,7 @@ func (r *runState) skip(ctx context.Context, id, cause string) {
 	}
 	nr.State, nr.Reason = journal.NodeSkipped, reason
 	_ = r.j.SetNodeState(bg(ctx), r.id, id, journal.NodeSkipped, reason)
-	r.diag(ctx, id, 0, diagnostics.New(diagnostics.NodeSkipped, reason, slog.String("cause", cause)))
+	r.diag(ctx, id, 0, diagnostics.New(diagnostics.NodeSkipped, reason, diagnostics.KeyCause.Attr(cause)))
 	r.progress(id, "skipped: "+reason)
 	for _, d := range r.g.Dependents(id) {
 		r.skip(ctx, d, id)

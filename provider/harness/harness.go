@@ -142,7 +142,7 @@ func (p *Provider) Resume(ctx context.Context, req provider.Request, cur provide
 	vals := p.values(req, dir, cur.Ref)
 	argv := p.desc.Resume.Argv(vals, p.cfg.Args)
 	d := diagnostics.New(diagnostics.ThreadResumed, fmt.Sprintf("resuming %s thread %s", name, cur.Ref),
-		slog.String("thread_id", cur.Ref))
+		diagnostics.KeyThreadID.Attr(cur.Ref))
 	if err := emit(provider.Event{Kind: provider.KindDiagnostic, Diag: &d, Ref: cur.Ref, Seq: -1, Time: time.Now()}); err != nil {
 		return err
 	}
@@ -385,15 +385,15 @@ func (p *Provider) run(ctx context.Context, dir string, argv []string, vals, nod
 			return diagnostics.Wrap(diagnostics.ClassDeterministic, fmt.Errorf("%s: setting aside the record of thread %s: %w", name, want, err))
 		}
 		if de != nil {
-			s.diag(diagnostics.New(diagnostics.ThreadDropped, de.Error(), slog.String("thread_id", want),
-				slog.Bool("effects", de.Effects), slog.Int("exit_code", te.ExitCode), slog.String("stderr", tail(stderr, 2048))))
+			s.diag(diagnostics.New(diagnostics.ThreadDropped, de.Error(), diagnostics.KeyThreadID.Attr(want),
+				diagnostics.KeyEffects.Attr(de.Effects), diagnostics.KeyExitCode.Attr(te.ExitCode), diagnostics.KeyStderr.Attr(tail(stderr, 2048))))
 			if s.emitErr != nil {
 				return s.emitErr
 			}
 			return diagnostics.Wrap(diagnostics.ClassStuck, de)
 		}
 		s.diag(diagnostics.New(diagnostics.ThreadMismatch, fmt.Sprintf("resume found no thread %s: %s", want, te.Message),
-			slog.String("want", want), slog.Int("exit_code", te.ExitCode), slog.String("stderr", tail(stderr, 2048))))
+			diagnostics.KeyWant.Attr(want), diagnostics.KeyExitCode.Attr(te.ExitCode), diagnostics.KeyStderr.Attr(tail(stderr, 2048))))
 		return diagnostics.Wrap(diagnostics.ClassDeterministic, &MismatchError{Harness: name, Want: want, Message: te.Message})
 	}
 	v := p.desc.ClassifyMessage(te.Message)
@@ -401,8 +401,8 @@ func (p *Provider) run(ctx context.Context, dir string, argv []string, vals, nod
 		te.Explain = v.Explain
 	}
 	s.diag(diagnostics.New(diagnostics.HarnessFailed, te.Error(),
-		slog.String("thread_id", s.thread), slog.String("class", string(v.Class)), slog.Int("status", v.Status),
-		slog.Int("exit_code", te.ExitCode), slog.String("signal", te.Signal), slog.String("stderr", tail(stderr, 2048))))
+		diagnostics.KeyThreadID.Attr(s.thread), diagnostics.KeyClass.Attr(v.Class), diagnostics.KeyStatus.Attr(v.Status),
+		diagnostics.KeyExitCode.Attr(te.ExitCode), diagnostics.KeySignal.Attr(te.Signal), diagnostics.KeyStderr.Attr(tail(stderr, 2048))))
 	if s.emitErr != nil {
 		return s.emitErr
 	}
@@ -453,7 +453,7 @@ func (s *session) send(ev provider.Event) {
 	}
 }
 
-func (s *session) diag(d diagnostics.Diagnostic) {
+func (s *session) diag(d diagnostics.Record) {
 	s.send(provider.Event{Kind: provider.KindDiagnostic, Diag: &d})
 }
 
@@ -474,7 +474,7 @@ func (s *session) handle(line []byte) {
 			s.send(provider.Event{Kind: provider.KindRaw, Raw: line, Ref: s.want})
 			s.diag(diagnostics.New(diagnostics.ThreadMismatch,
 				fmt.Sprintf("resume came back with thread %s, not %s", o.ThreadID, s.want),
-				slog.String("want", s.want), slog.String("got", o.ThreadID)))
+				diagnostics.KeyWant.Attr(s.want), diagnostics.KeyGot.Attr(o.ThreadID)))
 			return
 		}
 		s.thread = o.ThreadID
@@ -490,7 +490,7 @@ func (s *session) handle(line []byte) {
 		case s.want != "":
 			msg = "resume continues thread " + s.thread
 		}
-		s.diag(diagnostics.New(diagnostics.ThreadStarted, msg, slog.String("thread_id", s.thread)))
+		s.diag(diagnostics.New(diagnostics.ThreadStarted, msg, diagnostics.KeyThreadID.Attr(s.thread)))
 	}
 	s.send(provider.Event{Kind: provider.KindRaw, Raw: line})
 	if o.Output != nil {
@@ -509,7 +509,7 @@ func (s *session) handle(line []byte) {
 		s.lastRetry = o.Message
 		s.retries[o.Retry]++
 		n := s.retries[o.Retry]
-		s.diag(diagnostics.New(diagnostics.HarnessRetrying, o.Message, slog.String("thread_id", s.thread), slog.Int("in_a_row", n)))
+		s.diag(diagnostics.New(diagnostics.HarnessRetrying, o.Message, diagnostics.KeyThreadID.Attr(s.thread), diagnostics.KeyInARow.Attr(n)))
 		if o.Retry.GiveUpAfter > 0 && n >= o.Retry.GiveUpAfter && !s.terminal() && s.gaveUp == "" {
 			s.gaveUp, s.gaveUpCount = o.Message, n
 			s.kill(errGaveUp)

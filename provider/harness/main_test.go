@@ -176,10 +176,10 @@ func (r *recorder) refs() []string {
 	return out
 }
 
-func (r *recorder) diags(c diagnostics.Code) []diagnostics.Diagnostic {
+func (r *recorder) diags(c diagnostics.Code) []diagnostics.Record {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []diagnostics.Diagnostic
+	var out []diagnostics.Record
 	for _, ev := range r.events {
 		if ev.Kind == provider.KindDiagnostic && ev.Diag.Code == c {
 			out = append(out, *ev.Diag)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -121,7 +120,7 @@ func (c *continuation) delta(ev provider.Event, end bool) error {
 			if repeated {
 				msg = fmt.Sprintf("the server repeated the %d-byte prefix before the continuation; the repeat was stripped", len(c.prefix))
 			}
-			d := diagnostics.New(diagnostics.ContinueAccepted, msg, slog.Bool("prefix_repeated", repeated), slog.Int("continued_from", len(c.prefix)+len(c.tail)))
+			d := diagnostics.New(diagnostics.ContinueAccepted, msg, diagnostics.KeyPrefixRepeated.Attr(repeated), diagnostics.KeyContinuedFrom.Attr(len(c.prefix)+len(c.tail)))
 			if err := c.out(provider.Event{Kind: provider.KindDiagnostic, Diag: &d, Seq: -1, Time: time.Now()}); err != nil {
 				return err
 			}

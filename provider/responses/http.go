@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"mime"
 	"net/http"
 	"net/url"
@@ -205,7 +204,7 @@ func (s *session) attach(ctx context.Context) (*conn, error) {
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("responses re-attach %s: %w", s.ref, ctx.Err())
 		case dog.idle():
-			s.log.Debug("re-attach got no answer within the idle window", slog.String("ref", s.ref), slog.Int64("seq", s.seq))
+			s.log.Debug("re-attach got no answer within the idle window", diagnostics.KeyRef.Attr(s.ref), diagnostics.KeySeq.Attr(s.seq))
 			return nil, errSilent
 		}
 		return nil, fmt.Errorf("responses re-attach %s: %w", s.ref, err)

@@ -309,5 +309,5 @@ func terminalError(ref string, status openai.ResponseStatus, msg string) error {
 }
 
 func since(t time.Time) slog.Attr {
-	return slog.Duration("since", time.Since(t).Round(time.Millisecond))
+	return diagnostics.KeySince.Attr(time.Since(t).Round(time.Millisecond))
 }

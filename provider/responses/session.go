@@ -94,7 +94,7 @@ func (s *session) read(ctx context.Context, c *conn) (idle bool, err error) {
 			case ctx.Err() != nil:
 				return false, fmt.Errorf("responses %s: %w", s.ref, ctx.Err())
 			case c.dog.idle():
-				s.log.Debug("stream silent past the idle window", slog.String("ref", s.ref), slog.Int64("seq", s.seq), slog.Duration("idle", c.dog.window))
+				s.log.Debug("stream silent past the idle window", diagnostics.KeyRef.Attr(s.ref), diagnostics.KeySeq.Attr(s.seq), slog.Duration("idle", c.dog.window))
 				return true, nil
 			case errors.Is(err, io.EOF):
 				return false, fmt.Errorf("responses %s: stream ended at sequence %d without response.completed: %w", s.ref, s.seq, diagnostics.ErrDisconnected)
@@ -143,11 +143,11 @@ func (s *session) handle(ev sse.Event) (accepted, done bool, err error) {
 	if w.SequenceNumber != nil {
 		n := *w.SequenceNumber
 		if n <= s.seq {
-			s.log.Debug("dropped an event at or below the cursor", slog.String("ref", s.ref), slog.Int64("seq", n), slog.Int64("cursor", s.seq), slog.String("type", typ))
+			s.log.Debug("dropped an event at or below the cursor", diagnostics.KeyRef.Attr(s.ref), slog.Int64("seq", n), slog.Int64("cursor", s.seq), slog.String("type", typ))
 			return false, false, nil
 		}
 		if s.seq >= 0 && n > s.seq+1 {
-			s.log.Warn("sequence gap in the response stream", slog.String("ref", s.ref), slog.Int64("seq", n), slog.Int64("cursor", s.seq), slog.String("type", typ))
+			s.log.Warn("sequence gap in the response stream", diagnostics.KeyRef.Attr(s.ref), slog.Int64("seq", n), slog.Int64("cursor", s.seq), slog.String("type", typ))
 		}
 		seq = n
 	}
@@ -213,7 +213,7 @@ func (s *session) complete(r *openai.CreateResponseResponse) error {
 		u = usage(r.Usage)
 		if full := outputText(r.Output); s.fromStart && full != "" && full != s.text.String() {
 			s.log.Warn("streamed text differs from the completed response; taking the response's output",
-				slog.String("ref", s.ref), slog.Int("streamed_bytes", s.text.Len()), slog.Int("output_bytes", len(full)))
+				diagnostics.KeyRef.Attr(s.ref), slog.Int("streamed_bytes", s.text.Len()), slog.Int("output_bytes", len(full)))
 			// Seq -1: not wire events; KindDone below carries the cursor.
 			if err := s.emit(provider.Event{Kind: provider.KindReset, Ref: s.ref, Seq: -1, Time: time.Now()}); err != nil {
 				return err
@@ -260,7 +260,7 @@ func (s *session) send(k provider.Kind, text string) error {
 
 // diag emits a diagnostic with the ref and cursor as attributes.
 func (s *session) diag(code diagnostics.Code, msg string, attrs ...slog.Attr) error {
-	attrs = append([]slog.Attr{slog.String("ref", s.ref), slog.Int64("seq", s.seq)}, attrs...)
+	attrs = append([]slog.Attr{diagnostics.KeyRef.Attr(s.ref), diagnostics.KeySeq.Attr(s.seq)}, attrs...)
 	d := diagnostics.New(code, msg, attrs...)
 	s.log.LogAttrs(context.Background(), slog.LevelDebug, code.String()+": "+msg, attrs...)
 	// Seq -1: a diagnostic is not a wire event and must not move (or be
@@ -317,7 +317,7 @@ func (s *session) poll(ctx context.Context) (completed bool, err error) {
 	stuckAfter := pol.StuckAfter.D()
 	if err := s.diag(diagnostics.PollingStarted,
 		fmt.Sprintf("no event for %s; polling response %s every %s", pol.PollAfter.D().Round(time.Millisecond), s.ref, interval),
-		slog.String("state", string(s.state)), slog.Duration("idle", pol.PollAfter.D()), slog.Duration("interval", interval)); err != nil {
+		diagnostics.KeyState.Attr(string(s.state)), diagnostics.KeyIdle.Attr(pol.PollAfter.D()), diagnostics.KeyInterval.Attr(interval)); err != nil {
 		return false, err
 	}
 	// The queued clock runs from the last evidence that the response was
@@ -343,7 +343,7 @@ func (s *session) poll(ctx context.Context) (completed bool, err error) {
 		polls++
 		m := markOf(r)
 		checked := func(msg string, attrs ...slog.Attr) error {
-			return s.diag(diagnostics.StatusChecked, msg, append([]slog.Attr{slog.String("state", string(r.Status)), slog.Int("polls", polls)}, attrs...)...)
+			return s.diag(diagnostics.StatusChecked, msg, append([]slog.Attr{diagnostics.KeyState.Attr(string(r.Status)), diagnostics.KeyPolls.Attr(polls)}, attrs...)...)
 		}
 		reason := ""
 		switch {
@@ -364,7 +364,7 @@ func (s *session) poll(ctx context.Context) (completed bool, err error) {
 		}
 		if reason != "" {
 			err := checked(fmt.Sprintf("response %s is %s (%s); re-attaching from sequence %d", s.ref, r.Status, reason, s.seq),
-				slog.String("reason", reason))
+				diagnostics.KeyReason.Attr(reason))
 			return r.Status == openai.ResponseStatusCompleted, err
 		}
 		if r.Status == openai.ResponseStatusQueued {
