@@ -12,6 +12,9 @@ import (
 const (
 	// KindDelta: the payload is a piece of the node's output.
 	KindDelta = "delta"
+	// KindReasoning: the payload is a piece of the node's reasoning
+	// summary, never part of its output.
+	KindReasoning = "reasoning"
 	// KindDiagnostic: the payload is a diagnostic record
 	// (diagnostics.Record: code, name, message, attrs).
 	KindDiagnostic = "diagnostic"

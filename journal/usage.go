@@ -27,6 +27,9 @@ type Usage struct {
 	// Chain: the provider's figure covers the attempts this one continues
 	// (a re-attached response reports the whole response's usage).
 	Chain bool `json:"chain,omitempty"`
+	// Model is the model the attempt's requests named ("sim" on the
+	// simulator): what a price table prices it by.
+	Model string `json:"model,omitempty"`
 }
 
 // RecordUsage journals what an attempt cost (a KindUsage event). Like

@@ -228,7 +228,7 @@ func (x *nodeExec) act(ctx context.Context, action resume.Action) error {
 		})
 	case resume.ActContinue:
 		x.resumes++
-		x.usage.reattach() // a continue keeps what was streamed, as a re-attach does
+		x.usage.continued()
 		return x.withWatchdog(ctx, func(ctx context.Context, emit provider.Emit) error {
 			return x.prov.(provider.Continuer).Continue(ctx, x.req, x.out.String(), emit)
 		})
@@ -727,7 +727,9 @@ func (x *nodeExec) endAttempt(ctx context.Context, ce *diagnostics.Error) {
 	if ce != nil && ce.Class != diagnostics.ClassNone {
 		outcome, class, msg = journal.OutcomeError, string(ce.Class), x.run.red.String(ce.Error())
 	}
-	_ = x.run.j.RecordUsage(x.run.id, x.node.ID, x.attempt, x.usage.record())
+	u := x.usage.record()
+	u.Model = x.req.Model
+	_ = x.run.j.RecordUsage(x.run.id, x.node.ID, x.attempt, u)
 	end := journal.AttemptEnd{Outcome: outcome, ErrClass: class, Error: msg, Cursor: x.cur.Seq}
 	if err := x.run.j.EndAttempt(bg(ctx), x.run.id, x.node.ID, x.attempt, end); err != nil {
 		x.run.log.Error("journal: end attempt", "node", x.node.ID, "error", err)

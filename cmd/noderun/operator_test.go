@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,10 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/noderun/noderun/runner/ledger"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
-
-	"github.com/noderun/noderun/journal"
 )
 
 // One demo run (ci profile) is shared by the tests that only read it.
@@ -279,7 +277,7 @@ func TestDiagnoseMatchesSimulatorStats(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("diagnose: exit %d\n%s", code, errs)
 	}
-	var d diagnosis
+	var d ledger.Account
 	if err := json.Unmarshal([]byte(js), &d); err != nil {
 		t.Fatal(err)
 	}
@@ -365,74 +363,6 @@ func startSim(t *testing.T, bin, faults string) string {
 		t.Fatal("sim serve printed no base URL")
 	}
 	return ""
-}
-
-// The pure core of diagnose: what each kind of history amounts to.
-func TestAccountNode(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
-	att := func(n int, outcome journal.Outcome, from, to float64) journal.Attempt {
-		return journal.Attempt{N: n, Outcome: outcome, Started: at(from), Ended: at(to)}
-	}
-	diag := func(code string, s float64) journal.Event {
-		return journal.Event{Kind: "diagnostic", Code: code, Time: at(s)}
-	}
-	delta := func(s float64) journal.Event { return journal.Event{Kind: "delta", Time: at(s)} }
-	prices := map[string]price{"m": {Input: 1, Output: 10, Reasoning: 10}}
-	cases := []struct {
-		name                                  string
-		state                                 journal.NodeState
-		atts                                  []journal.Attempt
-		usage                                 map[int]journal.Usage
-		evs                                   []journal.Event
-		needed, regenerated, preserved, unfin int
-		lostMS                                int64
-		cost                                  float64
-		verdict                               string
-	}{
-		{name: "clean", state: journal.NodeCompleted, atts: []journal.Attempt{att(1, journal.OutcomeOK, 0, 1)},
-			usage: map[int]journal.Usage{1: {InputTokens: 100, OutputTokens: 1000}}, needed: 1000, cost: 0.0101,
-			verdict: "clean: 1,000 tokens, no recovery needed"},
-		{name: "retried", state: journal.NodeCompleted,
-			atts:   []journal.Attempt{att(1, journal.OutcomeError, 0, 2), att(2, journal.OutcomeOK, 3, 5)},
-			usage:  map[int]journal.Usage{1: {OutputTokens: 40, Estimated: true}, 2: {InputTokens: 100, OutputTokens: 1000}},
-			evs:    []journal.Event{delta(1), diag("NR101", 2), diag("NR103", 2), delta(3.5)},
-			needed: 1000, regenerated: 40, lostMS: 3500, cost: 0.0001*2 + 0.01 + 0.0004,
-			verdict: "recovered from 1 disconnect by retry: 40 tokens regenerated, 0 preserved, 3.5 s lost"},
-		{name: "re-attached", state: journal.NodeCompleted, atts: []journal.Attempt{att(1, journal.OutcomeOK, 0, 9)},
-			usage:  map[int]journal.Usage{1: {InputTokens: 10, OutputTokens: 5200, ReasoningTokens: 1000, PreservedTokens: 4210}},
-			evs:    []journal.Event{delta(1), diag("NR101", 2), diag("NR207", 2), diag("NR102", 2), diag("NR201", 2.2), delta(2.4)},
-			needed: 4200, preserved: 4210, lostMS: 400, cost: 0.00001 + 0.042 + 0.01,
-			verdict: "recovered from 1 disconnect by re-attach: 0 tokens regenerated, 4,210 preserved, 0.4 s lost"},
-		{name: "continued", state: journal.NodeCompleted, atts: []journal.Attempt{att(1, journal.OutcomeOK, 0, 3)},
-			usage:  map[int]journal.Usage{1: {InputTokens: 10, OutputTokens: 120, PreservedTokens: 60}},
-			evs:    []journal.Event{delta(1), diag("NR101", 1.5), diag("NR110", 1.5), diag("NR111", 1.6), delta(1.7)},
-			needed: 120, preserved: 60, lostMS: 200, cost: 0.00001 + 0.0012,
-			verdict: "recovered from 1 disconnect by continue: 0 tokens regenerated, 60 preserved, 0.2 s lost"},
-		{name: "failed", state: journal.NodeFailed, atts: []journal.Attempt{att(1, journal.OutcomeError, 0, 1)},
-			usage: map[int]journal.Usage{1: {OutputTokens: 7, Estimated: true}}, evs: []journal.Event{diag("NR101", 1), diag("NR901", 1)},
-			unfin: 7, cost: 0.00007,
-			verdict: "failed after 1 disconnect: 7 tokens generated, 0 tokens regenerated, 0 preserved, 0.0 s lost"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			nd := accountNode(journal.Node{ID: "n", State: c.state}, c.atts, c.usage, c.evs, prices, "m")
-			tk := nd.Tokens
-			if tk.Needed != c.needed || tk.Regenerated != c.regenerated || tk.Preserved != c.preserved || tk.Unfinished != c.unfin ||
-				tk.Generated != c.needed+c.regenerated+c.unfin {
-				t.Errorf("tokens %+v", tk)
-			}
-			if nd.TimeLostMS != c.lostMS {
-				t.Errorf("time lost %d ms, want %d", nd.TimeLostMS, c.lostMS)
-			}
-			if nd.CostUSD == nil || fmt.Sprintf("%.6f", *nd.CostUSD) != fmt.Sprintf("%.6f", c.cost) {
-				t.Errorf("cost %v, want %.6f", nd.CostUSD, c.cost)
-			}
-			if nd.Verdict != c.verdict {
-				t.Errorf("verdict\n got %q\nwant %q", nd.Verdict, c.verdict)
-			}
-		})
-	}
 }
 
 // Piped, stderr is one log stream: each recovery step once (no progress

@@ -17,6 +17,7 @@ import (
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner"
+	"github.com/noderun/noderun/runner/ledger"
 )
 
 var dbFlag = &cli.StringFlag{Name: "db", Value: "noderun.db", Usage: "the run journal (SQLite)", EnvVars: []string{"NODERUN_DB"}}
@@ -250,11 +251,9 @@ func report(c *cli.Context, opts runner.Options, res *runner.Result, err error) 
 	if err != nil {
 		return &exitError{exitFailed, err}
 	}
-	var d *diagnosis         // the run-level lines of noderun diagnose, and a verdict per node
+	var d *ledger.Account    // the run-level lines of noderun diagnose, and a verdict per node
 	if opts.Journal != nil { // nil for a run on Temporal: its journals are the workers'
-		if r, derr := opts.Journal.Run(bg(c.Context), res.RunID); derr == nil {
-			d, _ = diagnose(bg(c.Context), opts.Journal, r, nil)
-		}
+		d, _ = diagnose(bg(c.Context), opts.Journal, res.RunID, nil)
 	}
 	if c.Bool("json") {
 		err = printResultJSON(c.App.Writer, res, d)
@@ -367,7 +366,7 @@ func progressLogger(log *slog.Logger) func(node, state string) {
 	}
 }
 
-func printResult(w io.Writer, res *runner.Result, d *diagnosis, hint string) {
+func printResult(w io.Writer, res *runner.Result, d *ledger.Account, hint string) {
 	verdicts := map[string]string{}
 	if d != nil {
 		for _, n := range d.Nodes {
@@ -418,7 +417,7 @@ func closingHint(c *cli.Context, res *runner.Result) string {
 	return fmt.Sprintf("output: %s show %s %s%s   (what recovery did: %s diagnose %s%s)", bin, short, node, db, bin, short, db)
 }
 
-func printResultJSON(w io.Writer, res *runner.Result, d *diagnosis) error {
+func printResultJSON(w io.Writer, res *runner.Result, d *ledger.Account) error {
 	type node struct {
 		ID     string `json:"id"`
 		State  string `json:"state"`

@@ -1,0 +1,309 @@
+package ledger
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/journal"
+)
+
+// Account is what recovery did in a run and what it cost and saved, per node
+// and in total: what `noderun diagnose --json` prints (docs/json.md).
+type Account struct {
+	RunID   string `json:"run_id"`
+	Graph   string `json:"graph"`
+	Status  string `json:"status"`
+	Profile string `json:"profile"`
+	// WallMS is how long runners ran the run (its sessions; the time between
+	// an interruption and its resume is nobody's).
+	WallMS int64         `json:"wall_ms"`
+	Nodes  []NodeAccount `json:"nodes"`
+	// Totals sum the nodes' figures.
+	Totals  Figures  `json:"totals"`
+	Summary []string `json:"summary"`
+	// Warnings say what the figures leave out: a model without a price.
+	Warnings []string `json:"warnings"`
+}
+
+// NodeAccount is one node's figures and verdict.
+type NodeAccount struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+	// Model is what the node was priced by ("" when unknown).
+	Model string `json:"model"`
+	Figures
+	// Verdict says in one line what happened to the node and what it cost.
+	Verdict string `json:"verdict"`
+}
+
+// Figures are a node's, or the run's summed. They add up:
+// UsefulMS + TimeLostMS = WallMS, and Tokens.Generated = Needed +
+// Regenerated + Unfinished.
+type Figures struct {
+	Attempts int `json:"attempts"`
+	// RecoverySteps count the steps taken, by diagnostic name.
+	RecoverySteps map[string]int `json:"recovery_steps"`
+	// Faults count what went wrong, by diagnostic name: every record whose
+	// code has a noun (Code.IsFault): transport faults, interruptions, lost
+	// workers, rejections.
+	Faults map[string]int `json:"faults"`
+	// WallMS is how long a runner worked on the node; TimeLostMS the part
+	// of it lost to faults (attempts thrown away, and every stretch from a
+	// fault to the node's next data, backoff included, each instant counted
+	// once); UsefulMS the rest.
+	WallMS     int64  `json:"wall_ms"`
+	UsefulMS   int64  `json:"useful_ms"`
+	TimeLostMS int64  `json:"time_lost_ms"`
+	Tokens     Tokens `json:"tokens"`
+	// CostUSD and WastedUSD (the part thrown away) are null without a price
+	// for the node's model; a run's totals sum its priced nodes.
+	CostUSD   *float64 `json:"cost_usd"`
+	WastedUSD *float64 `json:"wasted_usd"`
+}
+
+// Tokens: Generated = Needed + Regenerated + Unfinished. They count output
+// tokens without reasoning tokens, which Reasoning counts.
+type Tokens struct {
+	Generated   int `json:"generated"`   // output tokens the provider produced, every attempt
+	Needed      int `json:"needed"`      // produced by the attempts that completed
+	Regenerated int `json:"regenerated"` // produced by attempts thrown away by a retry from scratch
+	// Preserved were kept by a re-attach, a thread resume or a continue:
+	// what a re-send would have produced again.
+	Preserved  int  `json:"preserved"`
+	Unfinished int  `json:"unfinished"` // produced by the last attempt of a node that did not complete
+	Input      int  `json:"input"`
+	Reasoning  int  `json:"reasoning"`
+	Estimated  bool `json:"estimated"` // some figure was counted from the stream, not reported by the provider
+}
+
+// AccountOf accounts for a loaded run, pricing it by prices (nil: no cost).
+func AccountOf(run *Run, prices Prices) *Account {
+	a := &Account{RunID: run.ID, Graph: run.Run.Graph, Status: string(run.Status), Profile: run.Profile,
+		Nodes: []NodeAccount{}, Totals: newFigures(), Warnings: []string{}}
+	for _, s := range run.Sessions {
+		a.WallMS += s.D().Milliseconds()
+	}
+	if prices != nil {
+		a.Totals.CostUSD, a.Totals.WastedUSD = new(float64), new(float64)
+	}
+	unpriced := map[string][]string{} // model → nodes
+	for _, nd := range run.Nodes {
+		na := AccountNode(nd, prices)
+		if prices != nil && na.CostUSD == nil {
+			unpriced[na.Model] = append(unpriced[na.Model], nd.ID)
+		}
+		a.Nodes = append(a.Nodes, na)
+		a.Totals.add(na.Figures)
+	}
+	for _, m := range slices.Sorted(maps.Keys(unpriced)) {
+		what := fmt.Sprintf("no price for model %q", m)
+		if m == "" {
+			what = "no model is known"
+		}
+		a.Warnings = append(a.Warnings, fmt.Sprintf("%s (%s %s): their cost is not in the total",
+			what, pluralWord(len(unpriced[m]), "node"), strings.Join(unpriced[m], ", ")))
+	}
+	a.Summary = a.summary()
+	return a
+}
+
+func newFigures() Figures {
+	return Figures{RecoverySteps: map[string]int{}, Faults: map[string]int{}}
+}
+
+// AccountNode is the account of one node, priced by prices (nil: no cost).
+// It is a pure function of what Load read.
+func AccountNode(nd *Node, prices Prices) NodeAccount {
+	na := NodeAccount{ID: nd.ID, State: string(nd.State), Model: nd.Model, Figures: newFigures()}
+	na.Attempts = len(nd.Attempts)
+	for _, r := range nd.Records {
+		switch {
+		case r.Code.IsFault():
+			na.Faults[r.Code.Name]++
+		case r.Code.Role == diagnostics.RoleStep:
+			na.RecoverySteps[r.Code.Name]++
+		}
+	}
+	na.tokens(nd, prices)
+	na.times(nd)
+	na.Verdict = verdictOf(nd, na)
+	return na
+}
+
+// tokens adds up the attempts' usage: the last attempt's output was needed
+// (or is unfinished), every earlier one's was thrown away by a retry.
+func (na *NodeAccount) tokens(nd *Node, prices Prices) {
+	// The prompt is the same for every attempt: an attempt whose input the
+	// provider did not report cost what a reported one did.
+	knownInput := 0
+	for _, a := range nd.Attempts {
+		if !a.Usage.Estimated {
+			knownInput = max(knownInput, a.Usage.InputTokens)
+		}
+	}
+	p, priced := prices[nd.Model]
+	var cost, wasted float64
+	t := &na.Tokens
+	for i, a := range nd.Attempts {
+		u := a.Usage
+		if u.Estimated && u.InputTokens == 0 {
+			u.InputTokens = knownInput
+		}
+		visible := max(u.OutputTokens-u.ReasoningTokens, 0) // output, reasoning apart
+		t.Generated += visible
+		t.Input += u.InputTokens
+		t.Reasoning += u.ReasoningTokens
+		t.Preserved += u.PreservedTokens
+		t.Estimated = t.Estimated || u.Estimated
+		c := p.cost(u.InputTokens, visible, u.ReasoningTokens)
+		cost += c
+		switch last := i == len(nd.Attempts)-1; {
+		case last && nd.State == journal.NodeCompleted:
+			t.Needed += visible
+		case last:
+			t.Unfinished += visible
+		default:
+			t.Regenerated += visible
+			wasted += c
+		}
+	}
+	if prices != nil && (priced || len(nd.Attempts) == 0) {
+		na.CostUSD, na.WastedUSD = &cost, &wasted
+	}
+}
+
+// times splits the node's wall time into useful and lost: lost is the union
+// of the attempts a retry threw away and the stretches from each fault to
+// the node's next data (or its end), so that a backoff inside a thrown-away
+// attempt is not counted twice, and nothing outside the node's active time
+// is counted at all.
+func (na *NodeAccount) times(nd *Node) {
+	var wall time.Duration
+	var end time.Time
+	for _, s := range nd.Active {
+		wall += s.D()
+		end = later(end, s.To)
+	}
+	var lost []Span
+	for i, a := range nd.Attempts {
+		if i == len(nd.Attempts)-1 {
+			break
+		}
+		to := a.Ended
+		if to.IsZero() { // its runner died: until the next attempt began
+			to = nd.Attempts[i+1].Started
+		}
+		lost = append(lost, Span{a.Started, to})
+	}
+	for _, r := range nd.Records {
+		if !r.Code.IsFault() {
+			continue
+		}
+		to := r.NextData
+		if to.IsZero() || to.Before(r.Time) {
+			to = end
+		}
+		lost = append(lost, Span{r.Time, to})
+	}
+	var lostD time.Duration
+	for _, s := range union(lost) {
+		for _, c := range clip(s, nd.Active) {
+			lostD += c.D()
+		}
+	}
+	na.WallMS = wall.Milliseconds()
+	na.TimeLostMS = min(lostD.Milliseconds(), na.WallMS)
+	na.UsefulMS = na.WallMS - na.TimeLostMS
+}
+
+// union merges overlapping spans.
+func union(spans []Span) []Span {
+	spans = slices.DeleteFunc(slices.Clone(spans), func(s Span) bool { return s.D() <= 0 })
+	slices.SortFunc(spans, func(a, b Span) int { return a.From.Compare(b.From) })
+	var out []Span
+	for _, s := range spans {
+		if n := len(out); n > 0 && !s.From.After(out[n-1].To) {
+			out[n-1].To = later(out[n-1].To, s.To)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func (f *Figures) add(o Figures) {
+	f.Attempts += o.Attempts
+	for k, v := range o.RecoverySteps {
+		f.RecoverySteps[k] += v
+	}
+	for k, v := range o.Faults {
+		f.Faults[k] += v
+	}
+	f.WallMS += o.WallMS
+	f.UsefulMS += o.UsefulMS
+	f.TimeLostMS += o.TimeLostMS
+	t := &f.Tokens
+	t.Generated += o.Tokens.Generated
+	t.Needed += o.Tokens.Needed
+	t.Regenerated += o.Tokens.Regenerated
+	t.Preserved += o.Tokens.Preserved
+	t.Unfinished += o.Tokens.Unfinished
+	t.Input += o.Tokens.Input
+	t.Reasoning += o.Tokens.Reasoning
+	t.Estimated = t.Estimated || o.Tokens.Estimated
+	if f.CostUSD != nil && o.CostUSD != nil { // unpriced nodes are left out, and warned of
+		*f.CostUSD += *o.CostUSD
+		*f.WastedUSD += *o.WastedUSD
+	}
+}
+
+// Steps counts the figures' recovery steps.
+func (f Figures) Steps() int {
+	n := 0
+	for _, v := range f.RecoverySteps {
+		n += v
+	}
+	return n
+}
+
+// summary is the run-level lines, printed at the end of run and resume too.
+func (a *Account) summary() []string {
+	t := a.Totals
+	faults := faultPhrase(t.Faults)
+	if faults == "" {
+		faults = "no faults"
+	}
+	est := ""
+	if t.Tokens.Estimated {
+		est = " (some counted from the stream: estimated)"
+	}
+	lines := []string{
+		fmt.Sprintf("recovery: %s, %s, %s, %s lost of %s the nodes ran", faults, pluralWord(t.Steps(), "recovery step"),
+			pluralWord(t.Attempts, "attempt"), Seconds(t.TimeLostMS), Seconds(t.WallMS)),
+		fmt.Sprintf("tokens: %s generated = %s needed + %s regenerated + %s unfinished; %s preserved by re-attach or continue%s",
+			Thousands(t.Tokens.Generated), Thousands(t.Tokens.Needed), Thousands(t.Tokens.Regenerated),
+			Thousands(t.Tokens.Unfinished), Thousands(t.Tokens.Preserved), est),
+	}
+	if t.CostUSD != nil {
+		l := fmt.Sprintf("cost: $%.4f, of which $%.4f on work thrown away", *t.CostUSD, *t.WastedUSD)
+		if len(a.Warnings) > 0 {
+			l += " (priced models only)"
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+func sortedKeys(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

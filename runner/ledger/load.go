@@ -1,0 +1,341 @@
+// Package ledger is the read side of a run's journal. Load reads a run — its
+// nodes, their attempts and usage, and every diagnostic record, decoded
+// with diagnostics.Decode — and Account says what recovery did, saved and
+// cost, in figures that add up (see Figures) and a verdict a node. Report
+// renders the same as one self-contained HTML page.
+//
+// Everything in noderun that reports on recovery reads it here: the
+// verdicts at the end of `noderun run` and `resume`, `noderun diagnose`,
+// `noderun report`, the judge of `noderun chaos` and `status --temporal`;
+// a Go program that embeds runner.Run gets the same figures (see the example).
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/runner/graph"
+)
+
+// Run is a journaled run, as Load reads it.
+type Run struct {
+	journal.Run
+	// Graph is the run's graph as journaled; nil if it no longer parses (a
+	// provider kind this program does not register: see LoadOptions.Kinds).
+	Graph *graph.Graph
+	// Nodes are in the order the run registered them (graph order).
+	Nodes []*Node
+	// Records are the run-level records: started, resumed, finished, interrupted.
+	Records []Record
+	// Sessions are the stretches of time a runner was running the run: from
+	// its start (or a resume) to its end, its interruption, or the last
+	// thing it journaled before it died. Time between them is nobody's.
+	Sessions []Span
+}
+
+// Node is one node of a run.
+type Node struct {
+	journal.Node
+	// Model is what the node's requests were priced by: the model its
+	// attempts named ("sim" on the simulator).
+	Model    string
+	Attempts []Attempt
+	// Records are the node's diagnostics, in journal order.
+	Records []Record
+	// Active is when a runner was working on the node: from its first
+	// attempt to its outcome, within the run's sessions.
+	Active []Span
+}
+
+// Attempt is one request (or re-attachment) of a node, with what it cost.
+type Attempt struct {
+	journal.Attempt
+	Usage journal.Usage
+	// Ended is false for an attempt whose runner died before it ended: its
+	// usage is then estimated from the output its journal holds.
+	UsageRecorded bool
+}
+
+// Record is a diagnostic as journaled: where and when, and the typed record.
+type Record struct {
+	diagnostics.Record
+	Node    string // "" for the run's own
+	Attempt int
+	Seq     int64
+	Time    time.Time
+	// NextData is when the node's next output (or reasoning) chunk was
+	// journaled after this record; zero when none was.
+	NextData time.Time
+}
+
+// Span is a stretch of time.
+type Span struct{ From, To time.Time }
+
+// D is the span's length (0 for an empty or inverted one).
+func (s Span) D() time.Duration { return max(s.To.Sub(s.From), 0) }
+
+// LoadOptions are the options of Load.
+type LoadOptions struct {
+	// Kinds are the provider kinds registered beyond the built-in ones
+	// (runner.KindNames of the run's Options.Kinds), so that a graph using
+	// them parses.
+	Kinds []string
+}
+
+// Load reads run runID from j. It reads only; it runs beside a live runner.
+func Load(ctx context.Context, j *journal.Journal, runID string, opts LoadOptions) (*Run, error) {
+	jr, err := j.Run(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	run := &Run{Run: jr}
+	if g, err := graph.ParseWith(jr.GraphPath, jr.GraphText, graph.Options{Kinds: opts.Kinds}); err == nil {
+		run.Graph = g
+	}
+	nodes, err := j.Nodes(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]*Node, len(nodes))
+	for _, n := range nodes {
+		nd := &Node{Node: n}
+		run.Nodes = append(run.Nodes, nd)
+		byID[n.ID] = nd
+	}
+	atts, err := j.Attempts(ctx, runID, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range atts {
+		if nd := byID[a.NodeID]; nd != nil {
+			nd.Attempts = append(nd.Attempts, Attempt{Attempt: a})
+		}
+	}
+	evs, err := j.Events(ctx, runID, journal.EventFilter{AfterSeq: -1,
+		Kinds: []string{journal.KindDiagnostic, journal.KindDelta, journal.KindReasoning, journal.KindUsage}})
+	if err != nil {
+		return nil, err
+	}
+	last := map[string]time.Time{} // a node's last event
+	waiting := map[string][]int{}  // a node's records that wait for its next data
+	var runEnd time.Time           // the last event of the run
+	var starts, ends []Record      // the run's session boundaries
+	for _, e := range evs {
+		runEnd = later(runEnd, e.Time)
+		nd := byID[e.NodeID]
+		if nd != nil {
+			last[e.NodeID] = e.Time
+		}
+		switch e.Kind {
+		case journal.KindDiagnostic:
+			d, err := diagnostics.Decode(e.Payload)
+			if err != nil {
+				return nil, fmt.Errorf("run %s: event %d: %w", runID, e.Seq, err)
+			}
+			rec := Record{Record: d, Node: e.NodeID, Attempt: e.Attempt, Seq: e.Seq, Time: e.Time}
+			if nd == nil {
+				run.Records = append(run.Records, rec)
+				switch d.Code {
+				case diagnostics.RunStarted:
+					starts = append(starts, rec)
+				case diagnostics.RunFinished, diagnostics.RunInterrupted:
+					ends = append(ends, rec)
+				}
+				continue
+			}
+			nd.Records = append(nd.Records, rec)
+			waiting[e.NodeID] = append(waiting[e.NodeID], len(nd.Records)-1)
+		case journal.KindDelta, journal.KindReasoning:
+			if nd == nil {
+				continue
+			}
+			for _, i := range waiting[e.NodeID] {
+				nd.Records[i].NextData = e.Time
+			}
+			waiting[e.NodeID] = waiting[e.NodeID][:0]
+		case journal.KindUsage:
+			if nd == nil {
+				continue
+			}
+			var u journal.Usage
+			if err := json.Unmarshal(e.Payload, &u); err != nil {
+				return nil, fmt.Errorf("run %s: usage of %s#%d: %w", runID, e.NodeID, e.Attempt, err)
+			}
+			// An attempt ended twice (interrupted, then continued by a
+			// resume) keeps its last figure, which covers the whole attempt.
+			for i := range nd.Attempts {
+				if nd.Attempts[i].N == e.Attempt {
+					nd.Attempts[i].Usage, nd.Attempts[i].UsageRecorded = u, true
+				}
+			}
+		}
+	}
+	run.Sessions = sessions(jr, starts, ends, evs, runEnd)
+	for _, nd := range run.Nodes {
+		if err := run.finishNode(ctx, j, nd, last[nd.ID]); err != nil {
+			return nil, err
+		}
+	}
+	return run, nil
+}
+
+// finishNode estimates what an unended attempt streamed, finds the node's
+// model, and places it in the run's sessions.
+func (run *Run) finishNode(ctx context.Context, j *journal.Journal, nd *Node, lastEvent time.Time) error {
+	for i := range nd.Attempts {
+		a := &nd.Attempts[i]
+		if a.UsageRecorded {
+			if nd.Model == "" {
+				nd.Model = a.Usage.Model
+			}
+			continue
+		}
+		// Its runner died before the attempt ended: what the journal holds
+		// is what it streamed.
+		out, err := j.RebuildOutput(ctx, run.ID, nd.ID, a.N)
+		if err != nil {
+			return err
+		}
+		a.Usage = journal.Usage{OutputTokens: estimateTokens(out), StreamedTokens: estimateTokens(out), Estimated: true}
+	}
+	if nd.Model == "" {
+		nd.Model = run.modelOf(nd.ID)
+	}
+	if len(nd.Attempts) == 0 && len(nd.Records) == 0 {
+		return nil // never ran
+	}
+	from := nd.Started
+	if len(nd.Attempts) > 0 {
+		from = earlier(from, nd.Attempts[0].Started)
+	}
+	to := lastEvent
+	if settled(nd.State) && !nd.Finished.IsZero() {
+		to = later(to, nd.Finished)
+	}
+	for _, a := range nd.Attempts {
+		to = later(to, a.Ended)
+	}
+	nd.Active = clip(Span{from, to}, run.Sessions)
+	return nil
+}
+
+// modelOf is the model a node is priced by when no attempt recorded one
+// (journals written before usage named it): the node's, else its
+// provider's, and "sim" for the simulator, as the runner calls it.
+func (run *Run) modelOf(id string) string {
+	if run.Graph == nil {
+		return ""
+	}
+	n := run.Graph.Node(id)
+	if n == nil {
+		return ""
+	}
+	if n.Model != "" {
+		return n.Model
+	}
+	if p := run.Graph.Providers[n.Provider]; p != nil {
+		if p.Model != "" {
+			return p.Model
+		}
+		if p.Kind == graph.ProviderKindSim {
+			return "sim"
+		}
+	}
+	return ""
+}
+
+// sessions are the stretches a runner ran the run: each start (or resume)
+// to the end or interruption that follows it, or to the last event before
+// the next start when the runner died (kill -9, a lost machine).
+func sessions(r journal.Run, starts, ends []Record, evs []journal.Event, runEnd time.Time) []Span {
+	if len(starts) == 0 { // a journal from before NR401, or a run that never started
+		if r.Started.IsZero() {
+			return nil
+		}
+		return []Span{{r.Started, later(runEnd, r.Finished)}}
+	}
+	var out []Span
+	for i, s := range starts {
+		from := s.Time
+		if i == 0 {
+			from = earlier(from, r.Started)
+		}
+		nextSeq := int64(1<<62 - 1)
+		if i+1 < len(starts) {
+			nextSeq = starts[i+1].Seq
+		}
+		to := time.Time{}
+		for _, e := range ends {
+			if e.Seq > s.Seq && e.Seq < nextSeq {
+				to = e.Time
+				break
+			}
+		}
+		if to.IsZero() { // died, or still running: its last event
+			k, _ := slices.BinarySearchFunc(evs, nextSeq, func(e journal.Event, seq int64) int {
+				return int(min(max(e.Seq-seq, -1), 1))
+			})
+			if k > 0 {
+				to = evs[k-1].Time
+			}
+			if i+1 == len(starts) && !r.Finished.IsZero() {
+				to = later(to, r.Finished)
+			}
+		}
+		out = append(out, Span{from, later(to, from)})
+	}
+	return out
+}
+
+// clip is s within the sessions.
+func clip(s Span, sessions []Span) []Span {
+	if len(sessions) == 0 {
+		if s.D() > 0 {
+			return []Span{s}
+		}
+		return nil
+	}
+	var out []Span
+	for _, ss := range sessions {
+		c := Span{later(s.From, ss.From), earlier(s.To, ss.To)}
+		if c.D() > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func settled(s journal.NodeState) bool {
+	switch s {
+	case journal.NodeCompleted, journal.NodeFailed, journal.NodeSkipped, journal.NodeCanceled, journal.NodeAttention:
+		return true
+	}
+	return false
+}
+
+func later(t time.Time, ts ...time.Time) time.Time {
+	for _, u := range ts {
+		if u.After(t) {
+			t = u
+		}
+	}
+	return t
+}
+
+// earlier is the earliest of the non-zero times.
+func earlier(t time.Time, ts ...time.Time) time.Time {
+	for _, u := range ts {
+		if !u.IsZero() && (t.IsZero() || u.Before(t)) {
+			t = u
+		}
+	}
+	return t
+}
+
+// estimateTokens guesses the tokens of text (about four bytes a token).
+func estimateTokens(text string) int { return (len(text) + 3) / 4 }

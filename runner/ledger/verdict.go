@@ -1,0 +1,225 @@
+package ledger
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/resume"
+)
+
+// verdictOf says in one line what happened to a node and what it cost. It
+// names every fault its records hold (interruptions and rejections
+// included), how the node got its output back, and why it did not.
+func verdictOf(nd *Node, na NodeAccount) string {
+	figures := fmt.Sprintf("%s tokens regenerated, %s preserved, %s lost", Thousands(na.Tokens.Regenerated),
+		Thousands(na.Tokens.Preserved), Seconds(na.TimeLostMS))
+	switch nd.State {
+	case journal.NodeCompleted:
+		faults := faultPhrase(na.Faults)
+		if faults == "" && na.Attempts <= 1 {
+			return fmt.Sprintf("clean: %s tokens, no recovery needed", Thousands(na.Tokens.Needed))
+		}
+		if faults == "" { // a retry whose cause left no record (a journal from an older noderun)
+			faults = "an earlier attempt's failure"
+		}
+		how := means(nd)
+		if how == "" {
+			how = "retry"
+		}
+		return fmt.Sprintf("recovered from %s by %s: %s", faults, how, figures)
+	case journal.NodePending, "":
+		return "did not run"
+	case journal.NodeRunning:
+		return fmt.Sprintf("running: %s tokens so far", Thousands(na.Tokens.Generated))
+	case journal.NodeSkipped:
+		return "skipped: " + orDefault(nd.Reason, "a node it needs did not complete")
+	case journal.NodeAttention:
+		return "needs attention: " + orDefault(nd.Reason, "its request may have had side effects")
+	case journal.NodeCanceled:
+		return interruptedVerdict(nd, na, figures)
+	}
+	why, own := failure(nd)
+	faults := na.Faults
+	if own.IsFault() { // named by why already
+		faults = without(faults, own.Name)
+	}
+	v := "failed: " + why
+	if own == diagnostics.UnsafeReplayRefused {
+		v = "stopped: " + why
+	}
+	if f := faultPhrase(faults); f != "" {
+		v += " after " + f
+	}
+	return fmt.Sprintf("%s: %s tokens generated, %s", v, Thousands(na.Tokens.Generated), figures)
+}
+
+// interruptedVerdict: the node stopped with its run (a signal, a full
+// disk), resumable; work left running at the provider is named.
+func interruptedVerdict(nd *Node, na NodeAccount, figures string) string {
+	v := "interrupted"
+	var running string
+	for _, r := range nd.Records {
+		switch r.Code {
+		case diagnostics.NodeCanceled, diagnostics.JournalUnavailable:
+			n, _ := diagnostics.KeyOutputBytes.Of(r.Record)
+			v = fmt.Sprintf("interrupted after %s bytes", Thousands(n))
+			if r.Code == diagnostics.JournalUnavailable {
+				v += " (the journal could not record)"
+			}
+			running = ""
+		case diagnostics.WorkDetached:
+			running, _ = diagnostics.KeyRef.Of(r.Record)
+		case diagnostics.NodeResumed:
+			running = ""
+		}
+	}
+	if running != "" {
+		v += "; response " + running + " keeps running at the provider (detached)"
+	}
+	if f := faultPhrase(na.Faults); f != "" {
+		v += ", after " + f
+	}
+	return v + ": " + figures
+}
+
+// failure says why a failed node failed, from its outcome records: the most
+// specific one (a rejection, a spent budget) over the generic node_failed.
+func failure(nd *Node) (string, diagnostics.Code) {
+	var out *Record
+	for i := range nd.Records {
+		r := &nd.Records[i]
+		if r.Code.Role == diagnostics.RoleOutcome && r.Code != diagnostics.Recovered && r.Code != diagnostics.NodeSkipped &&
+			(out == nil || out.Code == diagnostics.NodeFailed || r.Code != diagnostics.NodeFailed) {
+			out = r
+		}
+	}
+	if out == nil {
+		return "error class " + orDefault(nd.ErrClass, "unknown"), diagnostics.NodeFailed
+	}
+	status, hasStatus := diagnostics.KeyStatus.Of(out.Record)
+	class, _ := diagnostics.KeyClass.Of(out.Record)
+	switch out.Code {
+	case diagnostics.DeterministicError:
+		if hasStatus {
+			return fmt.Sprintf("rejected by the provider (%d)", status), out.Code
+		}
+		return "rejected by the provider", out.Code
+	case diagnostics.BudgetExhausted:
+		return "the retry budget is spent", out.Code
+	case diagnostics.DeadlineExceeded:
+		return "the recovery deadline passed", out.Code
+	case diagnostics.UnsafeReplayRefused:
+		return "not replayed, its request may have had side effects (side_effects: unsafe)", out.Code
+	case diagnostics.NodeTimeout:
+		return "its timeout passed", out.Code
+	case diagnostics.LimitExceeded:
+		return "an input or answer exceeded a limit", out.Code
+	case diagnostics.ProtocolViolation:
+		return "the server's answer is not the protocol", out.Code
+	case diagnostics.JournalUnavailable:
+		return "the journal could not record", out.Code
+	}
+	if class != "" {
+		return fmt.Sprintf("%s (%s)", strings.ReplaceAll(string(class), "_", " "), class), out.Code
+	}
+	return out.Message, out.Code
+}
+
+// means names how a node got its output back: the steps it took, and the
+// action a picked-up node started with.
+func means(nd *Node) string {
+	var have [8]bool
+	for _, r := range nd.Records {
+		switch r.Code.Role {
+		case diagnostics.RoleStep:
+			m := r.Code.Means
+			if m == diagnostics.ByReconnect {
+				m = diagnostics.ByReattach
+			}
+			have[m] = true
+		case diagnostics.RoleFault:
+			switch a, _ := diagnostics.KeyAction.Of(r.Record); resume.Action(a) {
+			case resume.ActResume:
+				have[diagnostics.ByReattach] = true
+			case resume.ActContinue:
+				have[diagnostics.ByContinue] = true
+			case resume.ActRetry:
+				have[diagnostics.ByRetry] = true
+			}
+		}
+	}
+	var out []string
+	for _, m := range []diagnostics.Means{diagnostics.ByReattach, diagnostics.ByContinue, diagnostics.ByStatus, diagnostics.ByRetry} {
+		if have[m] {
+			out = append(out, m.String())
+		}
+	}
+	return strings.Join(out, " and ")
+}
+
+// faultPhrase counts faults in words: "2 disconnects and 1 rate limit".
+func faultPhrase(faults map[string]int) string {
+	var parts []string
+	for _, k := range sortedKeys(faults) {
+		n := faults[k]
+		if n == 0 {
+			continue
+		}
+		noun := k
+		if c, ok := diagnostics.Lookup(k); ok && c.Noun != "" {
+			noun = c.Noun
+		}
+		parts = append(parts, pluralWord(n, noun))
+	}
+	return strings.Join(parts, " and ")
+}
+
+// without is m without key k.
+func without(m map[string]int, k string) map[string]int {
+	out := make(map[string]int, len(m))
+	for kk, v := range m {
+		if kk != k {
+			out[kk] = v
+		}
+	}
+	return out
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// pluralWord is "1 attempt", "2 attempts", "2 thread mismatches".
+func pluralWord(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	switch {
+	case strings.HasSuffix(word, "ch"), strings.HasSuffix(word, "sh"), strings.HasSuffix(word, "s"), strings.HasSuffix(word, "x"):
+		return fmt.Sprintf("%d %ses", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// Thousands writes n with thousands separators: 4,210.
+func Thousands(n int) string {
+	if n < 0 {
+		return "-" + Thousands(-n)
+	}
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// Seconds writes milliseconds as seconds to a tenth: "4.2 s".
+func Seconds(ms int64) string {
+	return fmt.Sprintf("%.1f s", math.Round(float64(ms)/100)/10)
+}
