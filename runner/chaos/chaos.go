@@ -56,10 +56,13 @@ type Result struct {
 	// the node beyond the reference run.
 	Regenerated int64 `json:"tokens_regenerated"`
 	// Failures say why the case did not hold (empty when it passed).
-	Failures []string      `json:"failures,omitempty"`
-	RunID    string        `json:"run_id"`
-	Time     time.Duration `json:"-"`
-	Seconds  float64       `json:"seconds"`
+	Failures []string `json:"failures,omitempty"`
+	RunID    string   `json:"run_id"`
+	// Stats are the simulator's counters for the case's run alone (the
+	// independent count its figures are checked against).
+	Stats   sim.Stats     `json:"-"`
+	Time    time.Duration `json:"-"`
+	Seconds float64       `json:"seconds"`
 }
 
 // Report is a whole chaos run.
@@ -300,6 +303,7 @@ func (x *caseRun) run(ctx context.Context, c Case, n *runner.Node) (Result, erro
 	}
 	r.RunID = res.RunID
 	st := x.srv.Stats()
+	r.Stats = st
 	if err := x.judge(ctx, &r, c, n, res, st); err != nil {
 		return r, err
 	}
