@@ -120,11 +120,3 @@ func printDiagnosis(w io.Writer, d *ledger.Account) {
 	}
 }
 
-// attemptUsage is the journaled usage of one node's attempts.
-func attemptUsage(ctx context.Context, j *journal.Journal, runID, node string) (map[int]journal.Usage, error) {
-	u, err := j.AttemptUsage(ctx, runID, node)
-	if err != nil {
-		return nil, err
-	}
-	return u[node], nil
-}

@@ -462,3 +462,12 @@ func showJSON(c *cli.Context, j *journal.Journal, runID string, n journal.Node, 
 	}
 	return writeJSON(c.App.Writer, out)
 }
+
+// attemptUsage is the journaled usage of one node's attempts.
+func attemptUsage(ctx context.Context, j *journal.Journal, runID, node string) (map[int]journal.Usage, error) {
+	u, err := j.AttemptUsage(ctx, runID, node)
+	if err != nil {
+		return nil, err
+	}
+	return u[node], nil
+}

@@ -177,8 +177,9 @@ func hasNode(st ntemporal.RunResult, node string) bool {
 }
 
 // statusTemporal prints a run as Temporal holds it: node states, the worker
-// that ran each, the running ones' last heartbeated cursor, and the
-// diagnostics the activities returned.
+// that ran each, the running ones' last heartbeated cursor, each finished
+// node's verdict as its worker's ledger accounts it, and the diagnostics
+// the activities returned.
 func statusTemporal(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usageErr(errors.New("status --temporal: give the run id (the workflow id)"))
@@ -207,7 +208,11 @@ func statusTemporal(c *cli.Context) error {
 		if cur.Ref != "" {
 			cursor = fmt.Sprintf("%s@%d", cur.Ref, cur.Seq)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", n.Node, n.State, max(len(n.Output), cur.Bytes), dash(worker), attempt, cursor, oneLine(n.Reason, 80))
+		note := n.Verdict // the finishing worker's account of it (package ledger)
+		if note == "" {
+			note = n.Reason
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", n.Node, n.State, max(len(n.Output), cur.Bytes), dash(worker), attempt, cursor, oneLine(note, 100))
 	}
 	tw.Flush()
 	for _, n := range st.Nodes {

@@ -79,6 +79,10 @@ type Tokens struct {
 	Input      int  `json:"input"`
 	Reasoning  int  `json:"reasoning"`
 	Estimated  bool `json:"estimated"` // some figure was counted from the stream, not reported by the provider
+	// Hidden: an agent harness failed or retried a turn by itself, and what
+	// that turn generated never reached noderun (a CLI reports usage only
+	// for the turns it completes): Generated and Regenerated are lower bounds.
+	Hidden bool `json:"hidden"`
 }
 
 // AccountOf accounts for a loaded run, pricing it by prices (nil: no cost).
@@ -149,6 +153,12 @@ func (na *NodeAccount) tokens(nd *Node, prices Prices) {
 	p, priced := prices[nd.Model]
 	var cost, wasted float64
 	t := &na.Tokens
+	for _, r := range nd.Records {
+		switch r.Code {
+		case diagnostics.HarnessFailed, diagnostics.HarnessRetrying, diagnostics.ThreadDropped:
+			t.Hidden = true // a turn the harness did not complete, whose output it never showed
+		}
+	}
 	for i, a := range nd.Attempts {
 		u := a.Usage
 		if u.Estimated && u.InputTokens == 0 {
@@ -256,6 +266,7 @@ func (f *Figures) add(o Figures) {
 	t.Input += o.Tokens.Input
 	t.Reasoning += o.Tokens.Reasoning
 	t.Estimated = t.Estimated || o.Tokens.Estimated
+	t.Hidden = t.Hidden || o.Tokens.Hidden
 	if f.CostUSD != nil && o.CostUSD != nil { // unpriced nodes are left out, and warned of
 		*f.CostUSD += *o.CostUSD
 		*f.WastedUSD += *o.WastedUSD
@@ -279,7 +290,10 @@ func (a *Account) summary() []string {
 		faults = "no faults"
 	}
 	est := ""
-	if t.Tokens.Estimated {
+	switch {
+	case t.Tokens.Hidden:
+		est = " (at least: an agent CLI does not report what its failed turns generated)"
+	case t.Tokens.Estimated:
 		est = " (some counted from the stream: estimated)"
 	}
 	lines := []string{

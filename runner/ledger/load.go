@@ -101,25 +101,57 @@ func Load(ctx context.Context, j *journal.Journal, runID string, opts LoadOption
 	if err != nil {
 		return nil, err
 	}
+	if err := run.load(ctx, j, nodes, ""); err != nil {
+		return nil, err
+	}
+	return run, nil
+}
+
+// LoadNode reads one node of run runID: its attempts, usage and records,
+// without the rest of the run (a Temporal worker reports on the node it
+// ran). The node's active time is its own, not clipped to the run's
+// sessions, which LoadNode does not read.
+func LoadNode(ctx context.Context, j *journal.Journal, runID, nodeID string) (*Node, error) {
+	jr, err := j.Run(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	n, err := j.Node(ctx, runID, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	run := &Run{Run: jr}
+	if g, err := graph.Parse(jr.GraphPath, jr.GraphText); err == nil {
+		run.Graph = g
+	}
+	if err := run.load(ctx, j, []journal.Node{n}, nodeID); err != nil {
+		return nil, err
+	}
+	return run.Nodes[0], nil
+}
+
+// load reads nodes' attempts and events (of one node when only is set).
+func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.Node, only string) error {
+	runID := run.ID
 	byID := make(map[string]*Node, len(nodes))
 	for _, n := range nodes {
 		nd := &Node{Node: n}
 		run.Nodes = append(run.Nodes, nd)
 		byID[n.ID] = nd
 	}
-	atts, err := j.Attempts(ctx, runID, "")
+	atts, err := j.Attempts(ctx, runID, only)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, a := range atts {
 		if nd := byID[a.NodeID]; nd != nil {
 			nd.Attempts = append(nd.Attempts, Attempt{Attempt: a})
 		}
 	}
-	evs, err := j.Events(ctx, runID, journal.EventFilter{AfterSeq: -1,
+	evs, err := j.Events(ctx, runID, journal.EventFilter{Node: only, AfterSeq: -1,
 		Kinds: []string{journal.KindDiagnostic, journal.KindDelta, journal.KindReasoning, journal.KindUsage}})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	last := map[string]time.Time{} // a node's last event
 	waiting := map[string][]int{}  // a node's records that wait for its next data
@@ -135,7 +167,7 @@ func Load(ctx context.Context, j *journal.Journal, runID string, opts LoadOption
 		case journal.KindDiagnostic:
 			d, err := diagnostics.Decode(e.Payload)
 			if err != nil {
-				return nil, fmt.Errorf("run %s: event %d: %w", runID, e.Seq, err)
+				return fmt.Errorf("run %s: event %d: %w", runID, e.Seq, err)
 			}
 			rec := Record{Record: d, Node: e.NodeID, Attempt: e.Attempt, Seq: e.Seq, Time: e.Time}
 			if nd == nil {
@@ -164,7 +196,7 @@ func Load(ctx context.Context, j *journal.Journal, runID string, opts LoadOption
 			}
 			var u journal.Usage
 			if err := json.Unmarshal(e.Payload, &u); err != nil {
-				return nil, fmt.Errorf("run %s: usage of %s#%d: %w", runID, e.NodeID, e.Attempt, err)
+				return fmt.Errorf("run %s: usage of %s#%d: %w", runID, e.NodeID, e.Attempt, err)
 			}
 			// An attempt ended twice (interrupted, then continued by a
 			// resume) keeps its last figure, which covers the whole attempt.
@@ -175,13 +207,15 @@ func Load(ctx context.Context, j *journal.Journal, runID string, opts LoadOption
 			}
 		}
 	}
-	run.Sessions = sessions(jr, starts, ends, evs, runEnd)
+	if only == "" {
+		run.Sessions = sessions(run.Run, starts, ends, evs, runEnd)
+	}
 	for _, nd := range run.Nodes {
 		if err := run.finishNode(ctx, j, nd, last[nd.ID]); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return run, nil
+	return nil
 }
 
 // finishNode estimates what an unended attempt streamed, finds the node's

@@ -14,8 +14,11 @@ import (
 // names every fault its records hold (interruptions and rejections
 // included), how the node got its output back, and why it did not.
 func verdictOf(nd *Node, na NodeAccount) string {
-	figures := fmt.Sprintf("%s tokens regenerated, %s preserved, %s lost", Thousands(na.Tokens.Regenerated),
-		Thousands(na.Tokens.Preserved), Seconds(na.TimeLostMS))
+	regen := Thousands(na.Tokens.Regenerated) + " tokens regenerated"
+	if na.Tokens.Hidden {
+		regen = "at least " + regen + " (the agent CLI does not report its failed turns)"
+	}
+	figures := fmt.Sprintf("%s, %s preserved, %s lost", regen, Thousands(na.Tokens.Preserved), Seconds(na.TimeLostMS))
 	switch nd.State {
 	case journal.NodeCompleted:
 		faults := faultPhrase(na.Faults)

@@ -2,7 +2,6 @@ package temporal
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/runner"
+	"github.com/noderun/noderun/runner/ledger"
 )
 
 // Activities executes nodes on a worker. Its journal is the worker's own:
@@ -89,7 +89,7 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 	}
 	out := NodeOutcome{Node: in.Node, State: string(res.State), Output: res.Output, Reason: res.Reason,
 		Worker: a.Identity, TemporalAttempt: info.Attempt, Cursor: hb.cursor()}
-	out.Diagnostics, _ = a.diagnostics(context.WithoutCancel(ctx), in.RunID, in.Node, len(before))
+	out.Diagnostics, out.Verdict = a.account(context.WithoutCancel(ctx), in.RunID, in.Node, len(before))
 	switch res.State {
 	case journal.NodeCompleted, journal.NodeAttention:
 		return out, nil
@@ -111,27 +111,23 @@ func (a *Activities) logger() *slog.Logger {
 	return a.Logger
 }
 
-// diagnostics are the node's diagnostics this activity journaled (attempts
-// after the ones the worker had before it, and node-level ones).
-func (a *Activities) diagnostics(ctx context.Context, runID, node string, before int) ([]Diag, error) {
-	evs, err := a.Journal.Events(ctx, runID, journal.EventFilter{Node: node, Kinds: []string{"diagnostic"}})
+// account reads the node from this worker's journal (package ledger, as
+// every report does): the diagnostics this activity journaled (attempts
+// after the ones the worker had before it, and node-level ones), and the
+// node's verdict as this worker saw it.
+func (a *Activities) account(ctx context.Context, runID, node string, before int) ([]Diag, string) {
+	nd, err := ledger.LoadNode(ctx, a.Journal, runID, node)
 	if err != nil {
-		return nil, err
+		return nil, ""
 	}
 	var out []Diag
-	for _, ev := range evs {
-		if ev.Attempt != 0 && ev.Attempt <= before {
+	for _, r := range nd.Records {
+		if r.Attempt != 0 && r.Attempt <= before {
 			continue
 		}
-		var p struct {
-			Code, Name, Message string
-		}
-		if json.Unmarshal(ev.Payload, &p) != nil {
-			continue
-		}
-		out = append(out, Diag{Code: p.Code, Name: p.Name, Attempt: ev.Attempt, Message: p.Message})
+		out = append(out, Diag{Code: r.Code.ID, Name: r.Code.Name, Attempt: r.Attempt, Message: r.Message})
 	}
-	return out, nil
+	return out, ledger.AccountNode(nd, nil).Verdict
 }
 
 // beater turns the executor's cursor reports into activity heartbeats:

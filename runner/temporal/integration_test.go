@@ -285,7 +285,8 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int) {
 
 	// The run as `noderun status --temporal` shows it to an operator.
 	out, err := exec.Command(bin, "status", "--temporal", hostPort, runID).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "NR210 cross_worker_resume") || !strings.Contains(string(out), "run "+runID+" completed") {
+	if err != nil || !strings.Contains(string(out), "NR210 cross_worker_resume") || !strings.Contains(string(out), "run "+runID+" completed") ||
+		!strings.Contains(string(out), "recovered from 1 lost worker by ") { // the survivor's ledger accounts the hand-over
 		t.Fatalf("status --temporal: %v\n%s", err, out)
 	}
 	out, err = exec.Command(bin, "show", "--temporal", hostPort, runID, "reason").Output()

@@ -87,6 +87,9 @@ type NodeOutcome struct {
 	// Cursor is where the node stood last (attempts, budgets used).
 	Cursor      runner.NodeCursor `json:"cursor"`
 	Diagnostics []Diag            `json:"diagnostics,omitempty"`
+	// Verdict is the node's account as the worker that finished it saw it
+	// in its journal (package ledger).
+	Verdict string `json:"verdict,omitempty"`
 }
 
 // RunResult is the run as the workflow returns it, and as QueryState shows
