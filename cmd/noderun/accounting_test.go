@@ -187,4 +187,3 @@ func TestPricesBySimModel(t *testing.T) {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
 }
-

@@ -119,4 +119,3 @@ func printDiagnosis(w io.Writer, d *ledger.Account) {
 		fmt.Fprintln(w, "warning: "+l)
 	}
 }
-
