@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
 )
 
@@ -324,21 +325,16 @@ func printEvent(w io.Writer, e journal.Event, asJSON bool) error {
 // payloadText renders a payload on one line: diagnostics as "name: message",
 // chunks quoted so whitespace is visible.
 func payloadText(e journal.Event) string {
-	if e.Kind == "diagnostic" {
-		var d struct {
-			Name    string         `json:"name"`
-			Message string         `json:"message"`
-			Attrs   map[string]any `json:"attrs"`
-		}
-		if json.Unmarshal(e.Payload, &d) == nil {
-			s := d.Name + ": " + d.Message
-			for _, k := range sortedKeys(d.Attrs) {
-				s += fmt.Sprintf(" %s=%v", k, d.Attrs[k])
+	if e.Kind == journal.KindDiagnostic {
+		if d, err := diagnostics.Decode(e.Payload); err == nil {
+			s := d.Code.Name + ": " + d.Message
+			for _, a := range d.Attrs {
+				s += fmt.Sprintf(" %s=%v", a.Key, a.Value)
 			}
 			return oneLine(s, 240)
 		}
 	}
-	if e.Kind == "delta" || e.Kind == "reasoning" {
+	if e.Kind == journal.KindDelta || e.Kind == journal.KindReasoning {
 		return fmt.Sprintf("%q", string(e.Payload))
 	}
 	return oneLine(string(e.Payload), 240)
