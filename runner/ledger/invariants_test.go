@@ -99,10 +99,22 @@ func checkRun(t *testing.T, r chaos.Result, run *ledger.Run, a *ledger.Account) 
 	if a.Totals.TimeLostMS > a.WallMS*int64(len(a.Nodes)) {
 		t.Errorf("%s: %d ms lost in a run of %d ms and %d nodes", where, a.Totals.TimeLostMS, a.WallMS, len(a.Nodes))
 	}
+	// Every record is what its code declares: the contract between the
+	// executor (and the adapters) that journal them and every reader.
+	for _, rec := range run.Records {
+		if err := rec.CheckAttrs(); err != nil {
+			t.Errorf("%s: run record %s: %v", where, rec.Code, err)
+		}
+	}
 	unpriced := map[string]bool{}
 	for i, na := range a.Nodes {
 		nd := run.Nodes[i]
 		at := where + " node " + na.ID
+		for _, rec := range nd.Records {
+			if err := rec.CheckAttrs(); err != nil {
+				t.Errorf("%s: %v", at, err)
+			}
+		}
 		if na.TimeLostMS < 0 || na.TimeLostMS > na.WallMS || na.UsefulMS+na.TimeLostMS != na.WallMS {
 			t.Errorf("%s: useful %d + lost %d != wall %d ms", at, na.UsefulMS, na.TimeLostMS, na.WallMS)
 		}
