@@ -20,6 +20,7 @@ import (
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/runner"
+	"github.com/noderun/noderun/runner/nodestate"
 )
 
 // Names registered with Temporal. They are part of the wire contract between
@@ -132,10 +133,11 @@ func activityOptions(p profile.Profile, node string, replay int) workflow.Activi
 }
 
 // GraphWorkflow runs a graph: nodes in dependency order, at most Parallel at
-// once, in graph order among the ready ones (as runner.Run schedules them).
-// A failed node skips its dependents; a node held for an operator (its
-// replay may be unsafe) waits for SignalRetry, and so do its dependents.
-// It is deterministic: it reads nothing but its input and activity results.
+// once, in graph order among the ready ones, by the same state machine as
+// runner.Run (package nodestate). A failed node skips its dependents; a node
+// held for an operator (its replay may be unsafe) waits for SignalRetry, and
+// so do its dependents. It is deterministic: it reads nothing but its input
+// and activity results, and the machine is pure.
 func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 	g, err := runner.ParseGraph(in.GraphPath, []byte(in.GraphText))
 	if err != nil {
@@ -155,58 +157,18 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryState, func() (RunResult, error) { return res, nil }); err != nil {
 		return res, err
 	}
-	waiting := map[string]int{}
-	for _, n := range g.Nodes {
-		waiting[n.ID] = len(n.Needs)
-	}
-	var ready []string
-	for _, n := range g.Nodes {
-		if waiting[n.ID] == 0 {
-			ready = append(ready, n.ID)
-		}
-	}
-	held := map[string]bool{}
+	m := nodestate.New(g, parallel)
 	replays := map[string]int{}
-	running := 0
 	sel := workflow.NewSelector(ctx)
-	var skip func(id, cause string)
-	skip = func(id, cause string) {
-		o := node(id)
-		if o.State != string(journal.NodePending) {
-			return
-		}
-		o.State, o.Reason = string(journal.NodeSkipped), fmt.Sprintf("needs %q, which did not complete", cause)
-		for _, d := range g.Dependents(id) {
-			skip(d, id)
-		}
-	}
-	release := func(id string) { // id is settled: its dependents may be ready
-		for _, d := range g.Dependents(id) {
-			if waiting[d]--; waiting[d] == 0 && node(d).State == string(journal.NodePending) {
-				ready = append(ready, d)
-			}
-		}
-		ready = inGraphOrder(at, ready)
-	}
 	settle := func(id string, out NodeOutcome, err error) {
-		running--
 		if err != nil {
 			out = failedOutcome(id, err)
 		}
 		*node(id) = out
-		switch journal.NodeState(out.State) {
-		case journal.NodeCompleted:
-			release(id)
-		case journal.NodeAttention:
-			held[id] = true // its dependents wait with it
-		default:
-			if g.Node(id).ContinueOnFailure && journal.NodeState(out.State) == journal.NodeFailed {
-				release(id) // its dependents run, seeing it failed
-				return
-			}
-			for _, d := range g.Dependents(id) {
-				skip(d, id)
-			}
+		// A held node (attention) keeps its dependents waiting for SignalRetry.
+		for _, s := range m.Settle(id, journal.NodeState(out.State)) {
+			o := node(s.ID)
+			o.State, o.Reason = string(journal.NodeSkipped), s.Reason()
 		}
 	}
 	start := func(id string, force bool) {
@@ -224,7 +186,6 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		actx := workflow.WithActivityOptions(ctx, activityOptions(in.Profile, id, replays[id]))
 		f := workflow.ExecuteActivity(actx, ActivityName, NodeInput{RunID: in.RunID, GraphPath: in.GraphPath,
 			GraphText: in.GraphText, Profile: in.Profile, Node: id, Needs: needs, Force: force, Inputs: in.Inputs, Failed: failed})
-		running++
 		sel.AddFuture(f, func(f workflow.Future) {
 			var out NodeOutcome
 			err := f.Get(ctx, &out)
@@ -235,8 +196,7 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalRetry), func(c workflow.ReceiveChannel, _ bool) {
 		var id string
 		c.Receive(ctx, &id)
-		if held[id] {
-			delete(held, id)
+		if m.Replay(id) {
 			replays[id]++
 			forced = append(forced, id)
 		}
@@ -247,15 +207,17 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 			forced = forced[1:]
 			start(id, true)
 		}
-		for running < parallel && len(ready) > 0 {
-			id := ready[0]
-			ready = ready[1:]
+		for {
+			id, ok := m.Next()
+			if !ok {
+				break
+			}
 			start(id, false)
 		}
-		if running == 0 && len(held) == 0 && len(forced) == 0 {
+		if m.Running() == 0 && m.Held() == 0 {
 			break
 		}
-		if running == 0 {
+		if m.Running() == 0 {
 			res.Status = string(journal.NodeAttention) // waiting for an operator only
 		}
 		sel.Select(ctx)
@@ -281,13 +243,4 @@ func failedOutcome(id string, err error) NodeOutcome {
 		}
 	}
 	return NodeOutcome{Node: id, State: string(journal.NodeFailed), Reason: err.Error()}
-}
-
-func inGraphOrder(at map[string]int, ids []string) []string {
-	for i := 1; i < len(ids); i++ { // few ready nodes: insertion sort, deterministic
-		for k := i; k > 0 && at[ids[k]] < at[ids[k-1]]; k-- {
-			ids[k], ids[k-1] = ids[k-1], ids[k]
-		}
-	}
-	return ids
 }
