@@ -79,8 +79,8 @@ func lineServer() (addr string, stop func()) {
 // graph in code, and runs it with a journal. The provider's first stream is
 // cut mid-way by its server; the runner's recovery loop (not the provider)
 // detects it, retries within the profile's budget, and the node completes
-// with the undisturbed output. The structured progress callback sees each
-// recovery step with its diagnostic code.
+// with the undisturbed output. The progress callback sees each diagnostic
+// with its code, and each recovery step as data.
 func Example_customProvider() {
 	addr, stop := lineServer()
 	defer stop()
@@ -112,8 +112,11 @@ func Example_customProvider() {
 		Journal: j,
 		Kinds:   kinds,
 		OnProgress: func(p runner.Progress) {
-			if p.State == "diagnostic" {
-				fmt.Printf("%s %s %s (%d bytes so far)\n", p.Node, p.Code, p.Step, p.Bytes)
+			switch p.State {
+			case runner.ProgressDiagnostic:
+				fmt.Printf("%s %s (%d bytes so far)\n", p.Node, p.Code, p.Bytes)
+			case runner.ProgressRecovering: // the step as data: its code says how, N of Of its budget
+				fmt.Printf("%s %s %d of %d\n", p.Node, p.Step.Code.Means, p.Step.N, p.Step.Of)
 			}
 		},
 	})
@@ -126,6 +129,7 @@ func Example_customProvider() {
 	// Output:
 	// essay NR101 disconnect_detected (29 bytes so far)
 	// essay NR103 retry_started (29 bytes so far)
+	// essay retry 1 of 3
 	// essay NR108 recovered (47 bytes so far)
 	// completed
 	// sockets close;

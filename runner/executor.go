@@ -60,6 +60,12 @@ type nodeExec struct {
 	deadline   *time.Timer  // cuts a recovery step that outlasts the deadline
 	chunks     coalescer    // deltas on their way to the journal
 	usage      attemptUsage // what the current attempt has cost
+
+	// For Options.OnProgress only (untouched without it): when the attempt
+	// last had data and a poll that found its work alive, when its figures
+	// were last reported as data, and whether they moved since.
+	dataAt, pollAt, reportAt time.Time
+	unreported               bool
 }
 
 // errRecoveryDeadline cuts a recovery step that made no progress in time.
@@ -278,9 +284,6 @@ func (x *nodeExec) record(ctx context.Context) provider.Emit {
 			}
 			x.cur.Seq = ev.Seq
 		}
-		if x.run.observe != nil {
-			x.run.observe(x.node.ID, ev)
-		}
 		rec := journal.Event{RunID: x.run.id, NodeID: x.node.ID, Attempt: x.attempt, Kind: string(ev.Kind),
 			ProviderSeq: ev.Seq, Time: ev.Time}
 		switch ev.Kind {
@@ -312,17 +315,20 @@ func (x *nodeExec) record(ctx context.Context) provider.Emit {
 			x.usage.streamed++
 			x.out.WriteString(ev.Text)
 			x.deltas++
-			x.run.onProg.data(x.node.ID, x.out.Len(), 0, false)
+			x.data(at)
 			x.advance(int64(len(ev.Text)))
 			return x.chunks.add(rec, ev.Text, at)
 		case provider.KindReasoning:
 			x.usage.reasoning++
+			x.data(at)
 			x.advance(int64(len(ev.Text)))
 			return x.chunks.add(rec, ev.Text, at)
 		case provider.KindProgress:
+			x.data(at)
 			x.advance(1)
 			return nil // the cursor is in memory and on the next journaled event
 		case provider.KindAlive:
+			x.poll(at)
 			x.healthy()
 			return nil
 		case provider.KindRaw:
@@ -339,7 +345,7 @@ func (x *nodeExec) record(ctx context.Context) provider.Emit {
 			x.usage.reported = ev.Usage
 			if ev.Usage != nil {
 				rec.Payload = jsonBytes(ev.Usage)
-				x.run.onProg.data(x.node.ID, x.out.Len(), ev.Usage.OutputTokens, true)
+				x.unreported = x.run.onProg != nil // the provider's count replaces ours
 			}
 		default:
 			return &diagnostics.Error{Class: diagnostics.ClassDeterministic, Err: fmt.Errorf("adapter emitted unknown event kind %q", ev.Kind)}
@@ -450,6 +456,7 @@ func (x *nodeExec) check(ctx context.Context) error {
 	// progress (a response left queued is bounded by the adapter's stuck
 	// bound while it polls). The last failure stands, and the decision
 	// re-attaches with a fresh reconnect count.
+	x.poll(time.Now())
 	x.healthy()
 	return x.last
 }
@@ -581,19 +588,14 @@ func (x *nodeExec) delay(to resume.Action, ce *diagnostics.Error) time.Duration 
 	return d
 }
 
-// announce reports the step about to be taken, in the journal and on stderr.
+// announce reports the step about to be taken, in the journal, on stderr
+// and to Options.OnProgress.
 func (x *nodeExec) announce(ctx context.Context, d resume.Decision, ce *diagnostics.Error, delay time.Duration) {
-	var line string
-	switch d.Action {
-	case resume.ActCheck:
+	if d.Action == resume.ActCheck {
 		return // check reports its own result
-	case resume.ActResume:
-		line = fmt.Sprintf("reconnecting %d/%d in %s (%s)", x.resumes+1, x.prof.Reconnects, delay.Round(time.Millisecond), ce.Class)
-	case resume.ActContinue:
-		line = fmt.Sprintf("continuing from byte %d, %d/%d in %s (%s)", x.out.Len(), x.resumes+1, x.prof.Reconnects, delay.Round(time.Millisecond), ce.Class)
-	case resume.ActRetry:
-		line = fmt.Sprintf("retrying %d/%d in %s (%s)", x.total-x.retries+1, x.total, delay.Round(time.Millisecond), ce.Class)
 	}
+	step := x.step(d, ce.Class, delay)
+	line := step.line(x.out.Len())
 	left := x.retries
 	if d.Action == resume.ActRetry {
 		left-- // this retry is taken from the budget
@@ -607,8 +609,78 @@ func (x *nodeExec) announce(ctx context.Context, d resume.Decision, ce *diagnost
 		attrs = append(attrs, diagnostics.KeyReplays.Attr(x.dispatched))
 	}
 	x.diag(ctx, diagnostics.New(d.Code, line, append(attrs, x.cost.step(d.Action, x.out.Len(), x.deltas)...)...))
-	x.run.progress(x.node.ID, line)
-	x.beat(line)
+	x.report(Progress{State: ProgressRecovering, Text: line, Step: step})
+	x.beatStep(line, &step)
+}
+
+// step is the recovery step d, as data: which, its wait, and its place in
+// the budget it spends (the reconnect budget for a re-attach or a continue,
+// the retry budget for a retry).
+func (x *nodeExec) step(d resume.Decision, class diagnostics.Class, delay time.Duration) RecoveryStep {
+	s := RecoveryStep{Code: d.Code, Class: class, Delay: delay}
+	switch d.Action {
+	case resume.ActResume, resume.ActContinue:
+		s.N, s.Of = x.resumes+1, x.prof.Reconnects
+	case resume.ActRetry:
+		s.N, s.Of = x.total-x.retries+1, x.total
+	}
+	return s
+}
+
+// line says the step for people; a continue starts from byte from.
+func (s RecoveryStep) line(from int) string {
+	d := s.Delay.Round(time.Millisecond)
+	switch s.Code.Means {
+	case diagnostics.ByReconnect:
+		return fmt.Sprintf("reconnecting %d/%d in %s (%s)", s.N, s.Of, d, s.Class)
+	case diagnostics.ByContinue:
+		return fmt.Sprintf("continuing from byte %d, %d/%d in %s (%s)", from, s.N, s.Of, d, s.Class)
+	case diagnostics.ByRetry:
+		return fmt.Sprintf("retrying %d/%d in %s (%s)", s.N, s.Of, d, s.Class)
+	}
+	return fmt.Sprintf("%s in %s (%s)", s.Code.Name, d, s.Class)
+}
+
+// report hands p, with the node's figures so far, to Options.OnProgress.
+func (x *nodeExec) report(p Progress) {
+	if x.run.onProg == nil {
+		return
+	}
+	p.Node, p.Attempt, p.Bytes, p.Reasoning = x.node.ID, x.attempt, x.out.Len(), x.usage.reasoning
+	p.Tokens = x.usage.streamed
+	if u := x.usage.reported; u != nil && u.OutputTokens > 0 {
+		p.Tokens = u.OutputTokens
+	}
+	p.LastData, p.LastPoll = x.dataAt, x.pollAt
+	x.unreported = false
+	x.run.onProg.report(p)
+}
+
+// data notes that the attempt had data at time at; it is reported at most
+// every dataEvery. Called per chunk: without OnProgress it is an inlined
+// compare.
+func (x *nodeExec) data(at time.Time) {
+	if x.run.onProg != nil {
+		x.noteData(at)
+	}
+}
+
+func (x *nodeExec) noteData(at time.Time) {
+	x.dataAt, x.unreported = at, true
+	if at.Sub(x.reportAt) >= dataEvery {
+		x.reportAt = at
+		x.report(Progress{State: ProgressData})
+	}
+}
+
+// poll reports at once that a status poll or check found the work alive at
+// time at: a silent stream's one sign of life.
+func (x *nodeExec) poll(at time.Time) {
+	if x.run.onProg == nil {
+		return
+	}
+	x.pollAt = at
+	x.report(Progress{State: ProgressData})
 }
 
 // fail ends the attempt and reports why the node failed and what was tried.
@@ -712,13 +784,13 @@ func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) e
 	x.deltas = 0
 	x.done = false
 	x.usage = attemptUsage{}
-	x.run.progress(x.node.ID, "streaming")
+	x.dataAt, x.pollAt = time.Time{}, time.Time{}
 	n, err := x.run.j.BeginAttempt(bg(ctx), x.run.id, x.node.ID, mode, x.provNm)
 	if err != nil {
 		return x.journalErr(err) // no request the journal cannot record
 	}
 	x.attempt = n
-	x.run.onProg.attempt(x.node.ID, n)
+	x.report(Progress{State: ProgressStreaming, Text: "streaming"})
 	return nil
 }
 
@@ -726,6 +798,9 @@ func (x *nodeExec) endAttempt(ctx context.Context, ce *diagnostics.Error) {
 	outcome, class, msg := journal.OutcomeOK, "", ""
 	if ce != nil && ce.Class != diagnostics.ClassNone {
 		outcome, class, msg = journal.OutcomeError, string(ce.Class), x.run.red.String(ce.Error())
+	}
+	if x.unreported { // the last figures of the attempt, before whatever comes next
+		x.report(Progress{State: ProgressData})
 	}
 	u := x.usage.record()
 	u.Model = x.req.Model
@@ -736,9 +811,11 @@ func (x *nodeExec) endAttempt(ctx context.Context, ce *diagnostics.Error) {
 	}
 }
 
-// diag journals a diagnostic and logs it on stderr.
+// diag journals a diagnostic, logs it on stderr and reports it with the
+// node's figures.
 func (x *nodeExec) diag(ctx context.Context, d diagnostics.Record) {
-	x.run.diag(ctx, x.node.ID, x.attempt, d)
+	d = x.run.journalDiag(ctx, x.node.ID, x.attempt, d)
+	x.report(Progress{State: ProgressDiagnostic, Text: d.Message, Code: d.Code})
 }
 
 // sleep waits d or until ctx ends.

@@ -29,8 +29,11 @@ type NodeCursor struct {
 	Resumes int `json:"resumes"`
 	// Bytes is the output of the current attempt so far.
 	Bytes int `json:"bytes"`
-	// Step is the last recovery step ("reconnecting 1/8 in 5ms (...)"), empty while healthy.
+	// Step is the last recovery step ("reconnecting 1/8 in 5ms (...)"), or
+	// the response just started, for people; empty while healthy.
 	Step string `json:"step,omitempty"`
+	// Recovery is the recovery step under way, as data; nil while healthy.
+	Recovery *RecoveryStep `json:"recovery,omitempty"`
 }
 
 // NodeOptions configure RunNode. Options.RunID names the run the node
@@ -194,10 +197,13 @@ func (r *runState) entryFromCursor(ctx context.Context, n *Node, from *NodeCurso
 
 // beat tells the supervisor, if any, where the node stands; step marks a
 // recovery step (never throttled away by the caller).
-func (x *nodeExec) beat(step string) {
+func (x *nodeExec) beat(step string) { x.beatStep(step, nil) }
+
+// beatStep is beat for a recovery step, which it carries as data too.
+func (x *nodeExec) beatStep(step string, rs *RecoveryStep) {
 	if x.run.beat == nil {
 		return
 	}
 	x.run.beat(NodeCursor{Ref: x.cur.Ref, Seq: x.cur.Seq, Attempt: x.attempt + x.attemptBase, RetriesUsed: x.total - x.retries,
-		Resumes: x.resumes, Bytes: x.out.Len(), Step: step}, step != "")
+		Resumes: x.resumes, Bytes: x.out.Len(), Step: step, Recovery: rs}, step != "")
 }

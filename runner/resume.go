@@ -82,7 +82,7 @@ func Resume(ctx context.Context, runID string, force []string, opts Options) (*R
 		if err := j.SetNodeState(bg(ctx), runID, id, journal.NodeAttention, r.results[id].Reason); err != nil {
 			return nil, err
 		}
-		r.progress(id, "needs attention: "+r.results[id].Reason)
+		r.progress(id, ProgressAttention, "needs attention: "+r.results[id].Reason)
 	}
 	return r.run(ctx)
 }

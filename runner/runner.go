@@ -15,8 +15,12 @@
 // provider.Checker and provider.Canceler, gets the same recovery loop as the
 // built-in adapters, as long as it reports a stream that ended without
 // terminal evidence as diagnostics.ErrDisconnected (see the example).
-// Options.OnProgress receives every state change, the bytes and tokens
-// streamed, and every recovery step with its diagnostic code.
+// Options.OnProgress receives what happens to each node as data (Progress):
+// its state (ProgressState; Final says which states end it), the bytes,
+// tokens and reasoning streamed with the time of the last data and of the
+// last status poll that found the work alive, each recovery step as a
+// RecoveryStep (its diagnostic code, delay and place in its budget), and
+// each diagnostic with its code.
 //
 // Graph, Node, LoadGraph, ParseGraph and the other graph names here are
 // aliases of package graph's, kept for existing callers.
@@ -56,18 +60,14 @@ type Options struct {
 	Parallel int
 	// Logger receives every diagnostic (default: discard).
 	Logger *slog.Logger
-	// Progress is told each node state change ("streaming", "reconnecting
-	// 2/5 in 1.3s (transport_disconnect)", "done", "failed: …").
-	Progress func(node, state string)
-	// Observe, if set, sees every event an adapter emits for a node, as it
-	// comes (from the adapter's goroutine): a live view counts bytes and
-	// tokens and the age of the last data or status poll from it. It must
-	// not block.
-	Observe func(node string, ev provider.Event)
-	// OnProgress, when set, is told the same changes and more, as data:
-	// bytes and tokens streamed, and every recovery step with its
-	// diagnostic code. It is called from the nodes' goroutines, one call at
-	// a time; it must not block.
+	// OnProgress, when set, is told what happens to each node, as data
+	// (Progress): its state changes (ProgressState; a recovery step with
+	// its code, delay and budget), its figures as they move (bytes, tokens,
+	// reasoning, the time of the last data and of the last status poll that
+	// found the work alive; at most every 100 ms a node), and each of its
+	// diagnostics with its code. It is called from the nodes' goroutines,
+	// one call at a time, in order for each node; it should return quickly:
+	// the nodes wait for it.
 	OnProgress func(Progress)
 	// Inputs are the values given for the graph's inputs (name to value, as
 	// on the command line); Run resolves them (graph.ResolveInputs) and
@@ -120,10 +120,8 @@ type runState struct {
 	breakers map[string]*breaker // per provider, shared by its nodes
 	owner    journal.Owner       // this process, holding the run's lock
 	entries  map[string]*entry   // where resumed nodes pick up (noderun resume)
-	onState  func(node, state string)
-	onProg   *progressSink
-	inputs   map[string]string // resolved; templates read them
-	observe  func(node string, ev provider.Event)
+	onProg   *progressSink       // nil without Options.OnProgress
+	inputs   map[string]string   // resolved; templates read them
 	parallel int
 	halt     context.CancelCauseFunc // stops the run (a journal that cannot record)
 	beat     func(NodeCursor, bool)  // a supervisor's heartbeat (RunNode); nil for local runs
@@ -248,7 +246,7 @@ func newRunState(ctx context.Context, g *Graph, opts *Options) (*runState, func(
 		return nil, nil, err
 	}
 	r := &runState{id: opts.RunID, g: g, j: opts.Journal, log: opts.Logger.With("run", opts.RunID), red: red, prof: prof,
-		provs: provs, onState: opts.Progress, observe: opts.Observe, onProg: newProgressSink(opts.OnProgress), parallel: opts.Parallel, owner: journal.NewOwner(),
+		provs: provs, onProg: newProgressSink(opts.OnProgress), parallel: opts.Parallel, owner: journal.NewOwner(),
 		outputs: map[string]string{}, results: map[string]*NodeResult{}, breakers: map[string]*breaker{},
 		entries: map[string]*entry{}}
 	for name := range provs {
@@ -360,29 +358,36 @@ func (r *runState) render(n *Node) (system, prompt string, err error) {
 	return n.Render(v)
 }
 
-// diag journals a diagnostic record and logs it with its code. Secrets are
-// masked in both; the journal's form is the record's own (Record.MarshalJSON),
-// which every reader decodes with diagnostics.Decode.
+// diag journals a diagnostic record, logs it with its code, and reports it
+// to Options.OnProgress when it is about a node.
 func (r *runState) diag(ctx context.Context, node string, attempt int, d diagnostics.Record) {
+	d = r.journalDiag(ctx, node, attempt, d)
+	if node != "" {
+		r.onProg.reportFor(node, attempt, Progress{State: ProgressDiagnostic, Text: d.Message, Code: d.Code})
+	}
+}
+
+// journalDiag journals a diagnostic record and logs it with its code, and
+// returns it as journaled. Secrets are masked in both; the journal's form is
+// the record's own (Record.MarshalJSON), which every reader decodes with
+// diagnostics.Decode.
+func (r *runState) journalDiag(ctx context.Context, node string, attempt int, d diagnostics.Record) diagnostics.Record {
 	d = d.Redact(r.red.String)
 	_ = r.j.Append(journal.Event{RunID: r.id, NodeID: node, Attempt: attempt, Kind: journal.KindDiagnostic, Code: d.Code.ID,
 		ProviderSeq: -1, Payload: jsonBytes(d)})
-	if node != "" {
-		r.onProg.diag(node, attempt, d)
-	}
 	attrs := make([]slog.Attr, 0, len(d.Attrs)+4)
 	attrs = append(attrs, slog.String("code", d.Code.ID), slog.String("diag", d.Code.Name))
 	if node != "" {
 		attrs = append(attrs, slog.String("node", node), slog.Int("attempt", attempt))
 	}
 	r.log.LogAttrs(ctx, d.Code.Level, d.Message, append(attrs, d.Attrs...)...)
+	return d
 }
 
-func (r *runState) progress(node, state string) {
-	if r.onState != nil {
-		r.onState(node, state)
-	}
-	r.onProg.state(node, state)
+// progress reports a node's state that the scheduler decides (an outcome,
+// a skip, a hold), with text for people.
+func (r *runState) progress(node string, state ProgressState, text string) {
+	r.onProg.reportFor(node, 0, Progress{State: state, Text: text})
 }
 
 func jsonBytes(v any) []byte {

@@ -59,11 +59,11 @@ func (r *runState) record(res *NodeResult) {
 	r.mu.Unlock()
 	switch res.State {
 	case journal.NodeCompleted:
-		r.progress(res.ID, fmt.Sprintf("done (%d bytes)", len(res.Output)))
+		r.progress(res.ID, ProgressDone, fmt.Sprintf("done (%d bytes)", len(res.Output)))
 	case journal.NodeCanceled:
-		r.progress(res.ID, "interrupted")
+		r.progress(res.ID, ProgressInterrupted, "interrupted")
 	default:
-		r.progress(res.ID, "failed: "+res.Reason)
+		r.progress(res.ID, ProgressFailed, "failed: "+res.Reason)
 	}
 }
 
@@ -75,6 +75,6 @@ func (r *runState) skip(ctx context.Context, skips []nodestate.Skip) {
 		nr.State, nr.Reason = journal.NodeSkipped, reason
 		_ = r.j.SetNodeState(bg(ctx), r.id, id, journal.NodeSkipped, reason)
 		r.diag(ctx, id, 0, diagnostics.New(diagnostics.NodeSkipped, reason, diagnostics.KeyCause.Attr(cause)))
-		r.progress(id, "skipped: "+reason)
+		r.progress(id, ProgressSkipped, "skipped: "+reason)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 
-	"github.com/noderun/noderun/provider"
+	"github.com/noderun/noderun/runner"
 )
 
 // liveView is the run's progress on a terminal: one line per running node,
@@ -36,8 +36,8 @@ type liveNode struct {
 	lastData  time.Time // last output or reasoning chunk
 	lastPoll  time.Time // last status poll that found the work in progress
 	bytes     int
-	tokens    int // output chunks (≈ tokens)
-	reasoning int
+	tokens    int    // output tokens (chunks, ≈ tokens, until the provider counts them)
+	reasoning int    // reasoning chunks
 	step      string // the recovery step under way, with its budget
 	stepAt    time.Time
 	gone      bool // finished: its line is dropped
@@ -63,48 +63,31 @@ func (v *liveView) Write(b []byte) (int, error) {
 	return v.f.Write(b) // the view is stopped: write through
 }
 
-// observe counts what a node's adapter emits (runner.Options.Observe).
-func (v *liveView) observe(node string, ev provider.Event) {
-	n := v.track(node) // a resumed node may stream before any state change
+// report takes what happens to a node (runner.Options.OnProgress). The
+// node's line stays through every recovery step (a reconnect, a continue, a
+// retry, a move to another worker) and goes only when the node ends.
+func (v *liveView) report(p runner.Progress) {
+	switch {
+	case p.State.Final():
+		v.finish(p.Node, p.Text)
+		return
+	case p.State == runner.ProgressDiagnostic:
+		return // the log writes them above the lines
+	}
+	n := v.track(p.Node) // a resumed node may stream before any state change
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if n.gone {
 		return
 	}
-	t := v.now()
-	switch ev.Kind {
-	case provider.KindDelta:
-		n.bytes += len(ev.Text)
-		n.tokens++
-		n.lastData = t
-	case provider.KindReasoning:
-		n.reasoning++
-		n.lastData = t
-	case provider.KindProgress: // the work advanced, without output
-		n.lastData = t
-	case provider.KindAlive: // a status poll found it queued or in progress
-		n.lastPoll = t
-	case provider.KindReset:
-		n.bytes, n.tokens = 0, 0
+	switch p.State {
+	case runner.ProgressStreaming: // a new attempt
+		n.state, n.step = "streaming", ""
+	case runner.ProgressRecovering:
+		n.step, n.stepAt = p.Text, v.now()
 	}
-}
-
-// progress takes a node's state changes (runner.Options.Progress).
-func (v *liveView) progress(node, state string) {
-	final := state != "streaming" && !strings.HasPrefix(state, "reconnecting") && !strings.HasPrefix(state, "retrying")
-	if final {
-		v.finish(node, state)
-		return
-	}
-	n := v.track(node)
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if state == "streaming" { // a new attempt
-		n.state, n.step, n.lastData = "streaming", "", time.Time{}
-		n.bytes, n.tokens, n.reasoning = 0, 0, 0
-		return
-	}
-	n.step, n.stepAt = state, v.now()
+	n.bytes, n.tokens, n.reasoning = p.Bytes, p.Tokens, p.Reasoning
+	n.lastData, n.lastPoll = p.LastData, p.LastPoll
 }
 
 // finish prints a node's final state above the live lines and drops its

@@ -152,14 +152,14 @@ func execOptions(c *cli.Context) (runner.Options, func(), error) {
 			return runner.Options{}, nil, err
 		}
 		var once sync.Once
-		opts.Logger, opts.Progress, opts.Observe = log, v.progress, v.observe
+		opts.Logger, opts.OnProgress = log, v.report
 		return opts, func() { once.Do(v.stop) }, nil
 	}
 	log, err := newLogger(c)
 	if err != nil {
 		return runner.Options{}, nil, err
 	}
-	opts.Logger, opts.Progress = log, progressLogger(log)
+	opts.Logger, opts.OnProgress = log, progressLogger(log)
 	return opts, func() {}, nil
 }
 
@@ -358,10 +358,11 @@ func shellQuote(s string) string {
 // starts streaming, a node is done) into the log stream, so that a pipe gets
 // one stream, each event once: a recovery step, a failure or a skip is
 // already a diagnostic line.
-func progressLogger(log *slog.Logger) func(node, state string) {
-	return func(node, state string) {
-		if state == "streaming" || strings.HasPrefix(state, "done") {
-			log.Info(state, slog.String("node", node))
+func progressLogger(log *slog.Logger) func(runner.Progress) {
+	return func(p runner.Progress) {
+		switch p.State {
+		case runner.ProgressStreaming, runner.ProgressDone:
+			log.Info(p.Text, slog.String("node", p.Node), slog.Int("attempt", p.Attempt))
 		}
 	}
 }

@@ -122,7 +122,7 @@ func runTemporal(c *cli.Context, g *runner.Graph, opts runner.Options) error {
 // followTemporal prints a Temporal run's progress and result with the exit
 // codes of a local run.
 func followTemporal(c *cli.Context, tc client.Client, runID string, opts runner.Options) error {
-	res, err := ntemporal.Follow(c.Context, tc, runID, 250*time.Millisecond, opts.Progress)
+	res, err := ntemporal.Follow(c.Context, tc, runID, 250*time.Millisecond, opts.OnProgress)
 	if err != nil {
 		if c.Context.Err() != nil {
 			return &exitError{exitInterrupted, fmt.Errorf("stopped following run %s; it goes on on Temporal: noderun status --temporal %s %s",

@@ -274,16 +274,21 @@ func (x *caseRun) run(ctx context.Context, c Case, n *runner.Node) (Result, erro
 				}
 			}})
 		}
-		opts.Progress = func(node, state string) {
-			if node != n.ID {
+		next := opts.OnProgress
+		opts.OnProgress = func(p runner.Progress) {
+			if next != nil {
+				next(p)
+			}
+			if p.Node != n.ID {
 				return
 			}
-			final := strings.HasPrefix(state, "done") || strings.HasPrefix(state, "failed") || strings.HasPrefix(state, "needs attention")
-			if !final {
+			switch p.State {
+			case runner.ProgressDone, runner.ProgressFailed, runner.ProgressAttention:
+			default:
 				return
 			}
 			_ = x.srv.SetOutage(false)
-			if !strings.HasPrefix(state, "done") {
+			if p.State != runner.ProgressDone {
 				t := time.NewTimer(x.prof.BreakerCooldown.D() + 50*time.Millisecond)
 				defer t.Stop()
 				select { // the scheduler waits: with one node at a time, nothing else runs

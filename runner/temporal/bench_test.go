@@ -136,13 +136,26 @@ func TestSameOutputsLocallyAndOnTemporal(t *testing.T) {
 	}
 	in := ntemporal.RunInput{RunID: fmt.Sprintf("same-%d", time.Now().UnixNano()), GraphPath: g.Path,
 		GraphText: string(g.Source), Profile: prof}
-	run, err := ntemporal.Submit(ctx, c, queue, in)
-	if err != nil {
+	if _, err := ntemporal.Submit(ctx, c, queue, in); err != nil {
 		t.Fatal(err)
 	}
-	var tres ntemporal.RunResult
-	if err := run.Get(ctx, &tres); err != nil || tres.Status != string(journal.RunCompleted) {
+	// Followed as `noderun run --temporal` follows it: each node's states,
+	// typed, ending once, done.
+	var reports []runner.Progress
+	tres, err := ntemporal.Follow(ctx, c, in.RunID, 20*time.Millisecond, func(p runner.Progress) { reports = append(reports, p) })
+	if err != nil || tres.Status != string(journal.RunCompleted) {
 		t.Fatalf("temporal: %v %+v", err, tres)
+	}
+	for k, n := range lres.Nodes {
+		var finals []runner.Progress
+		for _, p := range reports {
+			if p.Node == n.ID && p.State.Final() {
+				finals = append(finals, p)
+			}
+		}
+		if len(finals) != 1 || finals[0].State != runner.ProgressDone || finals[0].Bytes != len(tres.Nodes[k].Output) {
+			t.Errorf("node %s ended as %+v, want once done with %d bytes", n.ID, finals, len(tres.Nodes[k].Output))
+		}
 	}
 	for k, n := range lres.Nodes {
 		if tres.Nodes[k].Node != n.ID || tres.Nodes[k].Output != n.Output || n.Output == "" {

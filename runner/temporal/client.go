@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner"
 )
@@ -128,18 +129,22 @@ func Retry(ctx context.Context, c client.Client, runID, node string) error {
 	return c.SignalWorkflow(ctx, runID, "", SignalRetry, node)
 }
 
-// Follow reports node state changes of a run to progress (as a local run's
-// progress lines) until the workflow ends, and returns its result. It
-// returns early, with the run as it stands, when the run only waits for an
-// operator (a node held, nothing running): the workflow stays open for
-// `noderun resume --retry NODE --temporal`.
-func Follow(ctx context.Context, c client.Client, runID string, every time.Duration, progress func(node, state string)) (RunResult, error) {
+// Follow reports what happens to the run's nodes to progress, as a local
+// run's Options.OnProgress is told it (their states, and the recovery steps
+// and worker changes the nodes' heartbeats show), until the workflow ends,
+// and returns its result. It returns early, with the run as it stands, when
+// the run only waits for an operator (a node held, nothing running): the
+// workflow stays open for `noderun resume --retry NODE --temporal`.
+func Follow(ctx context.Context, c client.Client, runID string, every time.Duration, progress func(runner.Progress)) (RunResult, error) {
 	if progress == nil {
-		progress = func(string, string) {}
+		progress = func(runner.Progress) {}
 	}
-	seen := map[string]string{}
-	workers := map[string]string{}
-	steps := map[string]string{} // the last recovery step heartbeated, per node
+	report := func(ps []runner.Progress) {
+		for _, p := range ps {
+			progress(p)
+		}
+	}
+	f := newFollower()
 	done := make(chan struct{})
 	var final RunResult
 	var ferr error
@@ -147,27 +152,6 @@ func Follow(ctx context.Context, c client.Client, runID string, every time.Durat
 		defer close(done)
 		ferr = c.GetWorkflow(ctx, runID, "").Get(ctx, &final)
 	}()
-	report := func(res RunResult) {
-		for _, n := range res.Nodes {
-			if seen[n.Node] == n.State {
-				continue
-			}
-			seen[n.Node] = n.State
-			switch journal.NodeState(n.State) {
-			case journal.NodePending:
-			case journal.NodeRunning:
-				progress(n.Node, "streaming")
-			case journal.NodeCompleted:
-				progress(n.Node, fmt.Sprintf("done (%d bytes)", len(n.Output)))
-			case journal.NodeAttention:
-				progress(n.Node, "needs attention: "+n.Reason)
-			case journal.NodeSkipped:
-				progress(n.Node, "skipped: "+n.Reason)
-			default:
-				progress(n.Node, "failed: "+n.Reason)
-			}
-		}
-	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -176,7 +160,7 @@ func Follow(ctx context.Context, c client.Client, runID string, every time.Durat
 			if ferr != nil {
 				return RunResult{}, ferr
 			}
-			report(final)
+			report(f.nodes(final, time.Now()))
 			return final, nil
 		case <-ctx.Done():
 			return RunResult{}, ctx.Err()
@@ -186,25 +170,84 @@ func Follow(ctx context.Context, c client.Client, runID string, every time.Durat
 		if err != nil {
 			continue // not started yet, or a transient error: the result will tell
 		}
-		report(res)
+		report(f.nodes(res, time.Now()))
 		if pend, err := PendingNodes(ctx, c, runID); err == nil {
-			for _, p := range pend {
-				if w, ok := workers[p.Node]; ok && w != p.Worker && p.Worker != "" {
-					progress(p.Node, fmt.Sprintf("worker %s gone; resumed on %s (activity attempt %d)", w, p.Worker, p.Attempt))
-				}
-				if p.Worker != "" {
-					workers[p.Node] = p.Worker
-				}
-				if p.Cursor.Step != "" && p.Cursor.Step != steps[p.Node] && seen[p.Node] == string(journal.NodeRunning) {
-					progress(p.Node, p.Cursor.Step+" on "+p.Worker)
-				}
-				steps[p.Node] = p.Cursor.Step
-			}
+			report(f.pending(pend, time.Now()))
 		}
 		if res.Status == string(journal.NodeAttention) {
 			return res, nil
 		}
 	}
+}
+
+// follower turns what Follow polls (the workflow's state, its running
+// activities' heartbeats) into progress: what changed since the last poll.
+type follower struct {
+	states  map[string]string              // node → its state as last seen
+	workers map[string]string              // node → the worker last seen running it
+	steps   map[string]runner.RecoveryStep // node → the recovery step last heartbeated (zero: none)
+}
+
+func newFollower() *follower {
+	return &follower{states: map[string]string{}, workers: map[string]string{}, steps: map[string]runner.RecoveryStep{}}
+}
+
+// nodes reports the nodes whose state changed.
+func (f *follower) nodes(res RunResult, now time.Time) []runner.Progress {
+	var out []runner.Progress
+	for _, n := range res.Nodes {
+		if f.states[n.Node] == n.State {
+			continue
+		}
+		f.states[n.Node] = n.State
+		p := runner.Progress{Node: n.Node, Attempt: n.Cursor.Attempt, Bytes: n.Cursor.Bytes, Time: now}
+		switch journal.NodeState(n.State) {
+		case journal.NodePending:
+			continue
+		case journal.NodeRunning:
+			p.State, p.Text = runner.ProgressStreaming, "streaming"
+		case journal.NodeCompleted:
+			p.State, p.Bytes, p.Text = runner.ProgressDone, len(n.Output), fmt.Sprintf("done (%d bytes)", len(n.Output))
+		case journal.NodeAttention:
+			p.State, p.Text = runner.ProgressAttention, "needs attention: "+n.Reason
+		case journal.NodeSkipped:
+			p.State, p.Text = runner.ProgressSkipped, "skipped: "+n.Reason
+		case journal.NodeCanceled:
+			p.State, p.Text = runner.ProgressInterrupted, "interrupted"
+		default:
+			p.State, p.Text = runner.ProgressFailed, "failed: "+n.Reason
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// pending reports what the running nodes' heartbeats show: a node another
+// worker picked up (its own was lost or stopped), and each recovery step.
+func (f *follower) pending(pend []Pending, now time.Time) []runner.Progress {
+	var out []runner.Progress
+	for _, p := range pend {
+		at := runner.Progress{Node: p.Node, State: runner.ProgressRecovering, Attempt: p.Cursor.Attempt, Bytes: p.Cursor.Bytes, Time: now}
+		if w, ok := f.workers[p.Node]; ok && w != p.Worker && p.Worker != "" {
+			moved := at
+			moved.Step = runner.RecoveryStep{Code: diagnostics.CrossWorkerResume}
+			moved.Text = fmt.Sprintf("worker %s gone; resumed on %s (activity attempt %d)", w, p.Worker, p.Attempt)
+			out = append(out, moved)
+		}
+		if p.Worker != "" {
+			f.workers[p.Node] = p.Worker
+		}
+		var step runner.RecoveryStep
+		if p.Cursor.Recovery != nil {
+			step = *p.Cursor.Recovery
+		}
+		if step != f.steps[p.Node] && step.Code.ID != "" && f.states[p.Node] == string(journal.NodeRunning) {
+			at.Step, at.Text = step, p.Cursor.Step+" on "+p.Worker
+			out = append(out, at)
+		}
+		f.steps[p.Node] = step
+	}
+	return out
 }
 
 // Result converts a workflow's result into a runner.Result for printing.
