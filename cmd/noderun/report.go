@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/noderun/noderun/runner/ledger"
 	"github.com/urfave/cli/v2"
@@ -11,16 +12,21 @@ import (
 func reportCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "report",
-		Usage:     "write a run as one self-contained HTML page: the graph, a timeline of every attempt, the diagnose table",
+		Usage:     "write a run as one self-contained HTML page: what needs attention (with the commands), a timeline of every attempt, each node's diagnostics and output",
 		ArgsUsage: "RUN|last",
 		Description: "Examples:\n  noderun report last -o run.html   # open it in a browser, or keep it as a CI artifact\n" +
 			"  noderun report last -o -          # to stdout",
 		Flags: []cli.Flag{dbFlag,
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "noderun-report.html", Usage: "the HTML file to write (- for stdout)"},
-			&cli.StringFlag{Name: "prices", Usage: "a YAML price table (as for diagnose)"}},
+			&cli.StringFlag{Name: "prices", Usage: "a YAML price table (as for diagnose)"},
+			&cli.IntFlag{Name: "max-output", Value: ledger.DefaultMaxOutput,
+				Usage: "bytes of each node's output the page holds; a longer one is cut, with the command that prints it (0: all)"}},
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, 1, "give one run id (or last)"); err != nil {
 				return err
+			}
+			if c.Int("max-output") < 0 {
+				return usageErr(fmt.Errorf("--max-output %d: must be 0 (all) or more", c.Int("max-output")))
 			}
 			prices, err := pricesOf(c)
 			if err != nil {
@@ -35,16 +41,30 @@ func reportCommand() *cli.Command {
 			if err != nil {
 				return &exitError{exitFailed, err}
 			}
+			opts := ledger.ReportOptions{Abandoned: j.Abandoned(run.Run), MaxOutput: c.Int("max-output")}
+			if opts.MaxOutput == 0 {
+				opts.MaxOutput = -1 // all of it
+			}
+			if c.IsSet("db") {
+				// The page is read later, elsewhere: its commands name the
+				// journal by a path that works from any directory.
+				if opts.DB, err = filepath.Abs(c.String("db")); err != nil {
+					return &exitError{exitFailed, err}
+				}
+			}
+			if opts.Partial, err = ledger.PartialOutputs(c.Context, j, run); err != nil {
+				return &exitError{exitFailed, err}
+			}
 			acct := ledger.AccountOf(run, prices)
 			out := c.String("output")
 			if out == "-" {
-				return ledger.WriteReport(c.App.Writer, run, acct)
+				return ledger.WriteReport(c.App.Writer, run, acct, opts)
 			}
 			f, err := os.Create(out)
 			if err != nil {
 				return usageErr(fmt.Errorf("-o: %w", err))
 			}
-			if err := ledger.WriteReport(f, run, acct); err != nil {
+			if err := ledger.WriteReport(f, run, acct, opts); err != nil {
 				f.Close()
 				return &exitError{exitFailed, err}
 			}

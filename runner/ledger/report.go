@@ -1,25 +1,162 @@
 package ledger
 
 import (
+	"context"
 	"fmt"
+	"html/template"
 	"io"
+	"log/slog"
+	"math"
 	"sort"
 	"strings"
-	"text/template"
 	"time"
+	"unicode/utf8"
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
 )
 
-// reportPage is what the template draws. Coordinates are computed here, so
-// the page needs no script to show anything.
+// ReportOptions are what the page shows beyond what Load read. The zero
+// value is a page whose commands name the default journal and that shows
+// completed nodes' outputs only.
+type ReportOptions struct {
+	// DB is the journal as the page's commands name it (--db FILE), so that
+	// they work when pasted; "" for the default journal, which they then
+	// leave unnamed.
+	DB string
+	// Partial is what the journal holds of each unfinished node's last
+	// attempt, by node: what `noderun show` prints for it (PartialOutputs
+	// reads it).
+	Partial map[string]string
+	// Abandoned says that no runner holds a run whose status is running:
+	// its runner died (journal.Journal.Abandoned). The page then says so and
+	// offers to resume it.
+	Abandoned bool
+	// MaxOutput is how much of each node's output the page holds, in bytes
+	// (0: DefaultMaxOutput; negative: all). A longer output is cut, with the
+	// command that prints all of it.
+	MaxOutput int
+}
+
+// DefaultMaxOutput is how much of a node's output the page holds unless
+// ReportOptions say otherwise: enough to read, not enough to make a page of
+// a thousand-node run too heavy to open.
+const DefaultMaxOutput = 16 << 10
+
+// maxEvents is how many of a node's diagnostics its table lists; the rest
+// are counted, with the command that prints them.
+const maxEvents = 300
+
+// PartialOutputs reads what the journal holds of each unfinished node's last
+// attempt, for ReportOptions.Partial.
+func PartialOutputs(ctx context.Context, j *journal.Journal, run *Run) (map[string]string, error) {
+	out := map[string]string{}
+	for _, nd := range run.Nodes {
+		if nd.State == journal.NodeCompleted || len(nd.Attempts) == 0 {
+			continue
+		}
+		last := nd.Attempts[len(nd.Attempts)-1]
+		s, err := j.RebuildOutput(ctx, run.ID, nd.ID, last.N)
+		if err != nil {
+			return nil, fmt.Errorf("partial output of %s#%d: %w", nd.ID, last.N, err)
+		}
+		out[nd.ID] = s
+	}
+	return out, nil
+}
+
+// WriteReport writes a run as one self-contained HTML page (inline style and
+// SVG, a few lines of optional script, nothing from the network): first
+// what needs the operator — each failed, interrupted or stuck node with its
+// error, class and verdict, and the exact command that goes on from there —
+// then the run's duration, a timeline of every attempt (the gaps between
+// the runners' sessions, backoff waits apart from the attempts), acct (the
+// diagnose table; nil: accounted here without prices), and each node's
+// diagnostics and output one click away.
+func WriteReport(w io.Writer, run *Run, acct *Account, opts ReportOptions) error {
+	if acct == nil {
+		acct = AccountOf(run, nil)
+	}
+	return renderReport(w, buildPage(run, acct, opts, time.Now()))
+}
+
+// reportPage is what the template draws. Everything is computed here, from
+// the ledger, so the page needs no script to show anything.
 type reportPage struct {
-	Run       journal.Run
-	Generated string
-	D         *Account
-	Graph     svgGraph
-	Timeline  svgTimeline
+	Run         journal.Run
+	Generated   string
+	D           *Account
+	Figures     runFigures
+	RunCommands []command
+	Problems    []problem
+	AllWell     string
+	Graph       svgGraph
+	Timeline    svgTimeline
+	Nodes       []nodeDetail
+}
+
+// runFigures are the run's times.
+type runFigures struct {
+	Status        string
+	Started       string
+	Took, Ran     string // Took: from start to end, wall time; Ran: what the sessions add up to
+	TookMS, RanMS int64
+	Sessions      int
+	Gaps          string // each gap between sessions, "interrupted 12m03s"
+	GapMS         int64
+	// Stopped: no runner is running the run (it ended, was interrupted, or
+	// its runner died).
+	Stopped bool
+}
+
+// command is a command line the operator can paste.
+type command struct {
+	What string // resume, retry, cancel
+	Why  string
+	Line string
+}
+
+// problem is a node that did not complete and is not waiting for one that
+// did not: what it needs the operator to know.
+type problem struct {
+	Node, State    string
+	Class, Error   string
+	Reason         string
+	Verdict        string
+	Skipped        []string // nodes skipped because it did not complete
+	Commands       []command
+	ErrorTruncated bool
+}
+
+// nodeDetail is a node's events and output, one click away.
+type nodeDetail struct {
+	ID, State, Verdict string
+	Open               bool
+	Attempts           []attemptRow
+	Events             []eventRow
+	MoreEvents         int
+	EventsCmd          string
+	OutputWhat         string
+	Output             string
+	OutputBytes        int
+	Shown              int
+	Cut                bool
+	ShowCmd            string
+}
+
+type attemptRow struct {
+	N                             int
+	Mode, Provider, Ref           string
+	At, Lasted                    string
+	Outcome, Class, Error, Tokens string
+}
+
+type eventRow struct {
+	Seq              int64
+	At               string
+	Attempt          int
+	Code, Name, Role string
+	Message, Attrs   string
 }
 
 type svgGraph struct {
@@ -36,15 +173,24 @@ type svgBox struct {
 type svgEdge struct{ X1, Y1, X2, Y2 int }
 
 type svgTimeline struct {
-	W, H, Left int
-	Span       string
-	Ticks      []svgTick
-	Rows       []svgRow
+	W, H  int
+	Took  string
+	Ticks []svgTick
+	Gaps  []svgGap
+	Rows  []svgRow
 }
 
 type svgTick struct {
 	X     int
 	Label string
+}
+
+// svgGap is a band between two sessions: nobody ran the run.
+type svgGap struct {
+	X, W, Mid      int
+	Why, Label     string
+	MS             int64
+	FromISO, ToISO string
 }
 
 type svgRow struct {
@@ -55,14 +201,25 @@ type svgRow struct {
 }
 
 type svgAttempt struct {
-	N                int
-	X, W             int
-	Mode, Outcome    string
-	Title            string
-	LabelX, LabelY   int
-	ShowLabel        bool
-	ErrClass, Ref    string
-	StartISO, EndISO string
+	N                    int
+	Look, Mode, Outcome  string
+	ErrClass, Ref, Title string
+	StartISO, EndISO     string
+	Segs                 []svgSeg
+	LabelX               int
+	ShowLabel            bool
+}
+
+// svgSeg is a stretch of an attempt: run, wait or detached (segKind).
+type svgSeg struct {
+	Kind           string
+	X, W           int
+	FromISO, ToISO string
+	// A wait's step.
+	Code    string
+	Seq     int64
+	DelayMS int64
+	Title   string
 }
 
 type svgMark struct {
@@ -71,40 +228,238 @@ type svgMark struct {
 	Title      string
 }
 
-// markKind groups the records drawn on the timeline, by what their codes
-// declare: faults, each means of recovery, and failures.
-func markKind(c diagnostics.Code) string {
-	switch {
-	case c.Role == diagnostics.RoleFault:
-		return "disconnect"
-	case c.Role == diagnostics.RoleOutcome && c != diagnostics.Recovered && c != diagnostics.NodeSkipped:
-		return "failure"
-	case c.Role != diagnostics.RoleStep:
-		return ""
-	}
-	switch c.Means {
-	case diagnostics.ByReattach:
-		return "reattach"
-	case diagnostics.ByCheck, diagnostics.ByStatus:
-		return "poll"
-	case diagnostics.ByReconnect:
-		return "reconnect"
-	case diagnostics.ByRetry:
-		return "retry"
-	case diagnostics.ByContinue:
-		return "continue"
-	}
-	return ""
+// The timeline's geometry, in pixels.
+const (
+	tlLeft, tlWidth, tlRowH, tlTop = 160, 900, 30, 40
+)
+
+func buildPage(run *Run, acct *Account, opts ReportOptions, now time.Time) *reportPage {
+	p := &reportPage{Run: run.Run, Generated: now.UTC().Format(time.RFC3339), D: acct}
+	ax := timelineAxis(run)
+	p.Figures = figures(run, acct, opts, ax)
+	p.RunCommands, p.Problems, p.AllWell = attention(run, acct, opts, p.Figures.Stopped)
+	p.Graph = layoutGraph(run)
+	p.Timeline = layoutTimeline(run, ax)
+	p.Nodes = nodeDetails(run, acct, opts, ax.start())
+	return p
 }
 
-// WriteReport writes a run as one self-contained HTML page: the graph, a
-// timeline of every attempt with its recovery steps marked, and acct (the
-// diagnose table). It loads nothing from the network.
-func WriteReport(w io.Writer, run *Run, acct *Account) error {
-	page := &reportPage{Run: run.Run, Generated: time.Now().UTC().Format(time.RFC3339), D: acct}
-	page.Graph = layoutGraph(run)
-	page.Timeline = layoutTimeline(run)
-	return renderReport(w, page)
+// timelineAxis is the run's time axis: its sessions, widened to everything
+// the run journaled.
+func timelineAxis(run *Run) axis {
+	lo, hi := run.Started, run.Finished
+	for _, nd := range run.Nodes {
+		for _, a := range nd.Attempts {
+			lo = earlier(lo, a.Started)
+			hi = later(hi, a.Started, a.Ended)
+		}
+		for _, r := range nd.Records {
+			hi = later(hi, r.Time)
+		}
+	}
+	for _, r := range run.Records {
+		hi = later(hi, r.Time)
+	}
+	return newAxis(run.Sessions, lo, hi, tlLeft, tlWidth)
+}
+
+func figures(run *Run, acct *Account, opts ReportOptions, ax axis) runFigures {
+	f := runFigures{Status: string(run.Status), Started: stamp(run.Started), Sessions: len(run.Sessions),
+		RanMS: acct.WallMS, Ran: Clock(time.Duration(acct.WallMS) * time.Millisecond)}
+	f.Stopped = run.Status != journal.RunRunning || opts.Abandoned
+	if run.Status == journal.RunRunning && opts.Abandoned {
+		f.Status = "interrupted (its runner is gone)"
+	}
+	took := ax.end().Sub(ax.start())
+	if n := len(run.Sessions); n > 0 {
+		took = run.Sessions[n-1].To.Sub(run.Sessions[0].From)
+	}
+	// To the millisecond, as the account counts the time runners ran: a run
+	// of one session reads the same twice.
+	f.TookMS, f.Took = took.Milliseconds(), Clock(took.Truncate(time.Millisecond))
+	var gaps []string
+	for _, g := range runGaps(run, ax) {
+		gaps = append(gaps, g.Label())
+		f.GapMS += g.D().Milliseconds()
+	}
+	f.Gaps = strings.Join(gaps, ", ")
+	return f
+}
+
+// runGap is a gap between sessions and how the session before it ended.
+type runGap struct {
+	axisPart
+	Why string
+}
+
+// Label is the gap as the page names it: "interrupted 12m03s".
+func (g runGap) Label() string { return g.Why + " " + Clock(g.D().Truncate(time.Millisecond)) }
+
+func runGaps(run *Run, ax axis) []runGap {
+	var out []runGap
+	for _, g := range ax.gaps() {
+		var before Span
+		for _, s := range run.Sessions {
+			if !s.To.After(g.From) {
+				before = s
+			}
+		}
+		out = append(out, runGap{g, gapWhy(run.Records, before)})
+	}
+	return out
+}
+
+// stamp is a wall time as the page prints it.
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "–"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000Z")
+}
+
+// attention finds what the operator must look at: the run's command to go
+// on, and each node that did not complete for a reason of its own, with
+// its error, verdict and the command that applies.
+func attention(run *Run, acct *Account, opts ReportOptions, stopped bool) ([]command, []problem, string) {
+	verdicts := map[string]string{}
+	for _, n := range acct.Nodes {
+		verdicts[n.ID] = n.Verdict
+	}
+	var runCmds []command
+	switch {
+	case run.Status == journal.RunInterrupted:
+		runCmds = append(runCmds, command{What: "resume", Line: opts.command("resume", run.ID),
+			Why: "The run was interrupted. Continue it (what is still running at the provider is re-attached, not generated again)"})
+	case run.Status == journal.RunRunning && opts.Abandoned:
+		runCmds = append(runCmds, command{What: "resume", Line: opts.command("resume", run.ID),
+			Why: "The run's runner is gone (killed, or its machine lost) before it journaled an end. Continue it"})
+	}
+	skippedBy := map[string][]string{}
+	completed, recovered := 0, 0
+	for _, nd := range run.Nodes {
+		if nd.State == journal.NodeCompleted {
+			completed++
+		}
+		for _, r := range nd.Records {
+			switch r.Code {
+			case diagnostics.NodeSkipped:
+				if cause, ok := diagnostics.KeyCause.Of(r.Record); ok {
+					skippedBy[cause] = append(skippedBy[cause], nd.ID)
+				}
+			case diagnostics.Recovered:
+				recovered++
+			}
+		}
+	}
+	var probs []problem
+	for _, nd := range run.Nodes {
+		switch nd.State {
+		case journal.NodeFailed, journal.NodeAttention, journal.NodeCanceled:
+		case journal.NodeRunning:
+			if !stopped {
+				continue
+			}
+		default:
+			continue
+		}
+		pr := problem{Node: nd.ID, State: string(nd.State), Class: nd.ErrClass, Error: nd.Error, Reason: nd.Reason,
+			Verdict: verdicts[nd.ID], Skipped: skippedBy[nd.ID]}
+		if pr.Error == "" && len(nd.Attempts) > 0 {
+			last := nd.Attempts[len(nd.Attempts)-1]
+			pr.Class, pr.Error = last.ErrClass, last.Error
+		}
+		pr.Error, pr.ErrorTruncated = cut(pr.Error, 4000)
+		if ref := detached(nd); ref != "" {
+			pr.Commands = append(pr.Commands, command{What: "cancel", Line: opts.command("cancel", run.ID, nd.ID),
+				Why: "Response " + ref + " keeps running at the provider, and billing, until it finishes; resuming re-attaches to it. To stop it instead"})
+		}
+		switch {
+		case nd.State == journal.NodeAttention || refused(nd):
+			pr.Commands = append(pr.Commands, command{What: "retry", Line: opts.command("resume", run.ID, "--retry", nd.ID),
+				Why: "Its request may have had side effects, so it is not sent again by itself. Once you have checked what it did (its output below), run it anyway, from scratch"})
+		case nd.State == journal.NodeFailed:
+			pr.Commands = append(pr.Commands, command{What: "retry", Line: opts.command("resume", run.ID, "--retry", nd.ID),
+				Why: "Once the cause is fixed, run it again from scratch (with a fresh retry budget)"})
+		}
+		probs = append(probs, pr)
+	}
+	allWell := ""
+	if len(probs) == 0 && len(runCmds) == 0 {
+		switch run.Status {
+		case journal.RunCompleted:
+			allWell = fmt.Sprintf("All %d nodes completed, %d of them after recovery (their verdicts are below).", completed, recovered)
+			if completed == 1 {
+				allWell = "The run's one node completed (its verdict is below)."
+			}
+		case journal.RunRunning:
+			allWell = "The run is still running: this page is what the journal held when it was written."
+		}
+	}
+	return runCmds, probs, allWell
+}
+
+// refused reports whether a node failed because replaying it was unsafe.
+func refused(nd *Node) bool {
+	for _, r := range nd.Records {
+		if r.Code == diagnostics.UnsafeReplayRefused {
+			return true
+		}
+	}
+	return false
+}
+
+// detached is the response an interruption left running at the provider
+// for nd ("" if none): one that nothing since picked up or cancelled.
+func detached(nd *Node) string {
+	if nd.State == journal.NodeCompleted || nd.State == journal.NodeFailed {
+		return ""
+	}
+	ref := ""
+	for _, r := range nd.Records {
+		switch {
+		case r.Code == diagnostics.WorkDetached:
+			ref, _ = diagnostics.KeyRef.Of(r.Record)
+		case r.Code == diagnostics.NodeResumed, r.Code.Role == diagnostics.RoleStep && r.Code.Means == diagnostics.ByCancel:
+			ref = ""
+		}
+	}
+	return ref
+}
+
+// command is a noderun command line as the operator pastes it: every
+// argument quoted for a POSIX shell where it needs it, and the journal named
+// when it is not the default.
+func (o ReportOptions) command(args ...string) string {
+	parts := []string{"noderun"}
+	for _, a := range args {
+		parts = append(parts, shellQuote(a))
+	}
+	if o.DB != "" {
+		parts = append(parts, "--db", shellQuote(o.DB))
+	}
+	return strings.Join(parts, " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == '+' || r == ':' || r == '@' || r == '=' || r == ',' ||
+			('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9'))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// cut is s cut to at most n bytes, at a character boundary.
+func cut(s string, n int) (string, bool) {
+	if n < 0 || len(s) <= n {
+		return s, false
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n], true
 }
 
 // layoutGraph places the nodes in columns by depth (longest path from a
@@ -160,76 +515,206 @@ func layoutGraph(run *Run) svgGraph {
 	return g
 }
 
-// layoutTimeline draws one row per node: its attempts as bars, and the
-// recovery diagnostics as marks on them.
-func layoutTimeline(run *Run) svgTimeline {
-	const left, width, rowH, top = 150, 900, 30, 24
-	nodes := run.Nodes
-	start, end := run.Started, run.Finished
-	for _, nd := range nodes {
-		for _, a := range nd.Attempts {
-			end = later(end, a.Ended, a.Started)
-		}
-		for _, r := range nd.Records {
-			end = later(end, r.Time)
-		}
+// markKind groups the records drawn on the timeline, by what their codes
+// declare: faults, each means of recovery, and failures. An interruption is
+// not a failure: the node stopped with its runner and a resume picks it up
+// (the gap between the sessions shows the time in between).
+func markKind(c diagnostics.Code) string {
+	switch {
+	case c == diagnostics.NodeResumed:
+		return "resumed"
+	case c == diagnostics.NodeCanceled, c == diagnostics.JournalUnavailable:
+		return "interrupted"
+	case c.Role == diagnostics.RoleFault:
+		return "fault"
+	case c.Role == diagnostics.RoleOutcome && c != diagnostics.Recovered && c != diagnostics.NodeSkipped:
+		return "failure"
+	case c.Role != diagnostics.RoleStep:
+		return ""
 	}
-	if !end.After(start) {
-		end = start.Add(time.Second)
+	switch c.Means {
+	case diagnostics.ByReattach:
+		return "reattach"
+	case diagnostics.ByCheck, diagnostics.ByStatus:
+		return "poll"
+	case diagnostics.ByReconnect:
+		return "reconnect"
+	case diagnostics.ByRetry:
+		return "retry"
+	case diagnostics.ByContinue:
+		return "continue"
+	case diagnostics.ByCancel:
+		return "cancel"
 	}
-	span := end.Sub(start)
-	x := func(t time.Time) int {
-		if t.IsZero() {
-			t = end
-		}
-		return left + int(float64(width)*float64(t.Sub(start))/float64(span))
+	return ""
+}
+
+// layoutTimeline draws one row per node: its attempts cut into what a
+// runner spent on them, their backoff waits and the stretches between
+// sessions; the recovery diagnostics as marks; and a band for each gap.
+func layoutTimeline(run *Run, ax axis) svgTimeline {
+	x := func(t time.Time) int { return int(math.Round(ax.x(t))) }
+	start := ax.start()
+	tl := svgTimeline{W: tlLeft + tlWidth + 20, Took: Clock(ax.end().Sub(start))}
+	tl.H = tlTop + len(run.Nodes)*tlRowH + 10
+	for _, t := range ax.ticks(110) {
+		tl.Ticks = append(tl.Ticks, svgTick{X: int(math.Round(t.X)), Label: t.Label})
 	}
-	tl := svgTimeline{W: left + width + 20, Left: left, Span: span.Round(time.Millisecond).String()}
-	for i := 0; i <= 5; i++ {
-		t := start.Add(span * time.Duration(i) / 5)
-		tl.Ticks = append(tl.Ticks, svgTick{X: x(t), Label: fmt.Sprintf("%.1fs", t.Sub(start).Seconds())})
+	for _, g := range runGaps(run, ax) {
+		x0, x1 := int(math.Round(g.X0)), int(math.Round(g.X1))
+		tl.Gaps = append(tl.Gaps, svgGap{X: x0, W: x1 - x0, Mid: (x0 + x1) / 2, Why: g.Why, Label: g.Label(), MS: g.D().Milliseconds(), FromISO: isoTime(g.From), ToISO: isoTime(g.To)})
 	}
-	row := map[string]*svgRow{}
-	for i, n := range nodes {
-		tl.Rows = append(tl.Rows, svgRow{Node: n.ID, Y: top + i*rowH})
-	}
-	for i := range tl.Rows {
-		row[tl.Rows[i].Node] = &tl.Rows[i]
-	}
-	for _, nd := range nodes {
-		rw := row[nd.ID]
-		for _, a := range nd.Attempts {
-			rw.Attempts = append(rw.Attempts, attemptBar(a, rw.Y, x))
+	for i, nd := range run.Nodes {
+		rw := svgRow{Node: nd.ID, Y: tlTop + i*tlRowH}
+		for k, a := range nd.Attempts {
+			var next *journal.Attempt
+			if k+1 < len(nd.Attempts) {
+				next = &nd.Attempts[k+1].Attempt
+			}
+			rw.Attempts = append(rw.Attempts, attemptBar(a.Attempt, next, nd.Records, run.Sessions, x))
 		}
 		for _, r := range nd.Records {
 			kind := markKind(r.Code)
 			if kind == "" {
 				continue
 			}
-			title := fmt.Sprintf("%s at %.3fs: %s", r.Code, r.Time.Sub(start).Seconds(), r.Message)
+			title := fmt.Sprintf("%s at %s: %s", r.Code, offsetLabel(r.Time.Sub(start), time.Millisecond), r.Message)
 			rw.Marks = append(rw.Marks, svgMark{X: x(r.Time), Code: r.Code.ID, Kind: kind, Title: oneLine(title, 300)})
 		}
+		tl.Rows = append(tl.Rows, rw)
 	}
-	tl.H = top + len(nodes)*rowH + 10
 	return tl
 }
 
-// attemptBar draws an attempt on its node's row.
-func attemptBar(a Attempt, y int, x func(time.Time) int) svgAttempt {
-	{
-		x1, x2 := x(a.Started), x(a.Ended)
-		title := fmt.Sprintf("%s attempt %d (%s via %s): %s, %s", a.NodeID, a.N, a.Mode, a.Provider, a.Outcome,
-			a.Ended.Sub(a.Started).Round(time.Millisecond))
-		if a.Ended.IsZero() {
-			title = fmt.Sprintf("%s attempt %d (%s via %s): never ended", a.NodeID, a.N, a.Mode, a.Provider)
-		}
-		if a.Error != "" {
-			title += " — " + oneLine(a.Error, 200)
-		}
-		return svgAttempt{N: a.N, X: x1, W: max(x2-x1, 2), Mode: string(a.Mode), Outcome: string(a.Outcome),
-			Title: title, LabelX: x1 + 3, LabelY: y + 15, ShowLabel: x2-x1 > 24, ErrClass: a.ErrClass, Ref: a.Ref,
-			StartISO: isoTime(a.Started), EndISO: isoTime(a.Ended)}
+// attemptBar draws an attempt: its segments, each at least a pixel wide
+// (a wait two, so that every wait shows), and the attempt itself never
+// narrower than a sliver.
+func attemptBar(a journal.Attempt, next *journal.Attempt, recs []Record, sessions []Span, x func(time.Time) int) svgAttempt {
+	span := attemptSpan(a, next, recs, sessions)
+	segs := segments(span, waitsOf(recs, a.N, span, sessions), sessions)
+	title := fmt.Sprintf("%s attempt %d (%s via %s): never ended (its runner stopped)", a.NodeID, a.N, a.Mode, a.Provider)
+	if !a.Ended.IsZero() {
+		title = fmt.Sprintf("%s attempt %d (%s via %s): %s, %s", a.NodeID, a.N, a.Mode, a.Provider, a.Outcome, Clock(a.Ended.Sub(a.Started)))
 	}
+	if a.Error != "" {
+		title += " — " + oneLine(a.Error, 200)
+	}
+	bar := svgAttempt{N: a.N, Look: attemptLook(a), Mode: string(a.Mode), Outcome: string(a.Outcome), ErrClass: a.ErrClass,
+		Ref: a.Ref, Title: title, StartISO: isoTime(a.Started), EndISO: isoTime(a.Ended)}
+	for _, s := range segs {
+		x1, x2 := x(s.From), x(s.To)
+		seg := svgSeg{Kind: string(s.Kind), X: x1, W: x2 - x1, FromISO: isoTime(s.From), ToISO: isoTime(s.To)}
+		switch {
+		case s.Kind == segWait:
+			d, _ := diagnostics.KeyDelay.Of(s.Wait.Record)
+			seg.W = max(seg.W, 2)
+			seg.Code, seg.Seq, seg.DelayMS = s.Wait.Code.ID, s.Wait.Seq, d.Milliseconds()
+			seg.Title = fmt.Sprintf("backoff wait: %s before %s (%s %s; waited %s)", Clock(d), s.Wait.Code.Means, s.Wait.Code.ID,
+				s.Wait.Code.Name, Clock(s.D()))
+		case s.Kind == segDetached:
+			seg.Title = fmt.Sprintf("no runner for %s: the attempt was picked up again after the gap", Clock(s.D()))
+		}
+		if seg.W < 1 {
+			continue
+		}
+		bar.Segs = append(bar.Segs, seg)
+	}
+	if len(bar.Segs) == 0 { // shorter than a pixel: a sliver where it began
+		bar.Segs = []svgSeg{{Kind: string(segRun), X: x(span.From), W: 2, FromISO: isoTime(span.From), ToISO: isoTime(span.To)}}
+	}
+	first := bar.Segs[0]
+	bar.LabelX, bar.ShowLabel = first.X+3, first.Kind == string(segRun) && first.W > 24
+	return bar
+}
+
+// attemptLook is how an attempt is drawn: completed, failed, interrupted
+// (stopped with its runner, resumable), or never ended.
+func attemptLook(a journal.Attempt) string {
+	switch {
+	case a.Outcome == journal.OutcomeOK:
+		return "ok"
+	case a.ErrClass == string(diagnostics.ClassCanceled), a.ErrClass == string(diagnostics.ClassJournal):
+		return "interrupted"
+	case a.Outcome == journal.OutcomeError:
+		return "error"
+	}
+	return "running"
+}
+
+// nodeDetails are each node's attempts, diagnostics and output.
+func nodeDetails(run *Run, acct *Account, opts ReportOptions, start time.Time) []nodeDetail {
+	verdicts := map[string]string{}
+	for _, n := range acct.Nodes {
+		verdicts[n.ID] = n.Verdict
+	}
+	limit := opts.MaxOutput
+	if limit == 0 {
+		limit = DefaultMaxOutput
+	}
+	var out []nodeDetail
+	for _, nd := range run.Nodes {
+		d := nodeDetail{ID: nd.ID, State: string(nd.State), Verdict: verdicts[nd.ID]}
+		switch nd.State {
+		case journal.NodeFailed, journal.NodeAttention, journal.NodeCanceled:
+			d.Open = true
+		}
+		for _, a := range nd.Attempts {
+			row := attemptRow{N: a.N, Mode: string(a.Mode), Provider: a.Provider, Ref: a.Ref, At: offsetLabel(a.Started.Sub(start), time.Millisecond),
+				Lasted: "never ended", Outcome: string(a.Outcome), Class: a.ErrClass, Error: oneLine(a.Error, 400)}
+			if !a.Ended.IsZero() {
+				row.Lasted = Clock(a.Ended.Sub(a.Started))
+			}
+			row.Tokens = fmt.Sprintf("%s in / %s out", Thousands(a.Usage.InputTokens), Thousands(a.Usage.OutputTokens))
+			if a.Usage.Estimated {
+				row.Tokens += " (est.)"
+			}
+			d.Attempts = append(d.Attempts, row)
+		}
+		for i, r := range nd.Records {
+			if i == maxEvents {
+				d.MoreEvents = len(nd.Records) - maxEvents
+				d.EventsCmd = opts.command("events", run.ID, "--node", nd.ID, "--kind", "diagnostic")
+				break
+			}
+			d.Events = append(d.Events, eventRow{Seq: r.Seq, At: offsetLabel(r.Time.Sub(start), time.Millisecond), Attempt: r.Attempt,
+				Code: r.Code.ID, Name: r.Code.Name, Role: r.Code.Role.String(), Message: oneLine(r.Message, 600), Attrs: attrsText(r.Record)})
+		}
+		text, have := nd.Output, nd.State == journal.NodeCompleted
+		d.OutputWhat = "Output"
+		if !have && len(nd.Attempts) > 0 {
+			text, have = opts.Partial[nd.ID]
+			d.OutputWhat = fmt.Sprintf("Partial output of attempt %d (the node did not complete)", nd.Attempts[len(nd.Attempts)-1].N)
+		}
+		switch {
+		case !have:
+			d.OutputWhat = "No output"
+		case text == "":
+			d.OutputWhat += ": nothing was journaled"
+		}
+		d.OutputBytes = len(text)
+		d.Output, d.Cut = cut(text, limit)
+		d.Shown = len(d.Output)
+		if d.Cut {
+			d.ShowCmd = opts.command("show", run.ID, nd.ID)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// attrsText writes a record's attributes on one line, durations to the
+// millisecond as `noderun events` does.
+func attrsText(r diagnostics.Record) string {
+	parts := make([]string, 0, len(r.Attrs))
+	for _, a := range r.Attrs {
+		v := a.Value.Resolve()
+		s := v.String()
+		if v.Kind() == slog.KindDuration {
+			s = v.Duration().Round(time.Millisecond).String()
+		}
+		parts = append(parts, a.Key+"="+oneLine(s, 300))
+	}
+	return strings.Join(parts, " ")
 }
 
 // isoTime is t in RFC 3339 UTC, "" for zero.
@@ -271,6 +756,7 @@ func renderReport(w io.Writer, page *reportPage) error {
 			return fmt.Sprintf("$%.4f", *p)
 		},
 		"plus": func(a, b int) int { return a + b },
+		"join": func(s []string) string { return strings.Join(s, ", ") },
 	}
 	t, err := template.New("report").Funcs(funcs).Parse(reportTemplate)
 	if err != nil {
@@ -278,82 +764,3 @@ func renderReport(w io.Writer, page *reportPage) error {
 	}
 	return t.Execute(w, page)
 }
-
-// reportTemplate is the whole page: inline style, inline SVG, and a few lines
-// of script that only add a legend count and record page errors in the DOM
-// (for a headless browser test); no network, no server.
-const reportTemplate = `<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>noderun run {{.Run.ID}} ({{.Run.Graph}})</title>
-<style>
-body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #1d2330; }
-h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 28px 0 8px; }
-.meta { color: #5b6474; }
-table { border-collapse: collapse; } th, td { padding: 4px 10px; border-bottom: 1px solid #e3e6ec; text-align: right; }
-th:first-child, td:first-child, td.verdict, th.verdict { text-align: left; }
-svg text { font: 12px system-ui, sans-serif; }
-.box rect { stroke: #2b3445; rx: 6; } .box text { fill: #1d2330; }
-.state-completed rect { fill: #d7f2dc; } .state-failed rect, .state-attention rect { fill: #f8d7d7; }
-.state-running rect, .state-pending rect { fill: #eceff4; } .state-skipped rect, .state-canceled rect { fill: #f3ecd2; }
-.edge { stroke: #8a93a5; stroke-width: 1.5; marker-end: url(#arrow); }
-.attempt.ok { fill: #4caf6e; } .attempt.error { fill: #e06666; } .attempt.running { fill: #9aa3b5; }
-.attempt-label { fill: #fff; font-size: 11px; pointer-events: none; }
-.mark line { stroke-width: 2; } .mark.disconnect line { stroke: #b00020; } .mark.reattach line { stroke: #1f5fbf; }
-.mark.poll line { stroke: #c49000; } .mark.reconnect line { stroke: #6a3fb5; } .mark.retry line { stroke: #e07a00; } .mark.continue line { stroke: #1b8a5a; }
-.mark.failure line { stroke: #000; }
-.grid { stroke: #e3e6ec; } .legend span { display: inline-block; margin-right: 14px; }
-.legend i { display: inline-block; width: 12px; height: 12px; margin-right: 4px; vertical-align: -1px; }
-</style>
-</head>
-<body>
-<h1>Run {{.Run.ID}}</h1>
-<div class="meta">graph <b>{{.Run.Graph}}</b> ({{.Run.GraphPath}}) · status <b id="run-status">{{.Run.Status}}</b> · profile {{.Run.Profile}} ·
-started {{.Run.Started.UTC.Format "2006-01-02 15:04:05Z"}} · report generated {{.Generated}}</div>
-
-<h2>Summary</h2>
-<ul id="summary">{{range .D.Summary}}<li>{{.}}</li>{{end}}</ul>
-
-<h2>Graph</h2>
-<svg id="graph" width="{{.Graph.W}}" height="{{.Graph.H}}" role="img" aria-label="the goal graph">
-<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#8a93a5"/></marker></defs>
-{{range .Graph.Edges}}<line class="edge" x1="{{.X1}}" y1="{{.Y1}}" x2="{{.X2}}" y2="{{.Y2}}"/>{{end}}
-{{range .Graph.Boxes}}<g class="box state-{{.State}}" data-node="{{.ID}}"><title>{{.ID}}: {{.State}}</title><rect x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}"/><text x="{{plus .X 10}}" y="{{plus .Y 21}}">{{.ID}}</text></g>{{end}}
-</svg>
-
-<h2>Timeline</h2>
-<div class="legend"><span><i style="background:#4caf6e"></i>attempt ok</span><span><i style="background:#e06666"></i>attempt failed</span>
-<span><i style="background:#b00020"></i>disconnect</span><span><i style="background:#6a3fb5"></i>reconnect</span><span><i style="background:#1f5fbf"></i>re-attach</span>
-<span><i style="background:#c49000"></i>poll / status</span><span><i style="background:#1b8a5a"></i>continue</span><span><i style="background:#e07a00"></i>retry</span><span><i style="background:#000"></i>failure</span>
-<span id="attempt-count"></span></div>
-<svg id="timeline" width="{{.Timeline.W}}" height="{{.Timeline.H}}" role="img" aria-label="every attempt of every node over time ({{.Timeline.Span}})">
-{{range .Timeline.Ticks}}<line class="grid" x1="{{.X}}" y1="14" x2="{{.X}}" y2="{{$.Timeline.H}}"/><text x="{{.X}}" y="11" text-anchor="middle">{{.Label}}</text>{{end}}
-{{range .Timeline.Rows}}<g class="row" data-node="{{.Node}}">
-<text x="6" y="{{plus .Y 15}}">{{.Node}}</text>
-{{$row := .}}{{range .Attempts}}<rect class="attempt {{.Outcome}}" data-node="{{$row.Node}}" data-attempt="{{.N}}" data-mode="{{.Mode}}" data-outcome="{{.Outcome}}" data-class="{{.ErrClass}}" data-start="{{.StartISO}}" data-end="{{.EndISO}}" x="{{.X}}" y="{{plus $row.Y 2}}" width="{{.W}}" height="18"><title>{{.Title}}</title></rect>{{if .ShowLabel}}<text class="attempt-label" x="{{.LabelX}}" y="{{.LabelY}}">#{{.N}}</text>{{end}}
-{{end}}{{range .Marks}}<g class="mark {{.Kind}}" data-node="{{$row.Node}}" data-code="{{.Code}}" data-kind="{{.Kind}}"><title>{{.Title}}</title><line x1="{{.X}}" y1="{{$row.Y}}" x2="{{.X}}" y2="{{plus $row.Y 22}}"/></g>
-{{end}}</g>
-{{end}}</svg>
-
-<h2>What recovery did (noderun diagnose)</h2>
-<table id="diagnose">
-<thead><tr><th>node</th><th>state</th><th>attempts</th><th>time lost</th><th>generated</th><th>regenerated</th><th>preserved</th><th>cost</th><th class="verdict">verdict</th></tr></thead>
-<tbody>{{range .D.Nodes}}<tr data-node="{{.ID}}"><td>{{.ID}}</td><td>{{.State}}</td><td>{{.Attempts}}</td><td>{{seconds .TimeLostMS}}</td>
-<td>{{thousands .Tokens.Generated}}</td><td>{{thousands .Tokens.Regenerated}}</td><td>{{thousands .Tokens.Preserved}}</td><td>{{usd .CostUSD}}</td>
-<td class="verdict">{{.Verdict}}{{with steps .RecoverySteps}}<br><small>{{.}}</small>{{end}}</td></tr>{{end}}</tbody>
-</table>
-<pre id="page-errors" hidden></pre>
-<script>
-(function () {
-  var out = document.getElementById("page-errors");
-  window.addEventListener("error", function (e) { out.hidden = false; out.textContent += (e.message || "error") + "\n"; });
-  var n = document.querySelectorAll("#timeline rect.attempt").length;
-  document.getElementById("attempt-count").textContent = n + " attempts";
-  document.body.setAttribute("data-ready", "1");
-})();
-</script>
-</body>
-</html>
-`
