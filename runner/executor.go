@@ -489,6 +489,10 @@ func (x *nodeExec) noteFailure(ctx context.Context, action resume.Action, ce *di
 		code = diagnostics.IdleTimeout
 	case errors.Is(ce, ErrBreakerOpen):
 		code = diagnostics.BreakerOpen
+	case ce.Status >= 500 && ce.Class != diagnostics.ClassRateLimited:
+		// A gateway's 502/503/504 is recovered from as a disconnect, but it
+		// is the provider's answer, and the verdict names it so.
+		code = diagnostics.ProviderError
 	}
 	msg := fmt.Sprintf("%s after %d bytes of output", strings.ReplaceAll(code.Name, "_", " "), x.out.Len())
 	attrs := []slog.Attr{diagnostics.KeyClass.Attr(ce.Class), diagnostics.KeyError.Attr(ce.Err.Error())}

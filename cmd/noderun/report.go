@@ -41,7 +41,7 @@ func reportCommand() *cli.Command {
 			if err != nil {
 				return &exitError{exitFailed, err}
 			}
-			opts := ledger.ReportOptions{Abandoned: j.Abandoned(run.Run), MaxOutput: c.Int("max-output")}
+			opts := ledger.ReportOptions{MaxOutput: c.Int("max-output")}
 			if opts.MaxOutput == 0 {
 				opts.MaxOutput = -1 // all of it
 			}
@@ -51,9 +51,6 @@ func reportCommand() *cli.Command {
 				if opts.DB, err = filepath.Abs(c.String("db")); err != nil {
 					return &exitError{exitFailed, err}
 				}
-			}
-			if opts.Partial, err = ledger.PartialOutputs(c.Context, j, run); err != nil {
-				return &exitError{exitFailed, err}
 			}
 			acct := ledger.AccountOf(run, prices)
 			out := c.String("output")

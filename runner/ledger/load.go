@@ -32,6 +32,9 @@ type Run struct {
 	Nodes []*Node
 	// Records are the run-level records: started, resumed, finished, interrupted.
 	Records []Record
+	// Abandoned: the run says it is running but no live runner holds it (its
+	// runner died): `noderun resume` continues it.
+	Abandoned bool
 	// Sessions are the stretches of time a runner was running the run: from
 	// its start (or a resume) to its end, its interruption, or the last
 	// thing it journaled before it died. Time between them is nobody's.
@@ -50,6 +53,10 @@ type Node struct {
 	// Active is when a runner was working on the node: from its first
 	// attempt to its outcome, within the run's sessions.
 	Active []Span
+	// Partial is what the journal holds of an unfinished node's last
+	// attempt (what `noderun show` prints for it); "" for a completed node,
+	// whose output is Output.
+	Partial string
 }
 
 // Attempt is one request (or re-attachment) of a node, with what it cost.
@@ -93,7 +100,7 @@ func Load(ctx context.Context, j *journal.Journal, runID string, opts LoadOption
 	if err != nil {
 		return nil, err
 	}
-	run := &Run{Run: jr}
+	run := &Run{Run: jr, Abandoned: j.Abandoned(jr)}
 	if g, err := graph.ParseWith(jr.GraphPath, jr.GraphText, graph.Options{Kinds: opts.Kinds}); err == nil {
 		run.Graph = g
 	}
@@ -223,19 +230,27 @@ func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.No
 func (run *Run) finishNode(ctx context.Context, j *journal.Journal, nd *Node, lastEvent time.Time) error {
 	for i := range nd.Attempts {
 		a := &nd.Attempts[i]
-		if a.UsageRecorded {
-			if nd.Model == "" {
-				nd.Model = a.Usage.Model
-			}
+		last := i == len(nd.Attempts)-1 && nd.State != journal.NodeCompleted
+		if a.UsageRecorded && !last {
 			continue
 		}
-		// Its runner died before the attempt ended: what the journal holds
-		// is what it streamed.
 		out, err := j.RebuildOutput(ctx, run.ID, nd.ID, a.N)
 		if err != nil {
 			return err
 		}
-		a.Usage = journal.Usage{OutputTokens: estimateTokens(out), StreamedTokens: estimateTokens(out), Estimated: true}
+		if last {
+			nd.Partial = out
+		}
+		if !a.UsageRecorded {
+			// Its runner died before the attempt ended: what the journal
+			// holds is what it streamed.
+			a.Usage = journal.Usage{OutputTokens: estimateTokens(out), StreamedTokens: estimateTokens(out), Estimated: true}
+		}
+	}
+	for _, a := range nd.Attempts {
+		if nd.Model == "" && a.UsageRecorded {
+			nd.Model = a.Usage.Model
+		}
 	}
 	if nd.Model == "" {
 		nd.Model = run.modelOf(nd.ID)

@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"context"
 	"fmt"
 	"html/template"
 	"io"
@@ -24,14 +23,6 @@ type ReportOptions struct {
 	// they work when pasted; "" for the default journal, which they then
 	// leave unnamed.
 	DB string
-	// Partial is what the journal holds of each unfinished node's last
-	// attempt, by node: what `noderun show` prints for it (PartialOutputs
-	// reads it).
-	Partial map[string]string
-	// Abandoned says that no runner holds a run whose status is running:
-	// its runner died (journal.Journal.Abandoned). The page then says so and
-	// offers to resume it.
-	Abandoned bool
 	// MaxOutput is how much of each node's output the page holds, in bytes
 	// (0: DefaultMaxOutput; negative: all). A longer output is cut, with the
 	// command that prints all of it.
@@ -46,24 +37,6 @@ const DefaultMaxOutput = 16 << 10
 // maxEvents is how many of a node's diagnostics its table lists; the rest
 // are counted, with the command that prints them.
 const maxEvents = 300
-
-// PartialOutputs reads what the journal holds of each unfinished node's last
-// attempt, for ReportOptions.Partial.
-func PartialOutputs(ctx context.Context, j *journal.Journal, run *Run) (map[string]string, error) {
-	out := map[string]string{}
-	for _, nd := range run.Nodes {
-		if nd.State == journal.NodeCompleted || len(nd.Attempts) == 0 {
-			continue
-		}
-		last := nd.Attempts[len(nd.Attempts)-1]
-		s, err := j.RebuildOutput(ctx, run.ID, nd.ID, last.N)
-		if err != nil {
-			return nil, fmt.Errorf("partial output of %s#%d: %w", nd.ID, last.N, err)
-		}
-		out[nd.ID] = s
-	}
-	return out, nil
-}
 
 // WriteReport writes a run as one self-contained HTML page (inline style and
 // SVG, a few lines of optional script, nothing from the network): first
@@ -266,8 +239,8 @@ func timelineAxis(run *Run) axis {
 func figures(run *Run, acct *Account, opts ReportOptions, ax axis) runFigures {
 	f := runFigures{Status: string(run.Status), Started: stamp(run.Started), Sessions: len(run.Sessions),
 		RanMS: acct.WallMS, Ran: Clock(time.Duration(acct.WallMS) * time.Millisecond)}
-	f.Stopped = run.Status != journal.RunRunning || opts.Abandoned
-	if run.Status == journal.RunRunning && opts.Abandoned {
+	f.Stopped = run.Status != journal.RunRunning || run.Abandoned
+	if run.Status == journal.RunRunning && run.Abandoned {
 		f.Status = "interrupted (its runner is gone)"
 	}
 	took := ax.end().Sub(ax.start())
@@ -330,7 +303,7 @@ func attention(run *Run, acct *Account, opts ReportOptions, stopped bool) ([]com
 	case run.Status == journal.RunInterrupted:
 		runCmds = append(runCmds, command{What: "resume", Line: opts.command("resume", run.ID),
 			Why: "The run was interrupted. Continue it (what is still running at the provider is re-attached, not generated again)"})
-	case run.Status == journal.RunRunning && opts.Abandoned:
+	case run.Status == journal.RunRunning && run.Abandoned:
 		runCmds = append(runCmds, command{What: "resume", Line: opts.command("resume", run.ID),
 			Why: "The run's runner is gone (killed, or its machine lost) before it journaled an end. Continue it"})
 	}
@@ -682,7 +655,7 @@ func nodeDetails(run *Run, acct *Account, opts ReportOptions, start time.Time) [
 		text, have := nd.Output, nd.State == journal.NodeCompleted
 		d.OutputWhat = "Output"
 		if !have && len(nd.Attempts) > 0 {
-			text, have = opts.Partial[nd.ID]
+			text, have = nd.Partial, true
 			d.OutputWhat = fmt.Sprintf("Partial output of attempt %d (the node did not complete)", nd.Attempts[len(nd.Attempts)-1].N)
 		}
 		switch {

@@ -43,7 +43,8 @@ func reportRun() *Run {
 // command works when pasted.
 func TestReportAttention(t *testing.T) {
 	run := reportRun()
-	opts := ReportOptions{DB: "/tmp/my runs/it's.db", Partial: map[string]string{"bg": "half an answer"}, MaxOutput: 51}
+	run.Nodes[4].Partial = "half an answer"
+	opts := ReportOptions{DB: "/tmp/my runs/it's.db", MaxOutput: 51}
 	p := buildPage(run, AccountOf(run, nil), opts, sec(100))
 	const db = `--db '/tmp/my runs/it'\''s.db'`
 	want := map[string]string{ // node: its commands
@@ -103,11 +104,13 @@ func TestReportAttention(t *testing.T) {
 	}
 	// A run whose runner died says so and offers the same.
 	run.Status = journal.RunRunning
-	p = buildPage(run, AccountOf(run, nil), ReportOptions{Abandoned: true}, sec(100))
+	run.Abandoned = true
+	p = buildPage(run, AccountOf(run, nil), ReportOptions{}, sec(100))
 	if len(p.RunCommands) != 1 || p.RunCommands[0].What != "resume" || !strings.Contains(p.Figures.Status, "runner is gone") {
 		t.Errorf("abandoned run: %+v, %q", p.RunCommands, p.Figures.Status)
 	}
 	// A live one offers nothing, and its running nodes are not problems.
+	run.Abandoned = false
 	p = buildPage(run, AccountOf(run, nil), ReportOptions{}, sec(100))
 	if len(p.RunCommands) != 0 {
 		t.Errorf("live run: %+v", p.RunCommands)
