@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
 )
@@ -30,11 +31,7 @@ func BenchmarkRecoveryCost(b *testing.B) {
 			}
 			defer srv.Close()
 			dir := b.TempDir()
-			j, err := journal.Open(context.Background(), filepath.Join(dir, "bench.db"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer j.Close()
+			j := testkit.OpenJournal(b, filepath.Join(dir, "bench.db"))
 			path := filepath.Join(dir, "g.yaml")
 			src := fmt.Sprintf("name: bench\nprofile: ci\nproviders:\n  p: {kind: openai, base_url: %s, model: sim, continuation: %s}\nnodes:\n  - id: n\n    prompt: bench\n", srv.BaseURL(), mode.form)
 			if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
