@@ -12,6 +12,7 @@ import (
 	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/provider/sim/simtest"
 )
 
 // BenchmarkRecoveryCost measures what one drop costs a chat node, as the
@@ -25,11 +26,7 @@ func BenchmarkRecoveryCost(b *testing.B) {
 	const tokens = 120
 	for _, mode := range []struct{ name, form string }{{"retry", "none"}, {"continue", "prefix"}} {
 		b.Run(mode.name, func(b *testing.B) {
-			srv := sim.New(sim.Config{Seed: 1, Tokens: tokens})
-			if err := srv.Start(""); err != nil {
-				b.Fatal(err)
-			}
-			defer srv.Close()
+			srv := simtest.Start(b, sim.Config{Seed: 1, Tokens: tokens})
 			dir := b.TempDir()
 			j := testkit.OpenJournal(b, filepath.Join(dir, "bench.db"))
 			path := filepath.Join(dir, "g.yaml")
