@@ -92,7 +92,9 @@ type Usage struct {
 // returned by the adapter unchanged.
 type Emit func(Event) error
 
-// Capabilities is what an adapter can do beyond starting a stream.
+// Capabilities is what an adapter can do beyond starting a stream. Every
+// flag but IdleHandled promises an interface the recovery loop calls
+// (CheckCapabilities).
 type Capabilities struct {
 	// Resume: the work can be re-attached by Ref and cursor, regenerating nothing.
 	Resume bool

@@ -10,6 +10,7 @@ import (
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/noderun/noderun/internal/benchstat"
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 )
 
@@ -23,11 +24,7 @@ func BenchmarkRunnerVsBareClient(b *testing.B) {
 	const tokens = 100000
 	base := startSimChild(b, tokens)
 	dir := b.TempDir()
-	j, err := journal.Open(context.Background(), filepath.Join(dir, "bench.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer j.Close()
+	j := testkit.OpenJournal(b, filepath.Join(dir, "bench.db"))
 	g := benchGraph(b, base)
 	cfg := goopenai.DefaultConfig("")
 	cfg.BaseURL = base

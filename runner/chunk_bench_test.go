@@ -2,11 +2,11 @@ package runner
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/noderun/noderun/internal/benchstat"
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/runner/graph"
@@ -42,12 +42,7 @@ func oneNode(tb testing.TB, p provider.Provider) (*Graph, Options) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	j, err := journal.Open(context.Background(), filepath.Join(tb.TempDir(), "own.db"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { j.Close() })
-	opts.Journal = j
+	opts.Journal = testkit.TempJournal(tb, "own.db")
 	return g, opts
 }
 

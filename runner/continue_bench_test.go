@@ -9,8 +9,10 @@ import (
 	"testing"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/provider/sim/simtest"
 )
 
 // BenchmarkRecoveryCost measures what one drop costs a chat node, as the
@@ -24,17 +26,9 @@ func BenchmarkRecoveryCost(b *testing.B) {
 	const tokens = 120
 	for _, mode := range []struct{ name, form string }{{"retry", "none"}, {"continue", "prefix"}} {
 		b.Run(mode.name, func(b *testing.B) {
-			srv := sim.New(sim.Config{Seed: 1, Tokens: tokens})
-			if err := srv.Start(""); err != nil {
-				b.Fatal(err)
-			}
-			defer srv.Close()
+			srv := simtest.Start(b, sim.Config{Seed: 1, Tokens: tokens})
 			dir := b.TempDir()
-			j, err := journal.Open(context.Background(), filepath.Join(dir, "bench.db"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer j.Close()
+			j := testkit.OpenJournal(b, filepath.Join(dir, "bench.db"))
 			path := filepath.Join(dir, "g.yaml")
 			src := fmt.Sprintf("name: bench\nprofile: ci\nproviders:\n  p: {kind: openai, base_url: %s, model: sim, continuation: %s}\nnodes:\n  - id: n\n    prompt: bench\n", srv.BaseURL(), mode.form)
 			if err := os.WriteFile(path, []byte(src), 0o600); err != nil {

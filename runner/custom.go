@@ -11,10 +11,12 @@ import (
 
 // ProviderFunc builds the adapter of a graph provider whose kind was
 // registered in Options.Kinds. The result may also implement
-// provider.Resumer, provider.Checker and provider.Canceler, as its
-// Capabilities say; the runner's recovery loop then re-attaches, checks and
-// cancels through them exactly as it does for the built-in adapters. If it
-// implements io.Closer, it is closed when the run ends.
+// provider.Resumer, provider.Checker, provider.Canceler and
+// provider.Continuer, as its Capabilities say (the runner refuses a
+// provider whose Capabilities promise one it does not implement, see
+// provider.CheckCapabilities); the recovery loop then re-attaches, checks,
+// cancels and continues through them exactly as it does for the built-in
+// adapters. If it implements io.Closer, it is closed when the run ends.
 type ProviderFunc func(spec *graph.ProviderSpec) (provider.Provider, error)
 
 // ParseGraphWith parses a graph file's text that may use the provider kinds
@@ -39,33 +41,6 @@ func checkKinds(kinds map[string]ProviderFunc) error {
 
 func kindNames(kinds map[string]ProviderFunc) []string {
 	return slices.Sorted(maps.Keys(kinds))
-}
-
-// buildCustom builds a provider of a registered kind.
-func buildCustom(g *Graph, spec *ProviderSpec, f ProviderFunc) (builtProvider, error) {
-	p, err := f(spec)
-	if err == nil && p == nil {
-		err = fmt.Errorf("kind %q built no provider", spec.Kind)
-	}
-	if err == nil {
-		// The recovery loop relies on what the capabilities promise.
-		caps := p.Capabilities()
-		_, resumer := p.(provider.Resumer)
-		_, checker := p.(provider.Checker)
-		_, canceler := p.(provider.Canceler)
-		switch {
-		case caps.Resume && !resumer:
-			err = fmt.Errorf("kind %q: Capabilities().Resume is set but %T is not a provider.Resumer", spec.Kind, p)
-		case caps.Check && !checker:
-			err = fmt.Errorf("kind %q: Capabilities().Check is set but %T is not a provider.Checker", spec.Kind, p)
-		case caps.Cancel && !canceler:
-			err = fmt.Errorf("kind %q: Capabilities().Cancel is set but %T is not a provider.Canceler", spec.Kind, p)
-		}
-	}
-	if err != nil {
-		return builtProvider{}, fmt.Errorf("%s:%d: provider %q: %w", g.Path, spec.Line, spec.Name, err)
-	}
-	return builtProvider{p: p, model: spec.Model}, nil
 }
 
 // KindNames lists the kinds registered in kinds, sorted: what graph.Options

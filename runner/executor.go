@@ -105,7 +105,7 @@ func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 		x.attempt, x.cur, x.dispatched, action = e.attempt, e.cur, true, e.action
 		x.retries -= min(e.retriesUsed, x.retries)
 		x.out.WriteString(e.out)
-		x.usage = attemptUsage{streamed: estimateTokens(e.out), chain: true}
+		x.usage = attemptUsage{streamed: provider.EstimateTokens(e.out), chain: true}
 		x.recoveries++
 		x.last = &diagnostics.Error{Class: diagnostics.ClassDisconnect, Err: errRunnerStopped}
 		x.recovering = time.Now()

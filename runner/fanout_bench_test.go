@@ -23,6 +23,7 @@ import (
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/noderun/noderun/internal/benchstat"
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
 )
@@ -110,11 +111,7 @@ func BenchmarkFanOut(b *testing.B) {
 
 func benchFanOut(b *testing.B, n int) {
 	base := startSimChild(b, fanOutTokens)
-	j, err := journal.Open(context.Background(), filepath.Join(b.TempDir(), "fanout.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer j.Close()
+	j := testkit.TempJournal(b, "fanout.db")
 	var y strings.Builder
 	fmt.Fprintf(&y, "name: fanout\nproviders:\n  p: {kind: openai, base_url: %s, model: sim}\nnodes:\n", base)
 	for i := range n {

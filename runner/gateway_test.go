@@ -12,13 +12,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"text/template"
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
@@ -36,8 +36,7 @@ const nginxTimeout = 2 * time.Second // proxy_read_timeout in testdata/nginx/ngi
 type gateway struct {
 	BaseURL  string // http://127.0.0.1:PORT/v1
 	errorLog string
-	mu       sync.Mutex
-	out      bytes.Buffer // nginx's stdout and stderr
+	out      testkit.Buffer // nginx's stdout and stderr
 }
 
 // nginxBinary finds nginx; a missing nginx fails the test (never skips it):
@@ -89,7 +88,7 @@ func startNginxTimeout(t *testing.T, upstream string, timeout time.Duration) *ga
 		}
 		g := &gateway{BaseURL: "http://" + listen + "/v1", errorLog: filepath.Join(dir, "error.log")}
 		cmd := exec.Command(bin, "-p", dir+"/", "-e", g.errorLog, "-c", conf)
-		cmd.Stdout, cmd.Stderr = lockedWriter{g}, lockedWriter{g}
+		cmd.Stdout, cmd.Stderr = &g.out, &g.out
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test binary
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("starting %s: %v (run make tools)", bin, err)
@@ -108,7 +107,7 @@ func startNginxTimeout(t *testing.T, upstream string, timeout time.Duration) *ga
 		if lastErr = waitListening(listen, exited); lastErr == nil {
 			return g
 		}
-		lastErr = fmt.Errorf("%w\n%s\n%s", lastErr, g.output(), g.log(t))
+		lastErr = fmt.Errorf("%w\n%s\n%s", lastErr, g.out.String(), g.log(t))
 	}
 	t.Fatalf("nginx did not start: %v", lastErr)
 	return nil
@@ -130,20 +129,6 @@ func waitListening(addr string, exited <-chan error) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return fmt.Errorf("nginx not listening on %s after 10s", addr)
-}
-
-type lockedWriter struct{ g *gateway }
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.g.mu.Lock()
-	defer w.g.mu.Unlock()
-	return w.g.out.Write(p)
-}
-
-func (g *gateway) output() string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.out.String()
 }
 
 // log is nginx's error log.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 )
 
@@ -161,12 +162,8 @@ func TestHostileServer(t *testing.T) {
 				prof, c.kind, srv.URL))
 			dir := t.TempDir()
 			db := filepath.Join(dir, "j.db")
-			j, err := journal.Open(context.Background(), db)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var logs bytes.Buffer
-			var mu sync.Mutex
+			j := testkit.OpenJournal(t, db)
+			logs := new(testkit.Buffer)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			stop := peakHeap(cancel)
@@ -175,7 +172,7 @@ func TestHostileServer(t *testing.T) {
 					return hostileKey
 				}
 				return ""
-			}, Logger: slog.New(slog.NewTextHandler(lockedBuffer{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+			}, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 			peak := stop()
 			if err != nil {
 				t.Fatal(err)
@@ -211,9 +208,7 @@ func TestHostileServer(t *testing.T) {
 					t.Errorf("%s diagnostic of %d bytes", d.Code, len(d.Message)+len(fmt.Sprint(d.Attrs)))
 				}
 			}
-			mu.Lock()
 			logged := logs.String()
-			mu.Unlock()
 			if len(logged) > 256<<10 {
 				t.Errorf("%d bytes logged", len(logged))
 			}
@@ -233,15 +228,4 @@ func TestHostileServer(t *testing.T) {
 			}
 		})
 	}
-}
-
-type lockedBuffer struct {
-	mu *sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (l lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
 }

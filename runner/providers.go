@@ -180,21 +180,35 @@ func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, l
 	}
 	for _, name := range sortedProviderNames(g) {
 		spec := g.Providers[name]
-		if f, ok := kinds[spec.Kind]; ok {
-			bp, err := buildCustom(g, spec, f)
-			if err != nil {
-				closeAll()
-				return nil, nil, err
-			}
-			if c, ok := bp.p.(io.Closer); ok {
-				closers = append(closers, c.Close)
-			}
-			out[name] = bp
-			continue
-		}
 		fail := func(err error) (map[string]builtProvider, func(), error) {
 			closeAll()
 			return nil, nil, fmt.Errorf("%s:%d: provider %q: %w", g.Path, spec.Line, name, err)
+		}
+		// keep takes a built provider into the run: closed when it ends, and
+		// only if it has the interfaces its capabilities promise, since the
+		// recovery loop calls them without asking.
+		keep := func(bp builtProvider) error {
+			if bp.p == nil {
+				return fmt.Errorf("kind %q built no provider", spec.Kind)
+			}
+			if c, ok := bp.p.(io.Closer); ok {
+				closers = append(closers, c.Close) // a run's idle connections end with it
+			}
+			if err := provider.CheckCapabilities(bp.p); err != nil {
+				return fmt.Errorf("kind %q: %w", spec.Kind, err)
+			}
+			out[name] = bp
+			return nil
+		}
+		if f, ok := kinds[spec.Kind]; ok {
+			p, err := f(spec)
+			if err == nil {
+				err = keep(builtProvider{p: p, model: spec.Model})
+			}
+			if err != nil {
+				return fail(err)
+			}
+			continue
 		}
 		var baseURL, key string
 		api := spec.Kind
@@ -252,10 +266,9 @@ func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, l
 			}
 			bp.p = p
 		}
-		if c, ok := bp.p.(io.Closer); ok {
-			closers = append(closers, c.Close) // the run's idle connections end with it
+		if err := keep(bp); err != nil {
+			return fail(err)
 		}
-		out[name] = bp
 	}
 	return out, closeAll, nil
 }

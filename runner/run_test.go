@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
@@ -44,12 +45,7 @@ func parseTestGraph(t *testing.T, src string) *Graph {
 
 func openJournal(t *testing.T) *journal.Journal {
 	t.Helper()
-	j, err := journal.Open(context.Background(), filepath.Join(t.TempDir(), "j.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = j.Close() })
-	return j
+	return testkit.TempJournal(t, "j.db")
 }
 
 func runGraph(t *testing.T, g *Graph, j *journal.Journal) *Result {

@@ -12,9 +12,11 @@
 //
 // A program adds its own providers by kind name (Options.Kinds): anything
 // that implements provider.Provider, and optionally provider.Resumer,
-// provider.Checker and provider.Canceler, gets the same recovery loop as the
-// built-in adapters, as long as it reports a stream that ended without
-// terminal evidence as diagnostics.ErrDisconnected (see the example).
+// provider.Checker, provider.Canceler and provider.Continuer, gets the same
+// recovery loop as the built-in adapters, as long as it reports a stream that
+// ended without terminal evidence as diagnostics.ErrDisconnected (see the
+// example).
+//
 // Options.OnProgress receives what happens to each node as data (Progress):
 // its state (ProgressState; Final says which states end it), the bytes,
 // tokens and reasoning streamed with the time of the last data and of the

@@ -45,7 +45,3 @@ func (u *attemptUsage) record() journal.Usage {
 	return journal.Usage{OutputTokens: u.streamed + u.reasoning, ReasoningTokens: u.reasoning, Estimated: true,
 		StreamedTokens: u.streamed, PreservedTokens: u.preserved, Chain: u.chain}
 }
-
-// estimateTokens guesses the tokens of text already journaled by an earlier
-// runner (about four bytes a token), for the accounting of a crash resume.
-func estimateTokens(text string) int { return (len(text) + 3) / 4 }

@@ -8,52 +8,28 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// noderun is the CLI, built once per test process: crash tests need a real
+// process to kill -9.
+var noderun testkit.CLI
 
-// noderunBinary builds the CLI once per test process: crash tests need a
-// real process to kill -9.
-func noderunBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "noderun-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "noderun")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+func noderunBinary(t *testing.T) string { return noderun.Path(t) }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
 	for _, f := range cleanups {
 		f()
 	}
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
+	noderun.Remove()
 	os.Exit(code)
 }
 
@@ -88,10 +64,7 @@ func simPair(t *testing.T) (chat, resp *sim.Server) {
 
 func nodeOutputs(t *testing.T, db string) (journal.Run, map[string]string) {
 	t.Helper()
-	j, err := journal.Open(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := testkit.OpenJournal(t, db)
 	defer j.Close()
 	runs, err := j.Runs(context.Background(), 0)
 	if err != nil || len(runs) != 1 {
@@ -191,10 +164,7 @@ func TestKill9ThenResumeCompletesByteIdentical(t *testing.T) {
 
 func attempts(t *testing.T, db, run, node string) []journal.Attempt {
 	t.Helper()
-	j, err := journal.Open(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := testkit.OpenJournal(t, db)
 	defer j.Close()
 	atts, err := j.Attempts(context.Background(), run, node)
 	if err != nil {
@@ -207,10 +177,7 @@ func attempts(t *testing.T, db, run, node string) []journal.Attempt {
 func checkJournal(t *testing.T, db, runID string) {
 	t.Helper()
 	integrityOK(t, db)
-	j, err := journal.Open(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := testkit.OpenJournal(t, db)
 	defer j.Close()
 	evs, err := j.Events(context.Background(), runID, journal.EventFilter{})
 	if err != nil {
@@ -316,26 +283,8 @@ func startRun(t *testing.T, dir, src string) (*exec.Cmd, string) {
 	return cmd, db
 }
 
-// syncBuffer is a bytes.Buffer a process writes to while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startRunOut is startRun, with the process's stderr.
-func startRunOut(t *testing.T, dir, src string) (*exec.Cmd, string, *syncBuffer) {
+func startRunOut(t *testing.T, dir, src string) (*exec.Cmd, string, *testkit.Buffer) {
 	t.Helper()
 	graph := filepath.Join(dir, "graph.yaml")
 	if err := os.WriteFile(graph, []byte(src), 0o600); err != nil {
@@ -343,7 +292,7 @@ func startRunOut(t *testing.T, dir, src string) (*exec.Cmd, string, *syncBuffer)
 	}
 	db := filepath.Join(dir, "run.db")
 	cmd := exec.Command(noderunBinary(t), "run", "--db", db, graph)
-	stderr := new(syncBuffer)
+	stderr := new(testkit.Buffer)
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

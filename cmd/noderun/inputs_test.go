@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
@@ -148,10 +149,7 @@ nodes:
 // runOf reads a run from the journal, inputs included.
 func runOf(t *testing.T, db, id string) journal.Run {
 	t.Helper()
-	j, err := journal.Open(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := testkit.OpenJournal(t, db)
 	defer j.Close()
 	r, err := j.Run(context.Background(), id)
 	if err != nil {

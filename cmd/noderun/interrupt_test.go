@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
@@ -55,7 +56,7 @@ func interruptRun(t *testing.T, srv *sim.Server, sigs ...os.Signal) (db, stderr 
 }
 
 // waitOutput waits until the process has written want to buf.
-func waitOutput(t *testing.T, buf *syncBuffer, want string) {
+func waitOutput(t *testing.T, buf *testkit.Buffer, want string) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(buf.String(), want); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -19,6 +19,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 )
 
@@ -112,10 +113,7 @@ nodes:
 		_ = cmd.Wait()
 
 		integrityOK(t, db)
-		j, err := journal.Open(context.Background(), db)
-		if err != nil {
-			t.Fatal(err)
-		}
+		j := testkit.OpenJournal(t, db)
 		runs, err := j.Runs(context.Background(), 0)
 		if err != nil || len(runs) != 1 {
 			t.Fatalf("trial %d: runs %v %v", trial, runs, err)

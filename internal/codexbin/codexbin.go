@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/noderun/noderun/internal/testkit"
 )
 
 // Path returns the Codex binary or fails t with how to install it.
@@ -46,19 +48,9 @@ func find(name, env string) (string, error) {
 		}
 		return p, nil
 	}
-	dir, err := os.Getwd()
+	dir, err := testkit.RepoRoot()
 	if err != nil {
 		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("repository root (go.mod) not found above the test's directory")
-		}
-		dir = parent
 	}
 	p := filepath.Join(dir, ".tools", "node_modules", ".bin", name)
 	if _, err := os.Stat(p); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/noderun/noderun/internal/codexbin"
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/provider/sim/simtest"
 )
 
 // These tests run the real Codex CLI (npm @openai/codex 0.169.0) against the
@@ -32,11 +33,7 @@ type codexRig struct {
 func newCodex(t *testing.T) *codexRig {
 	t.Helper()
 	bin := codexbin.Path(t)
-	s := sim.New(sim.Config{})
-	if err := s.Start(""); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := simtest.Start(t, sim.Config{})
 	home := t.TempDir()
 	settings := fmt.Sprintf(`model_providers.sim={name="sim",base_url=%q,wire_api="responses",env_key="SIM_KEY",`+
 		`stream_max_retries=1,request_max_retries=0,stream_idle_timeout_ms=20000}`, s.BaseURL())

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/noderun/noderun/provider"
 )
 
 // EndpointMessages is the Anthropic Messages API (POST /v1/messages).
@@ -149,7 +151,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	input := req.input()
 	tokens := Text(req.Model, input, s.cfg.Seed, p.tokens)
 	id := newID("msg_")
-	in := countTokens(input)
+	in := provider.EstimateTokens(input)
 	stop := "end_turn"
 	if p.cut {
 		stop = "max_tokens"

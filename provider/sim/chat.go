@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+
+	"github.com/noderun/noderun/provider"
 )
 
 // chatChunk is a chat.completion.chunk frame.
@@ -103,11 +105,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		id: newID("chatcmpl-"), created: unixNow(), model: req.Model, p: p,
 		tokens: Text(req.Model, input, s.cfg.Seed, p.tokens), count: s.stats.tokensFor(at.node),
 	}
-	prompt := countTokens(input)
+	prompt := provider.EstimateTokens(input)
 	if cont != nil {
 		s.stats.continued.Add(1)
 		c.tokens = s.rest(req.Model, input, c.tokens, cont.prefix)
-		prompt += countTokens(cont.prefix) // the partial answer is input again
+		prompt += provider.EstimateTokens(cont.prefix) // the partial answer is input again
 		if s.cfg.ContinuationEcho {
 			c.echo = cont.prefix
 		}

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/noderun/noderun/provider"
 )
 
 // Continuation forms the simulator accepts (Config.Continuation), as the
@@ -112,7 +114,7 @@ func (s *Server) rest(model, input string, full []string, prefix string) []strin
 	if at == len(prefix) && at > 0 {
 		return nil // the prefix is the whole answer
 	}
-	n := max(len(full)-countTokens(prefix), 1)
+	n := max(len(full)-provider.EstimateTokens(prefix), 1)
 	return Text(model, input+"\x00continue\x00"+prefix, s.cfg.Seed, n)
 }
 

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/noderun/noderun/provider"
 )
 
 // Gemini API endpoint names.
@@ -140,7 +142,7 @@ func (s *Server) handleGemini(w http.ResponseWriter, r *http.Request) {
 	if p.cut {
 		finish = "MAX_TOKENS"
 	}
-	in := countTokens(input)
+	in := provider.EstimateTokens(input)
 	usage := func(out int) map[string]any {
 		return map[string]any{"promptTokenCount": in, "candidatesTokenCount": out, "totalTokenCount": in + out}
 	}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/noderun/noderun/provider"
 )
 
 // errEnded stops a generator whose response was cancelled.
@@ -241,7 +243,7 @@ func (r *record) reasoningTokens() int {
 }
 
 func usageOf(prompt string, output, reasoning int) map[string]any {
-	in := countTokens(prompt)
+	in := provider.EstimateTokens(prompt)
 	return map[string]any{
 		"input_tokens":          in,
 		"input_tokens_details":  map[string]any{"cached_tokens": 0},

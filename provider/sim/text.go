@@ -111,7 +111,3 @@ func reasoningTokens(effort string) int {
 func ReasoningText(model, input string, seed int64, effort string) []string {
 	return Text(model, "reasoning:"+input, seed, reasoningTokens(effort))
 }
-
-// countTokens estimates a prompt's token count (about four bytes a token),
-// for usage reports only.
-func countTokens(s string) int { return (len(s) + 3) / 4 }

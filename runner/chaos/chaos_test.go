@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/noderun/noderun/internal/codexbin"
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
@@ -102,12 +103,7 @@ func TestSelect(t *testing.T) {
 
 func openJournal(t *testing.T) *journal.Journal {
 	t.Helper()
-	j, err := journal.Open(context.Background(), filepath.Join(t.TempDir(), "chaos.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.Close() })
-	return j
+	return testkit.TempJournal(t, "chaos.db")
 }
 
 func loadGraph(t *testing.T, name string) *runner.Graph {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/runner/graph"
 )
 
@@ -244,7 +245,8 @@ func (run *Run) finishNode(ctx context.Context, j *journal.Journal, nd *Node, la
 		if !a.UsageRecorded {
 			// Its runner died before the attempt ended: what the journal
 			// holds is what it streamed.
-			a.Usage = journal.Usage{OutputTokens: estimateTokens(out), StreamedTokens: estimateTokens(out), Estimated: true}
+			n := provider.EstimateTokens(out)
+			a.Usage = journal.Usage{OutputTokens: n, StreamedTokens: n, Estimated: true}
 		}
 	}
 	for _, a := range nd.Attempts {
@@ -385,6 +387,3 @@ func earlier(t time.Time, ts ...time.Time) time.Time {
 	}
 	return t
 }
-
-// estimateTokens guesses the tokens of text (about four bytes a token).
-func estimateTokens(text string) int { return (len(text) + 3) / 4 }

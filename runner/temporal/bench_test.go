@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/worker"
 
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
@@ -45,15 +46,9 @@ func BenchmarkTemporalVsLocal(b *testing.B) {
 	dir := b.TempDir()
 	g := benchGraph(b, dir)
 	ctx := context.Background()
-	lj, err := journal.Open(ctx, filepath.Join(dir, "local.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	lj := testkit.OpenJournal(b, filepath.Join(dir, "local.db"))
 	defer lj.Close()
-	wj, err := journal.Open(ctx, filepath.Join(dir, "worker.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	wj := testkit.OpenJournal(b, filepath.Join(dir, "worker.db"))
 	defer wj.Close()
 	c := dialDev(b)
 	queue := fmt.Sprintf("bench-%d", time.Now().UnixNano())
@@ -109,19 +104,13 @@ func TestSameOutputsLocallyAndOnTemporal(t *testing.T) {
 	dir := t.TempDir()
 	g := benchGraph(t, dir)
 	ctx := context.Background()
-	lj, err := journal.Open(ctx, filepath.Join(dir, "local.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	lj := testkit.OpenJournal(t, filepath.Join(dir, "local.db"))
 	defer lj.Close()
 	lres, err := runner.Run(ctx, g, runner.Options{Journal: lj})
 	if err != nil || lres.Status != journal.RunCompleted {
 		t.Fatalf("local: %v %v", err, lres)
 	}
-	wj, err := journal.Open(ctx, filepath.Join(dir, "worker.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	wj := testkit.OpenJournal(t, filepath.Join(dir, "worker.db"))
 	defer wj.Close()
 	c := dialDev(t)
 	queue := fmt.Sprintf("same-%d", time.Now().UnixNano())

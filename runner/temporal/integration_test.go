@@ -1,7 +1,6 @@
 package temporal_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +21,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
@@ -92,10 +91,7 @@ func localOutputs(t *testing.T, respTokens int) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := journal.Open(context.Background(), filepath.Join(dir, "local.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := testkit.OpenJournal(t, filepath.Join(dir, "local.db"))
 	defer j.Close()
 	res, err := runner.Run(context.Background(), g, runner.Options{Journal: j})
 	if err != nil || res.Status != journal.RunCompleted {
@@ -108,36 +104,18 @@ func localOutputs(t *testing.T, respTokens int) map[string]string {
 	return out
 }
 
-// syncBuf is a bytes.Buffer for a process's output read while it runs.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
-	out    *syncBuf // stderr (and stdout unless stdout is read apart)
-	stdout *syncBuf
+	out    *testkit.Buffer // stderr (and stdout unless stdout is read apart)
+	stdout *testkit.Buffer
 	done   chan struct{}
 	err    error
 }
 
 func start(t *testing.T, name string, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(bin, args...), out: &syncBuf{}, stdout: &syncBuf{}, done: make(chan struct{})}
+	p := &proc{name: name, cmd: exec.Command(bin, args...), out: &testkit.Buffer{}, stdout: &testkit.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -202,7 +180,7 @@ func TestStoppedWorkerHandsNodeOver(t *testing.T) {
 func crossWorker(t *testing.T, sig syscall.Signal, respTokens int) {
 	want := localOutputs(t, respTokens)
 	hostPort := devServer(t)
-	bin := noderunBinary(t)
+	bin := noderun.Path(t)
 	dir := t.TempDir()
 	queue := "kill9-" + time.Now().Format("150405.000")
 	cc, rc := simConfigs(respTokens)
@@ -314,10 +292,7 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int) {
 	// The survivor journaled its share of the run.
 	_ = survivor.cmd.Process.Signal(syscall.SIGTERM)
 	<-survivor.done
-	j, err := journal.Open(context.Background(), filepath.Join(dir, reason.Worker+".db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := testkit.OpenJournal(t, filepath.Join(dir, reason.Worker+".db"))
 	defer j.Close()
 	evs, err := j.Events(context.Background(), runID, journal.EventFilter{Node: "reason", Kinds: []string{"diagnostic"}})
 	if err != nil {
@@ -388,7 +363,7 @@ func history(t *testing.T, c client.Client, runID string) *historypb.History {
 // `noderun resume --temporal RUN --retry NODE` replays it to completion.
 func TestKill9UnsafeNodeHeldUntilResumeRetry(t *testing.T) {
 	hostPort := devServer(t)
-	bin := noderunBinary(t)
+	bin := noderun.Path(t)
 	dir := t.TempDir()
 	queue := "held-" + time.Now().Format("150405.000")
 	cfg := sim.Config{Seed: 4, Tokens: 600, TokensPerSecond: 300}
@@ -404,10 +379,7 @@ func TestKill9UnsafeNodeHeldUntilResumeRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lj, err := journal.Open(context.Background(), filepath.Join(dir, "local.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	lj := testkit.OpenJournal(t, filepath.Join(dir, "local.db"))
 	defer lj.Close()
 	ref, err := runner.Run(context.Background(), g, runner.Options{Journal: lj})
 	if err != nil || ref.Status != journal.RunCompleted {

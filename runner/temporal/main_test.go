@@ -2,7 +2,6 @@ package temporal_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -17,6 +16,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/noderun/noderun/internal/testkit"
 	ntemporal "github.com/noderun/noderun/runner/temporal"
 )
 
@@ -29,34 +29,14 @@ var dev struct {
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed when cmd has been waited for
 	hostPort string
-	log      *syncBuf // the server's output, read when it fails to start
+	log      *testkit.Buffer // the server's output, read when it fails to start
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
 	stopDev()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	noderun.Remove()
 	os.Exit(code)
-}
-
-// repoRoot is the directory of go.mod above the package.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found")
-		}
-		dir = parent
-	}
 }
 
 // freePorts asks the kernel for n distinct free ports on 127.0.0.1. It
@@ -88,7 +68,7 @@ func devServer(t testing.TB) string {
 }
 
 func startDev() error {
-	root, err := repoRoot()
+	root, err := testkit.RepoRoot()
 	if err != nil {
 		return err
 	}
@@ -135,7 +115,7 @@ func startDevOnce(bin string) error {
 		return err
 	}
 	dev.hostPort = "127.0.0.1:" + strconv.Itoa(ports[0])
-	dev.log = &syncBuf{}
+	dev.log = &testkit.Buffer{}
 	dev.cmd = exec.Command(bin, "server", "start-dev", "--headless", "--ip", "127.0.0.1",
 		"--port", strconv.Itoa(ports[0]), "--ui-port", strconv.Itoa(ports[1]), "--http-port", strconv.Itoa(ports[2]),
 		"--metrics-port", strconv.Itoa(ports[3]), "--log-level", "error") // in memory
@@ -179,34 +159,5 @@ func dialDev(t testing.TB) client.Client {
 	return c
 }
 
-var (
-	binOnce sync.Once
-	binDir  string
-	binPath string
-	binErr  error
-)
-
-// noderunBinary builds the CLI once: workers are real processes to kill -9.
-func noderunBinary(t testing.TB) string {
-	t.Helper()
-	binOnce.Do(func() {
-		root, err := repoRoot()
-		if err != nil {
-			binErr = err
-			return
-		}
-		if binDir, binErr = os.MkdirTemp("", "noderun-bin-"); binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "noderun")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/noderun")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
+// noderun is the CLI: workers are real processes to kill -9.
+var noderun testkit.CLI

@@ -3,10 +3,10 @@ package temporal_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
@@ -34,12 +34,7 @@ nodes:
 
 func machine(t *testing.T) *journal.Journal {
 	t.Helper()
-	j, err := journal.Open(context.Background(), filepath.Join(t.TempDir(), "machine.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = j.Close() })
-	return j
+	return testkit.TempJournal(t, "machine.db")
 }
 
 // lose runs node on a first machine until its cursor shows work under way
