@@ -12,6 +12,7 @@ import (
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/internal/codexbin"
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/runner"
@@ -58,11 +59,7 @@ func TestAccountingInvariantsOverTheChaosMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := journal.Open(context.Background(), filepath.Join(t.TempDir(), "j.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
+	j := testkit.TempJournal(t, "j.db")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	rep, err := chaos.Run(ctx, g, chaos.Options{Journal: j, Cases: chaos.DefaultCases(prof), Seed: 3, Parallel: 4,
