@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
@@ -24,7 +25,9 @@ func chaosCommand() *cli.Command {
 		Description: "Every provider is replaced by a simulated one of the same API (Codex harness nodes run Codex\n" +
 			"pointed at the simulator). Each case aims one fault at one node at a time; the node must complete\n" +
 			"with output byte-identical to the undisturbed run, within the profile's bounds, regenerating\n" +
-			"nothing a resumable provider could re-attach to. Exit 0 only if every case holds. See docs/ci.md.",
+			"nothing a resumable provider could re-attach to, or end as the case expects (outage-long: give\n" +
+			"up within its bounds; an unsafe node may always be held). Exit 0 only if every case holds.\n" +
+			"See docs/ci.md.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "faults", Usage: "matrix file: pick default cases and add your own (docs/ci.md)"},
 			&cli.StringFlag{Name: "junit", Usage: "write JUnit XML to this file (one testcase per case and node)"},
@@ -147,7 +150,15 @@ func printCases(c *cli.Context, cases []chaos.Case, prof profile.Profile) error 
 		if cs.At != "" {
 			f += "@" + string(cs.At)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cs.Name, cs.Expect, f, cs.Description)
+		expect := string(cs.Expect)
+		if len(cs.Outcomes) > 0 { // how a failure may end
+			names := make([]string, len(cs.Outcomes))
+			for i, o := range cs.Outcomes {
+				names[i] = string(o)
+			}
+			expect += ": " + strings.Join(names, "|")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cs.Name, expect, f, cs.Description)
 	}
 	return tw.Flush()
 }

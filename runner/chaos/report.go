@@ -24,9 +24,9 @@ func (r *Report) Summary() string {
 // summary.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CASE\tNODE\tRESULT\tSTATE\tSTEPS\tRETRIES\tRECONNECTS\tREGEN\tTIME\tCODES")
+	fmt.Fprintln(tw, "CASE\tNODE\tRESULT\tOUTCOME\tSTEPS\tRETRIES\tRECONNECTS\tREGEN\tTIME\tCODES")
 	for _, c := range r.Results {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%.2fs\t%s\n", c.Case, c.Node, verdict(c), c.State,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%.2fs\t%s\n", c.Case, c.Node, verdict(c), c.Outcome,
 			c.RecoverySteps, c.Retries, c.Reconnects, c.Regenerated, c.Seconds, strings.Join(c.Codes, ","))
 	}
 	if err := tw.Flush(); err != nil {
@@ -128,8 +128,9 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 			tc.Failure = &junitFailure{
 				Message: fmt.Sprintf("case %s, node %s: %s [diagnostics: %s]", c.Case, c.Node, strings.Join(c.Failures, "; "), codes),
 				Type:    failureType(c),
-				Text: fmt.Sprintf("case %s aimed at node %s (%s)\nstate %s, recovery steps %d, retries %d, reconnects %d, tokens regenerated %d\ndiagnostics: %s\ninspect: noderun events %s --node %s --kind diagnostic\n",
-					c.Case, c.Node, faultLine(c), c.State, c.RecoverySteps, c.Retries, c.Reconnects, c.Regenerated, codes, c.RunID, c.Node),
+				Text: fmt.Sprintf("case %s aimed at node %s (%s), expecting %s\noutcome %s, recovery steps %d, retries %d, reconnects %d, tokens regenerated %d\nverdict: %s\ndiagnostics: %s\ninspect: noderun events %s --node %s --kind diagnostic\n",
+					c.Case, c.Node, faultLine(c), c.Expect, c.Outcome, c.RecoverySteps, c.Retries, c.Reconnects, c.Regenerated,
+					c.Verdict, codes, c.RunID, c.Node),
 			}
 			s.Failures++
 		}
@@ -158,16 +159,11 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 }
 
 // failureType is the diagnostic code a reader of a failed case looks up in
-// docs/diagnostics.md: the last one, preferring a specific reason
-// (budget_exhausted, deadline_exceeded, ...) to the generic node_failed.
+// docs/diagnostics.md: the one that says how the target ended (a spent
+// budget rather than the generic node_failed), else its last fault or step.
 func failureType(c Result) string {
-	for i := len(c.Codes) - 1; i >= 0; i-- {
-		if code := c.Codes[i]; code != "NR901" && code != "NR108" {
-			return code
-		}
-	}
-	if len(c.Codes) > 0 {
-		return c.Codes[len(c.Codes)-1]
+	if c.Diagnostic != "" {
+		return c.Diagnostic
 	}
 	return "no_diagnostic"
 }
