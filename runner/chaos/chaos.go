@@ -86,6 +86,9 @@ type Report struct {
 	Failed   int       `json:"failed"`
 	Results  []Result  `json:"results"`
 	RefRunID string    `json:"reference_run_id"`
+	// Journal is the path of the journal that holds every run, for the
+	// commands the report prints ("" when it is not kept).
+	Journal string `json:"journal,omitempty"`
 }
 
 // OK reports whether every case held.
@@ -133,7 +136,7 @@ func Run(ctx context.Context, g *runner.Graph, opts Options) (*Report, error) {
 	defer srv.Close()
 	ropts.Sim = &runner.SimOptions{Server: srv}
 
-	rep := &Report{Graph: g.Name, Profile: prof.Name, Seed: opts.Seed, Started: time.Now()}
+	rep := &Report{Graph: g.Name, Profile: prof.Name, Seed: opts.Seed, Started: time.Now(), Journal: opts.Journal.Path()}
 	if err := srv.Reset(); err != nil {
 		return nil, err
 	}

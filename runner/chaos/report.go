@@ -20,7 +20,8 @@ func (r *Report) Summary() string {
 		r.Graph, r.Runs, r.Passed, verdict, r.Profile, r.Seed, r.Seconds)
 }
 
-// WriteTable prints one line per case and node, then the failures and the
+// WriteTable prints one line per case and node, then the failures, each
+// case's with the command that shows its target's diagnostics, and the
 // summary.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -36,9 +37,34 @@ func (r *Report) WriteTable(w io.Writer) error {
 		for _, f := range c.Failures {
 			fmt.Fprintf(w, "FAIL %s @ %s: %s (run %s)\n", c.Case, c.Node, f, c.RunID)
 		}
+		if len(c.Failures) > 0 && c.RunID != "" {
+			fmt.Fprintf(w, "     inspect: %s\n", r.Inspect(c))
+		}
 	}
 	_, err := fmt.Fprintln(w, r.Summary())
 	return err
+}
+
+// Inspect is the command that prints the diagnostics of a result's target,
+// as a person would type it: with the journal's path when the report names
+// one, since chaos's journal is seldom the default one.
+func (r *Report) Inspect(c Result) string {
+	cmd := fmt.Sprintf("noderun events %s --node %s --kind diagnostic", c.RunID, shellQuote(c.Node))
+	if r.Journal != "" {
+		cmd += " --db " + shellQuote(r.Journal)
+	}
+	return cmd
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == '+' || r == ':' || r == '@' || r == ',' ||
+			('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9'))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func verdict(c Result) string {
@@ -128,9 +154,9 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 			tc.Failure = &junitFailure{
 				Message: fmt.Sprintf("case %s, node %s: %s [diagnostics: %s]", c.Case, c.Node, strings.Join(c.Failures, "; "), codes),
 				Type:    failureType(c),
-				Text: fmt.Sprintf("case %s aimed at node %s (%s), expecting %s\noutcome %s, recovery steps %d, retries %d, reconnects %d, tokens regenerated %d\nverdict: %s\ndiagnostics: %s\ninspect: noderun events %s --node %s --kind diagnostic\n",
+				Text: fmt.Sprintf("case %s aimed at node %s (%s), expecting %s\noutcome %s, recovery steps %d, retries %d, reconnects %d, tokens regenerated %d\nverdict: %s\ndiagnostics: %s\ninspect: %s\n",
 					c.Case, c.Node, faultLine(c), c.Expect, c.Outcome, c.RecoverySteps, c.Retries, c.Reconnects, c.Regenerated,
-					c.Verdict, codes, c.RunID, c.Node),
+					c.Verdict, codes, r.Inspect(c)),
 			}
 			s.Failures++
 		}
