@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
@@ -24,7 +25,9 @@ func chaosCommand() *cli.Command {
 		Description: "Every provider is replaced by a simulated one of the same API (Codex harness nodes run Codex\n" +
 			"pointed at the simulator). Each case aims one fault at one node at a time; the node must complete\n" +
 			"with output byte-identical to the undisturbed run, within the profile's bounds, regenerating\n" +
-			"nothing a resumable provider could re-attach to. Exit 0 only if every case holds. See docs/ci.md.",
+			"nothing a resumable provider could re-attach to, or end as the case expects (outage-long: give\n" +
+			"up within its bounds; an unsafe node may always be held). Exit 0 only if every case holds; a\n" +
+			"temporary journal is kept, and named, when one does not. See docs/ci.md.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "faults", Usage: "matrix file: pick default cases and add your own (docs/ci.md)"},
 			&cli.StringFlag{Name: "junit", Usage: "write JUnit XML to this file (one testcase per case and node)"},
@@ -34,7 +37,7 @@ func chaosCommand() *cli.Command {
 			&cli.Int64Flag{Name: "seed", Value: 1, Usage: "simulator content seed"},
 			&cli.IntFlag{Name: "tokens", Value: chaos.DefaultTokens, Usage: "tokens in every simulated answer"},
 			&cli.IntFlag{Name: "parallel", Value: 4, Usage: "nodes run at once (outage cases run one at a time)"},
-			&cli.StringFlag{Name: "db", Usage: "keep every run in this journal (default: a temporary one, removed)"},
+			&cli.StringFlag{Name: "db", Usage: "keep every run in this journal (default: a temporary one, removed when every case holds)"},
 		},
 		Action: chaosAction,
 	}
@@ -89,20 +92,24 @@ func chaosAction(c *cli.Context) error {
 		return printCases(c, cases, prof)
 	}
 
-	db := c.String("db")
+	// Without --db the runs go to a temporary journal, removed when every
+	// case holds and kept when one fails: the commands the report prints
+	// for a failed case read it.
+	db, tmp := c.String("db"), ""
 	if db == "" {
 		dir, err := os.MkdirTemp("", "noderun-chaos-")
 		if err != nil {
 			return &exitError{exitFailed, err}
 		}
-		defer os.RemoveAll(dir)
-		db = filepath.Join(dir, "chaos.db")
+		tmp, db = dir, filepath.Join(dir, "chaos.db")
 	}
 	j, err := journal.Open(c.Context, db, journal.WithLogger(log))
 	if err != nil {
+		if tmp != "" {
+			os.RemoveAll(tmp)
+		}
 		return journalErr(err)
 	}
-	defer j.Close()
 	w := c.App.ErrWriter
 	rep, err := chaos.Run(c.Context, g, chaos.Options{Journal: j, Cases: cases, Profile: c.String("profile"),
 		Profiles: opts.Profiles, Seed: c.Int64("seed"), Tokens: c.Int("tokens"), Parallel: c.Int("parallel"), Logger: log,
@@ -113,11 +120,25 @@ func chaosAction(c *cli.Context) error {
 			}
 			fmt.Fprintf(w, "noderun chaos: %-18s %-14s %s (%.2fs)\n", r.Case, r.Node, v, r.Seconds)
 		}})
+	// Closed before anyone reads it (the commands the report prints) or
+	// removes it.
+	if cerr := j.Close(); cerr != nil && err == nil {
+		return journalErr(cerr)
+	}
+	kept := ""
+	switch {
+	case tmp == "":
+	case err == nil && rep.OK():
+		rep.Journal = "" // about to go
+		defer os.RemoveAll(tmp)
+	default:
+		kept = "; the journal of every run is kept: " + db
+	}
 	if err != nil {
 		if c.Context.Err() != nil {
-			return &exitError{exitInterrupted, fmt.Errorf("chaos interrupted: %w", err)}
+			return &exitError{exitInterrupted, fmt.Errorf("chaos interrupted: %w%s", err, kept)}
 		}
-		return &exitError{exitFailed, err}
+		return &exitError{exitFailed, fmt.Errorf("%w%s", err, kept)}
 	}
 	if f := c.String("junit"); f != "" {
 		if err := writeFileWith(f, rep.WriteJUnit); err != nil {
@@ -133,7 +154,7 @@ func chaosAction(c *cli.Context) error {
 		return &exitError{exitFailed, err}
 	}
 	if !rep.OK() {
-		return &exitError{exitFailed, fmt.Errorf("chaos: %d of %d case runs failed", rep.Failed, rep.Runs)}
+		return &exitError{exitFailed, fmt.Errorf("chaos: %d of %d case runs failed; the journal of every run: %s", rep.Failed, rep.Runs, db)}
 	}
 	return nil
 }
@@ -147,7 +168,15 @@ func printCases(c *cli.Context, cases []chaos.Case, prof profile.Profile) error 
 		if cs.At != "" {
 			f += "@" + string(cs.At)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cs.Name, cs.Expect, f, cs.Description)
+		expect := string(cs.Expect)
+		if len(cs.Outcomes) > 0 { // how a failure may end
+			names := make([]string, len(cs.Outcomes))
+			for i, o := range cs.Outcomes {
+				names[i] = string(o)
+			}
+			expect += ": " + strings.Join(names, "|")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cs.Name, expect, f, cs.Description)
 	}
 	return tw.Flush()
 }

@@ -29,6 +29,14 @@ func xmllint(t *testing.T, file string) {
 // in its environment.
 func chaosCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return chaosCLIEnv(t, nil, args...)
+}
+
+// chaosCLIEnv is chaosCLI with extra variables in the environment. Its
+// temporary files go to a directory of the test's: a failing run keeps its
+// journal there.
+func chaosCLIEnv(t *testing.T, extra []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	cmd := exec.Command(noderunBinary(t), append([]string{"--log-level", "error", "chaos"}, args...)...)
 	var env []string
 	for _, kv := range os.Environ() {
@@ -36,7 +44,7 @@ func chaosCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 			env = append(env, kv)
 		}
 	}
-	cmd.Env = env
+	cmd.Env = append(append(env, "TMPDIR="+t.TempDir()), extra...) // the last of a name wins
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -136,5 +144,73 @@ func TestRunSimNeedsNoKeys(t *testing.T) {
 	code, _, errs = runCLI(t, "run", "--db", db, "../../testdata/chaos/small.yaml")
 	if code != 2 || !strings.Contains(errs, "NODERUN_CHAOS_TEST_KEY_UNSET (api_key_env) is empty") {
 		t.Fatalf("run without --sim: %d %s", code, errs)
+	}
+}
+
+// Without --db, chaos journals to a temporary file. When a case fails, the
+// file is kept and named: in the error, on the FAIL lines and in the JUnit
+// failure, whose inspect command works as printed. When every case holds,
+// it is removed.
+func TestChaosKeepsAFailingJournal(t *testing.T) {
+	tmp := t.TempDir()
+	env := []string{"TMPDIR=" + tmp}
+	kept := func() []string {
+		t.Helper()
+		m, err := filepath.Glob(filepath.Join(tmp, "noderun-chaos-*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	dir := t.TempDir()
+	junit, matrix := filepath.Join(dir, "chaos.xml"), filepath.Join(dir, "m.yaml")
+	if err := os.WriteFile(matrix, []byte("defaults: [close-middle]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := chaosCLIEnv(t, env, "../../testdata/chaos/fragile.yaml", "--faults", matrix, "--junit", junit)
+	if code != 1 {
+		t.Fatalf("chaos fragile.yaml: exit %d, want 1\n%s\n%s", code, stdout, stderr)
+	}
+	dbs := kept()
+	if len(dbs) != 1 {
+		t.Fatalf("journals kept: %v, want 1\n%s", dbs, stdout)
+	}
+	db := filepath.Join(dbs[0], "chaos.db")
+	if !strings.Contains(stderr, "case runs failed; the journal of every run: "+db) {
+		t.Errorf("the error does not name the kept journal %s:\n%s", db, stderr)
+	}
+	// the FAIL lines end with the command that shows the failed target
+	var inspect string
+	for _, line := range strings.Split(stdout, "\n") {
+		if cmd, ok := strings.CutPrefix(strings.TrimSpace(line), "inspect: "); ok {
+			inspect = cmd
+		}
+	}
+	if !strings.Contains(stdout, "FAIL close-middle @ draft") || !strings.Contains(inspect, "--db "+db) {
+		t.Fatalf("no inspect command naming %s after the FAIL lines:\n%s", db, stdout)
+	}
+	x, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xmllint(t, junit)
+	if !strings.Contains(string(x), "inspect: "+inspect) {
+		t.Errorf("the JUnit failure does not carry %q:\n%s", inspect, x)
+	}
+	// run as printed, by a shell, with noderun on the PATH
+	sh := exec.Command("sh", "-c", inspect)
+	sh.Env = append(os.Environ(), "PATH="+filepath.Dir(noderunBinary(t))+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := sh.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "NR903") || !strings.Contains(string(out), "budget_exhausted") {
+		t.Fatalf("%s: %v\n%s", inspect, err, out)
+	}
+
+	// every case holds: the temporary journal goes
+	code, stdout, stderr = chaosCLIEnv(t, env, "../../testdata/chaos/small.yaml", "--faults", matrix)
+	if code != 0 {
+		t.Fatalf("chaos small.yaml: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if got := kept(); len(got) != 1 || got[0] != filepath.Dir(db) {
+		t.Errorf("journals after a run that held: %v, want only the failed run's %s", got, db)
 	}
 }

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,10 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/runner"
+	"github.com/noderun/noderun/runner/ledger"
 )
 
 // DefaultTokens is the length of every simulated answer unless Options say
@@ -47,6 +48,14 @@ type Result struct {
 	Pass        bool      `json:"pass"`
 	// State is the target node's final state.
 	State string `json:"state"`
+	// Outcome is how the target ended, as its journal tells; the case is
+	// judged by it.
+	Outcome Outcome `json:"outcome"`
+	// Diagnostic is the code a reader of a failed case looks up first: the
+	// record that says how the target ended, else its last fault or step.
+	Diagnostic string `json:"diagnostic,omitempty"`
+	// Verdict is the ledger's one line on the target: what happened, what it cost.
+	Verdict string `json:"verdict"`
 	// Codes are the target's diagnostic codes, in order, without repeats.
 	Codes         []string `json:"codes"`
 	RecoverySteps int      `json:"recovery_steps"`
@@ -77,6 +86,9 @@ type Report struct {
 	Failed   int       `json:"failed"`
 	Results  []Result  `json:"results"`
 	RefRunID string    `json:"reference_run_id"`
+	// Journal is the path of the journal that holds every run, for the
+	// commands the report prints ("" when it is not kept).
+	Journal string `json:"journal,omitempty"`
 }
 
 // OK reports whether every case held.
@@ -124,7 +136,7 @@ func Run(ctx context.Context, g *runner.Graph, opts Options) (*Report, error) {
 	defer srv.Close()
 	ropts.Sim = &runner.SimOptions{Server: srv}
 
-	rep := &Report{Graph: g.Name, Profile: prof.Name, Seed: opts.Seed, Started: time.Now()}
+	rep := &Report{Graph: g.Name, Profile: prof.Name, Seed: opts.Seed, Started: time.Now(), Journal: opts.Journal.Path()}
 	if err := srv.Reset(); err != nil {
 		return nil, err
 	}
@@ -268,8 +280,8 @@ func (x *caseRun) run(ctx context.Context, c Case, n *runner.Node) (Result, erro
 			// the target ran into the outage: noderun saw a refused
 			// connection, or the harness is retrying one by itself, or
 			// failed its turn (a harness without retries of its own)
-			opts.Logger = slog.New(&tap{next: x.ropts.Logger.Handler(), watch: func(node, code string) {
-				if node == n.ID && (code == "NR106" || code == "NR302" || code == "NR305") {
+			opts.Logger = slog.New(&tap{next: x.ropts.Logger.Handler(), watch: func(node string, code diagnostics.Code) {
+				if node == n.ID && (code == diagnostics.ConnectFailed || code == diagnostics.HarnessRetrying || code == diagnostics.HarnessFailed) {
 					_ = x.srv.SetOutage(false)
 				}
 			}})
@@ -309,56 +321,40 @@ func (x *caseRun) run(ctx context.Context, c Case, n *runner.Node) (Result, erro
 	r.RunID = res.RunID
 	st := x.srv.Stats()
 	r.Stats = st
-	if err := x.judge(ctx, &r, c, n, res, st); err != nil {
+	if err := x.judge(ctx, &r, c, n, st); err != nil {
 		return r, err
 	}
 	r.Pass = len(r.Failures) == 0
 	return r, nil
 }
 
-// judge fills r's figures and failures from the run.
-func (x *caseRun) judge(ctx context.Context, r *Result, c Case, n *runner.Node, res *runner.Result, st sim.Stats) error {
-	diags, err := x.ropts.Journal.Events(ctx, res.RunID, journal.EventFilter{Node: n.ID, Kinds: []string{"diagnostic"}})
+// judge fills r's figures and failures from the run's journal, read by the
+// ledger: the target's outcome against what the case expects, its recovery
+// steps counted by what each code spends, and the rest of the graph.
+func (x *caseRun) judge(ctx context.Context, r *Result, c Case, n *runner.Node, st sim.Stats) error {
+	run, err := ledger.Load(ctx, x.ropts.Journal, r.RunID, ledger.LoadOptions{})
 	if err != nil {
 		return err
 	}
-	ownRetries := 0 // the harness's own, each of which may generate the turn again
-	replays := 0    // retries that may repeat what an earlier attempt did
-	for _, e := range diags {
-		if !slices.Contains(r.Codes, e.Code) {
-			r.Codes = append(r.Codes, e.Code)
-		}
-		var p struct {
-			Attrs struct {
-				Replays *bool `json:"replays"`
-				Steps   int   `json:"recovery_steps"`
-			} `json:"attrs"`
-		}
-		decoded := json.Unmarshal(e.Payload, &p) == nil
-		switch e.Code {
-		case "NR302":
-			ownRetries++
-		case "NR103", "NR205":
-			r.Retries++
-			if !decoded || p.Attrs.Replays == nil || *p.Attrs.Replays { // unknown counts as a replay
-				replays++
-			}
-		case "NR102", "NR110": // a re-attach, or a continue of a chat answer: both bounded by reconnects
-			r.Reconnects++
-		case "NR108":
-			r.RecoverySteps = p.Attrs.Steps
-		}
+	i := slices.IndexFunc(run.Nodes, func(nd *ledger.Node) bool { return nd.ID == n.ID })
+	if i < 0 {
+		return fmt.Errorf("chaos: run %s has no node %q in its journal", r.RunID, n.ID)
+	}
+	target := run.Nodes[i]
+	t := tallyOf(target)
+	outcome, why := outcomeOf(target)
+	r.State, r.Outcome, r.Codes = string(target.State), outcome, ids(t.seen)
+	r.Retries, r.Reconnects, r.RecoverySteps = t.retries, t.reconnects, t.steps
+	r.Verdict = ledger.AccountNode(target, nil).Verdict
+	switch {
+	case why.ID != "":
+		r.Diagnostic = why.ID
+	case t.last.ID != "":
+		r.Diagnostic = t.last.ID
 	}
 	r.Regenerated = max(0, st.Nodes[n.ID].TokensGenerated-x.ref.Nodes[n.ID].TokensGenerated)
 	fail := func(format string, args ...any) { r.Failures = append(r.Failures, fmt.Sprintf(format, args...)) }
 
-	var target runner.NodeResult
-	for _, nr := range res.Nodes {
-		if nr.ID == n.ID {
-			target = nr
-		}
-	}
-	r.State = string(target.State)
 	if st.Faults[string(r.Fault.Kind)] == 0 {
 		fail("the fault never acted on node %q (its stream may be shorter than the case assumes)", n.ID)
 	}
@@ -367,42 +363,46 @@ func (x *caseRun) judge(ctx context.Context, r *Result, c Case, n *runner.Node, 
 		budget = *n.Retries
 	}
 	unsafe := n.SideEffects == runner.SideUnsafe
+	harness := x.g.Providers[n.Provider].Kind == runner.ProviderKindHarness
 	// A harness thread resume is a new turn in the same thread (the
 	// descriptor's continue_prompt): its text is the agent's answer to
 	// that, not a replay of the lost one, so it cannot equal the reference.
-	newTurn := x.g.Providers[n.Provider].Kind == runner.ProviderKindHarness && slices.Contains(r.Codes, "NR303")
+	newTurn := harness && t.reattached
 	switch {
+	case unsafe && outcome == OutcomeUnsafeRefused:
+		// side_effects: unsafe may always be held rather than sent again
+	case c.Expect == ExpectFail && outcome == OutcomeCompleted:
+		fail("node %q completed; the case expects it to fail", n.ID)
+	case c.Expect == ExpectFail && len(c.Outcomes) > 0 && !slices.Contains(c.Outcomes, outcome):
+		fail("node %q ended %s; the case expects %s: %s", n.ID, outcome, expected(c.Outcomes, unsafe), oneLine(reason(target)))
+	case c.Expect == ExpectFail && c.Meets != "" && !harness && !slices.Contains(t.met, c.Meets):
+		fail("node %q ended %s without meeting the fault as the case expects: its journal shows no %s fault", n.ID, outcome, c.Meets)
 	case c.Expect == ExpectFail:
-		if target.State == journal.NodeCompleted {
-			fail("node %q completed; the case expects it to fail fast", n.ID)
-		}
-	case unsafe && target.State != journal.NodeCompleted:
-		// side_effects: unsafe may stop rather than be replayed, and must say so
-		if !slices.Contains(r.Codes, "NR905") {
-			fail("node %q (side_effects: unsafe) %s without unsafe_replay_refused (NR905): %s", n.ID, target.State, target.Reason)
-		}
-	case target.State != journal.NodeCompleted:
-		fail("node %q %s: %s", n.ID, target.State, oneLine(target.Reason))
+	case outcome != OutcomeCompleted:
+		fail("node %q ended %s: %s", n.ID, outcome, oneLine(reason(target)))
 	case newTurn && target.Output == "":
 		fail("node %q completed with an empty output after its thread was resumed", n.ID)
 	case !newTurn && target.Output != x.outputs[n.ID]:
 		fail("node %q completed, but its output (%d bytes) differs from the reference (%d bytes)", n.ID, len(target.Output), len(x.outputs[n.ID]))
 	}
+	// codes a matrix file asks for, on top of the outcome
 	codes := c.Codes
-	if x.g.Providers[n.Provider].Kind == runner.ProviderKindHarness && c.HarnessCodes != nil {
+	if harness && c.HarnessCodes != nil {
 		codes = c.HarnessCodes
 	}
-	for _, code := range codes {
-		// "NR903|NR904": any one of them
-		if !slices.ContainsFunc(strings.Split(code, "|"), func(c string) bool { return slices.Contains(r.Codes, c) }) {
-			fail("node %q lacks diagnostic %s", n.ID, code)
+	for _, spec := range codes {
+		switch shown, known := t.shows(spec); {
+		case !known:
+			fail("case %q names an unknown diagnostic code %q", c.Name, spec)
+		case !shown:
+			fail("node %q lacks diagnostic %s", n.ID, spec)
 		}
 	}
 	// A retry that repeats nothing (replays: false: the request never
 	// left, or a harness dropped a session before any tool call) is allowed
 	// even for an unsafe node.
-	if unsafe && replays > 0 {
-		fail("node %q is side_effects: unsafe but its request was sent again %d time(s)", n.ID, replays)
+	if unsafe && t.replays > 0 {
+		fail("node %q is side_effects: unsafe but its request was sent again %d time(s)", n.ID, t.replays)
 	}
 	if r.Retries > budget {
 		fail("node %q used %d retries, more than its budget of %d", n.ID, r.Retries, budget)
@@ -411,14 +411,14 @@ func (x *caseRun) judge(ctx context.Context, r *Result, c Case, n *runner.Node, 
 		fail("node %q reconnected %d times, more than the profile allows (%d per attempt)", n.ID, r.Reconnects, x.prof.Reconnects)
 	}
 	refTokens := x.ref.Nodes[n.ID].TokensGenerated
-	switch {
+	switch steps := r.Retries + r.Reconnects + t.ownRetries; {
 	case x.resumable(n) && r.Retries == 0 && r.Regenerated != 0:
 		fail("node %q regenerated %d tokens; its provider resumes, so none should be", n.ID, r.Regenerated)
-	case !x.resumable(n) && r.Regenerated > refTokens*int64(r.Retries+r.Reconnects+ownRetries):
-		fail("node %q regenerated %d tokens, more than %d recovery step(s) of %d tokens can explain", n.ID, r.Regenerated, r.Retries+r.Reconnects+ownRetries, refTokens)
+	case !x.resumable(n) && r.Regenerated > refTokens*int64(steps):
+		fail("node %q regenerated %d tokens, more than %d recovery step(s) of %d tokens can explain", n.ID, r.Regenerated, steps, refTokens)
 	}
 	// the rest of the graph: untouched nodes complete as in the reference;
-	// after an expected failure, the nodes that need the target are skipped
+	// after a failure, the nodes that need the target are skipped
 	downstream := map[string]bool{}
 	var mark func(id string)
 	mark = func(id string) {
@@ -428,17 +428,44 @@ func (x *caseRun) judge(ctx context.Context, r *Result, c Case, n *runner.Node, 
 		}
 	}
 	mark(n.ID)
-	for _, nr := range res.Nodes {
+	byID := make(map[string]*ledger.Node, len(run.Nodes))
+	for _, nd := range run.Nodes {
+		byID[nd.ID] = nd
+	}
+	for _, gn := range x.g.Nodes {
+		nd := byID[gn.ID]
 		switch {
-		case nr.ID == n.ID:
-		case nr.State == journal.NodeCompleted && nr.Output == x.outputs[nr.ID]:
-		case nr.State == journal.NodeCompleted && newTurn && downstream[nr.ID]: // its input changed
-		case nr.State == journal.NodeSkipped && target.State != journal.NodeCompleted:
+		case nd == nil:
+			fail("node %q is not in the run's journal", gn.ID)
+		case nd.ID == n.ID:
+		case nd.State == journal.NodeCompleted && nd.Output == x.outputs[nd.ID]:
+		case nd.State == journal.NodeCompleted && newTurn && downstream[nd.ID]: // its input changed
+		case nd.State == journal.NodeSkipped && outcome != OutcomeCompleted:
 		default:
-			fail("node %q (not the target) ended %s: %s", nr.ID, nr.State, oneLine(nr.Reason))
+			fail("node %q (not the target) ended %s: %s", nd.ID, nd.State, oneLine(reason(nd)))
 		}
 	}
 	return nil
+}
+
+// expected says which outcomes a case accepts of a node.
+func expected(outcomes []Outcome, unsafe bool) string {
+	words := make([]string, 0, len(outcomes)+1)
+	for _, o := range outcomes {
+		words = append(words, string(o))
+	}
+	if unsafe && !slices.Contains(outcomes, OutcomeUnsafeRefused) {
+		words = append(words, string(OutcomeUnsafeRefused))
+	}
+	return strings.Join(words, " or ")
+}
+
+// reason is why a node did not complete, as its journal says.
+func reason(nd *ledger.Node) string {
+	if nd.Error != "" {
+		return nd.Error
+	}
+	return nd.Reason
 }
 
 func oneLine(s string) string {

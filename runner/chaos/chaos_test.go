@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/internal/codexbin"
 	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/provider/sim/simtest"
 	"github.com/noderun/noderun/runner"
 )
 
@@ -26,7 +28,8 @@ cases:
   - name: slow
     at: middle
     expect: fail
-    codes: [NR107]
+    outcomes: [deadline_passed, unsafe_refused]
+    codes: [NR107, budget_exhausted|NR904]
     nodes: [a]
     fault: {kind: silence, duration: 2s, endpoint: chat}
 `))
@@ -35,6 +38,7 @@ cases:
 	}
 	c := m.Cases[0]
 	if len(m.Defaults) != 1 || c.Name != "slow" || c.At != PointMiddle || c.Expect != ExpectFail || c.Codes[0] != "NR107" ||
+		!slices.Equal(c.Outcomes, []Outcome{OutcomeDeadline, OutcomeUnsafeRefused}) ||
 		c.Nodes[0] != "a" || c.Fault.Kind != sim.FaultSilence || c.Fault.Duration != 2*time.Second || c.Fault.Endpoint != "chat" {
 		t.Fatalf("%+v", m)
 	}
@@ -57,6 +61,11 @@ cases:
 		{"cases:\n  - name: x\n    colour: red\n    fault: {kind: close}\n", `3: unknown case field "colour"`},
 		{"cases: [\n", "1: "},
 		{"cases:\n  - name: x\n    at: late\n    fault: {kind: status, status: 500}\n", `2: case "x": at places a close`},
+		{"cases:\n  - name: x\n    outcomes: [exploded]\n    fault: {kind: close}\n", `3: outcomes: unknown outcome "exploded"`},
+		{"cases:\n  - name: x\n    outcomes: [completed]\n    fault: {kind: close}\n", `3: outcomes: unknown outcome "completed"`},
+		{"cases:\n  - name: x\n    expect: recover\n    outcomes: [rejected]\n    fault: {kind: close}\n", `4: case "x": outcomes are for expect: fail`},
+		{"cases:\n  - name: x\n    codes:\n      - NR101\n      - NR999|NR103\n    fault: {kind: close}\n", `5: codes: unknown diagnostic code "NR999"`},
+		{"cases:\n  - name: x\n    harness_codes: [thread_resumd]\n    fault: {kind: close}\n", `3: harness_codes: unknown diagnostic code "thread_resumd"`},
 	} {
 		_, err := ParseMatrix([]byte(tc.src))
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
@@ -68,6 +77,7 @@ cases:
 func FuzzParseMatrix(f *testing.F) {
 	f.Add([]byte("defaults: [close-early]\ncases:\n  - {name: x, at: late, fault: {kind: cut}}\n"))
 	f.Add([]byte("cases:\n  - name: y\n    fault: {kind: status, status: 429, retry_after: \"1\"}\n"))
+	f.Add([]byte("cases:\n  - {name: z, outcomes: [rejected], codes: [NR902], fault: {kind: status, status: 400}}\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := ParseMatrix(b)
 		if err != nil {
@@ -76,6 +86,11 @@ func FuzzParseMatrix(f *testing.F) {
 		for _, c := range m.Cases {
 			if c.Name == "" || c.Fault.Validate() != nil || c.Fault.Node != "" {
 				t.Fatalf("accepted a bad case %+v", c)
+			}
+			for _, o := range c.Outcomes {
+				if c.Expect != ExpectFail || !slices.Contains(failureOutcomes(), o) {
+					t.Fatalf("accepted outcome %q of a case expecting %s", o, c.Expect)
+				}
 			}
 		}
 	})
@@ -301,5 +316,152 @@ func TestContinuationUnderChaos(t *testing.T) {
 		if r.Regenerated != 0 || r.Retries != 0 || !slices.Contains(r.Codes, "NR110") {
 			t.Errorf("%s: regenerated %d, retries %d, codes %v: want a continue and nothing regenerated", r.Case, r.Regenerated, r.Retries, r.Codes)
 		}
+	}
+}
+
+// A side_effects: unsafe node that an outage cuts is held (unsafe_replay_refused)
+// rather than sent again: outage-long accepts that, as it accepts an
+// idempotent node that meets the outage as refused connects and gives up
+// with its budget spent, on either API.
+func TestOutageLongHoldsUnsafeNodes(t *testing.T) {
+	g := loadGraph(t, "unsafe.yaml")
+	prof, err := runner.Prepare(g, &runner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := Select(DefaultCases(prof), &Matrix{Defaults: []string{"outage-long", "close-middle"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), g, Options{Journal: openJournal(t), Cases: cases, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	_ = rep.WriteTable(&buf)
+	if !rep.OK() || rep.Runs != 6 {
+		t.Fatalf("%d of %d failed\n%s", rep.Failed, rep.Runs, buf.String())
+	}
+	for _, r := range rep.Results {
+		switch {
+		case r.Node != "draft" && r.Retries != 0:
+			t.Errorf("%s @ %s: retried %d times (side_effects: unsafe)\n%s", r.Case, r.Node, r.Retries, buf.String())
+		case r.Case != "outage-long":
+		case r.Node != "draft" && (r.State != "failed" || !slices.Contains(r.Codes, "NR905")):
+			t.Errorf("outage-long @ %s: %s %v: want held (NR905)\n%s", r.Node, r.State, r.Codes, buf.String())
+		case r.Node == "draft" && (!slices.Contains(r.Codes, "NR106") || r.Retries != prof.Retries):
+			t.Errorf("outage-long @ draft: %v, retries %d: want refused connects and the budget spent\n%s", r.Codes, r.Retries, buf.String())
+		}
+	}
+}
+
+// Cases are judged by how the target ended (its outcome, from the ledger),
+// against what the case expects; codes a matrix file names are checked on
+// top. Each assertion below is one that must fail as well as one that must
+// hold, so that neither can pass by accident.
+func TestJudgedByOutcome(t *testing.T) {
+	g := loadGraph(t, "unsafe.yaml")
+	m, err := ParseMatrix([]byte(`
+defaults: [outage-long]
+cases:
+  - name: rejected
+    description: 400 is a rejection, not retried
+    nodes: [draft]
+    outcomes: [rejected]
+    fault: {kind: status, status: 400}
+  - name: rejected-as-deadline
+    nodes: [draft]
+    expect: fail
+    outcomes: [deadline_passed, budget_spent]
+    fault: {kind: status, status: 400}
+  - name: recovers-against-expectation
+    nodes: [draft]
+    expect: fail
+    at: middle
+    fault: {kind: close}
+  - name: codes-by-name
+    nodes: [draft]
+    at: middle
+    codes: [disconnect_detected, "NR103|NR102", recovered]
+    fault: {kind: close}
+  - name: codes-missing
+    nodes: [draft]
+    at: middle
+    codes: [connect_failed]
+    fault: {kind: close}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof, err := runner.Prepare(g, &runner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := Select(DefaultCases(prof), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), g, Options{Journal: openJournal(t), Cases: cases, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	_ = rep.WriteTable(&buf)
+	want := map[string]struct {
+		pass    bool
+		outcome Outcome
+		failure string
+	}{
+		"outage-long@draft":                  {true, OutcomeBudgetSpent, ""},
+		"outage-long@publish":                {true, OutcomeUnsafeRefused, ""},
+		"outage-long@announce":               {true, OutcomeUnsafeRefused, ""},
+		"rejected@draft":                     {true, OutcomeRejected, ""},
+		"rejected-as-deadline@draft":         {false, OutcomeRejected, `node "draft" ended rejected; the case expects deadline_passed or budget_spent`},
+		"recovers-against-expectation@draft": {false, OutcomeCompleted, `node "draft" completed; the case expects it to fail`},
+		"codes-by-name@draft":                {true, OutcomeCompleted, ""},
+		"codes-missing@draft":                {false, OutcomeCompleted, `node "draft" lacks diagnostic connect_failed`},
+	}
+	if len(rep.Results) != len(want) {
+		t.Fatalf("%d results, want %d\n%s", len(rep.Results), len(want), buf.String())
+	}
+	for _, r := range rep.Results {
+		w, ok := want[r.Case+"@"+r.Node]
+		if !ok || r.Pass != w.pass || r.Outcome != w.outcome || w.failure != "" && !strings.Contains(strings.Join(r.Failures, "; "), w.failure) {
+			t.Errorf("%s @ %s: pass %v, outcome %s, failures %q; want %+v\n%s", r.Case, r.Node, r.Pass, r.Outcome, r.Failures, w, buf.String())
+		}
+	}
+	// the code that says how the target ended is the one a JUnit reader looks up
+	for _, r := range rep.Results {
+		if r.Case == "rejected" && r.Diagnostic != diagnostics.DeterministicError.ID {
+			t.Errorf("rejected @ draft: diagnostic %q", r.Diagnostic)
+		}
+	}
+}
+
+// A chat server that rejects the continuation form (400) makes the executor
+// retry from scratch (continue_rejected): chaos counts that as the retry it
+// is, so the output it regenerates is explained and the node passes.
+func TestRejectedContinuationIsARetry(t *testing.T) {
+	ctx := context.Background()
+	srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: DefaultTokens, Continuation: []string{sim.FormAssistantLast}})
+	g := loadGraph(t, "continued.yaml") // continues in the prefix form, which this server rejects
+	ropts := runner.Options{Journal: openJournal(t), Sim: &runner.SimOptions{Server: srv}, Getenv: func(string) string { return "" }}
+	prof, err := runner.Prepare(g, &ropts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := runner.Run(ctx, g, ropts)
+	if err != nil || ref.Failed() {
+		t.Fatalf("reference: %v", err)
+	}
+	x := &caseRun{g: g, prof: prof, srv: srv, ropts: ropts, ref: srv.Stats(), outputs: map[string]string{"draft": ref.Nodes[0].Output}}
+	c := Case{Name: "close-middle", Expect: ExpectRecover, At: PointMiddle, Fault: sim.Fault{Kind: sim.FaultClose}}
+	r, err := x.run(ctx, c, g.Node("draft"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Pass || r.Retries != 1 || r.Regenerated == 0 || !slices.Contains(r.Codes, diagnostics.ContinueRejected.ID) {
+		t.Fatalf("pass %v, retries %d, regenerated %d, codes %v, failures %q: want one retry (NR112) that explains what it regenerated",
+			r.Pass, r.Retries, r.Regenerated, r.Codes, r.Failures)
 	}
 }

@@ -2,7 +2,9 @@
 // reference), then once per fault case and target node, and checks that
 // every node survives: completed, output byte-identical to the reference,
 // recovery within the profile's bounds, nothing regenerated that its
-// provider could have resumed. It is what `noderun chaos` runs.
+// provider could have resumed; or, where a case expects a failure, that it
+// ended the way the case expects (an Outcome). It is what `noderun chaos`
+// runs.
 package chaos
 
 import (
@@ -17,6 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
 )
@@ -38,9 +41,11 @@ type Expect string
 
 // Expectations.
 const (
-	// ExpectRecover: the node completes with the reference output.
+	// ExpectRecover: the node completes with the reference output (a
+	// side_effects: unsafe node may be held instead: OutcomeUnsafeRefused).
 	ExpectRecover Expect = "recover"
-	// ExpectFail: the node fails, fast, showing the case's codes.
+	// ExpectFail: the node does not complete: it ends with one of the case's
+	// Outcomes (any failure when it names none).
 	ExpectFail Expect = "fail"
 )
 
@@ -57,7 +62,18 @@ type Case struct {
 	// (sets after_events from the reference run); "" keeps after_events.
 	At     Point  `json:"at,omitempty"`
 	Expect Expect `json:"expect"`
-	// Codes are diagnostic codes the target must show (e.g. NR106).
+	// Outcomes, for ExpectFail, are how the target may end (a
+	// side_effects: unsafe node may always end OutcomeUnsafeRefused);
+	// none: any failure.
+	Outcomes []Outcome `json:"outcomes,omitempty"`
+	// Meets, when set, is the error class the target must have met the
+	// fault as before it gave up, shown by a fault of that class in its
+	// journal (an outage: connect_failed). Agent harness nodes, which hide
+	// the transport, and unsafe nodes held at the first fault are exempt.
+	Meets diagnostics.Class `json:"meets,omitempty"`
+	// Codes are diagnostic codes the target must show, by ID or name
+	// ("NR903|NR904": either one): assertions a matrix file may add; the
+	// default cases state their expectations in outcomes.
 	Codes []string `json:"codes,omitempty"`
 	// HarnessCodes, when set, replace Codes for harness nodes: an agent
 	// harness hides the transport (Codex retries a refused connection
@@ -99,14 +115,16 @@ func DefaultCases(p profile.Profile) []Case {
 			Fault: sim.Fault{Kind: sim.FaultStatus, Status: 503}, Expect: ExpectRecover},
 		Case{Name: "outage-brief", Description: "the server goes down at the node's request and refuses connections until the node has retried into the outage once",
 			Fault: sim.Fault{Kind: sim.FaultOutage, Duration: p.Deadline.D() + time.Second}, Expect: ExpectRecover},
-		// A harness hides the refused connection. One that resumes (Codex,
-		// Claude Code) resumes until the deadline or, when each resume
-		// fails fast, until its reconnects are spent (an unsafe node then
-		// stops: NR905); one whose every recovery is a retry (Gemini CLI's
-		// dropped sessions) may spend the retry budget first.
-		Case{Name: "outage-long", Description: "the server goes down at the node's request for longer than the profile's deadline: the node must fail fast (connect_failed; a harness: deadline_exceeded, or a spent budget: budget_exhausted or, for an unsafe node out of reconnects, unsafe_replay_refused)",
+		// The node must give up within its bounds, having met the outage as
+		// refused connects. A harness hides them: one that resumes (Codex,
+		// Claude Code) resumes until the deadline or, when each resume fails
+		// fast, until its reconnects are spent (an unsafe node is then held);
+		// one whose every recovery is a retry (Gemini CLI's dropped sessions)
+		// may spend the retry budget first. An unsafe node cut at the
+		// outage's start is held at once, which any case accepts.
+		Case{Name: "outage-long", Description: "the server goes down at the node's request for longer than the profile's deadline: the node must fail fast as an outage (connects refused, then a spent budget or a passed deadline), or be held if it is side_effects: unsafe",
 			Fault: sim.Fault{Kind: sim.FaultOutage, Duration: p.Deadline.D() + time.Second}, Expect: ExpectFail,
-			Codes: []string{"NR106", "NR901"}, HarnessCodes: []string{"NR904|NR903|NR905", "NR901"}},
+			Outcomes: []Outcome{OutcomeBudgetSpent, OutcomeDeadline, OutcomeTimedOut}, Meets: diagnostics.ClassConnect},
 	)
 }
 
@@ -118,6 +136,7 @@ func DefaultCases(p profile.Profile) []Case {
 //	    description: a long silence before anything is sent
 //	    at: early                             # early | middle | late
 //	    expect: recover                       # recover | fail
+//	    outcomes: [budget_spent]              # expect fail: how the target may end (default: any failure)
 //	    codes: [NR107]                        # codes the target must show ("NR903|NR904": either)
 //	    harness_codes: [NR305]                # ... when it is a harness node (default: codes)
 //	    nodes: [plan]                         # omit for every node
@@ -190,7 +209,7 @@ func decodeCase(n *yaml.Node) (Case, error) {
 	if n.Kind != yaml.MappingNode {
 		return c, errAt(n, "a case is a mapping")
 	}
-	var faultNode *yaml.Node
+	var faultNode, expectNode, outcomesNode *yaml.Node
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -210,24 +229,45 @@ func decodeCase(n *yaml.Node) (Case, error) {
 				return c, errAt(v, "at: want early, middle or late, got %q", c.At)
 			}
 		case "expect":
+			expectNode = v
 			err = v.Decode(&c.Expect)
 			if err == nil && c.Expect != ExpectRecover && c.Expect != ExpectFail {
 				return c, errAt(v, "expect: want recover or fail, got %q", c.Expect)
 			}
+		case "outcomes":
+			outcomesNode = v
+			if err = v.Decode(&c.Outcomes); err == nil {
+				err = checkOutcomes(v, c.Outcomes)
+			}
 		case "codes":
-			err = v.Decode(&c.Codes)
+			if err = v.Decode(&c.Codes); err == nil {
+				err = checkCodes(v, c.Codes)
+			}
 		case "harness_codes":
-			err = v.Decode(&c.HarnessCodes)
+			if err = v.Decode(&c.HarnessCodes); err == nil {
+				err = checkCodes(v, c.HarnessCodes)
+			}
 		case "nodes":
 			err = v.Decode(&c.Nodes)
 		case "fault":
 			faultNode = v
 		default:
-			return c, errAt(k, "unknown case field %q (want name, description, at, expect, codes, harness_codes, nodes, fault)", k.Value)
+			return c, errAt(k, "unknown case field %q (want name, description, at, expect, outcomes, codes, harness_codes, nodes, fault)", k.Value)
 		}
-		if err != nil {
+		var lerr *lineError
+		switch {
+		case errors.As(err, &lerr):
+			return c, fmt.Errorf("%d: %s: %s", lerr.line, k.Value, lerr.msg)
+		case err != nil:
 			return c, errAt(v, "%s: %v", k.Value, err)
 		}
+	}
+	if outcomesNode != nil {
+		// outcomes say how a failure ends: they imply expect: fail
+		if expectNode != nil && c.Expect != ExpectFail {
+			return c, errAt(outcomesNode, "case %q: outcomes are for expect: fail", c.Name)
+		}
+		c.Expect = ExpectFail
 	}
 	if c.Name == "" || strings.ContainsAny(c.Name, " \t\n") {
 		return c, errAt(n, "a case needs a name without spaces")
@@ -262,6 +302,37 @@ func decodeCase(n *yaml.Node) (Case, error) {
 
 func errAt(n *yaml.Node, format string, args ...any) error {
 	return fmt.Errorf("%d: %s", n.Line, fmt.Sprintf(format, args...))
+}
+
+// lineError is an error in one item of a list, at the item's line.
+type lineError struct {
+	line int
+	msg  string
+}
+
+func (e *lineError) Error() string { return fmt.Sprintf("%d: %s", e.line, e.msg) }
+
+// checkOutcomes accepts the outcomes a failure may end with.
+func checkOutcomes(list *yaml.Node, outcomes []Outcome) error {
+	for i, o := range outcomes {
+		if !slices.Contains(failureOutcomes(), o) {
+			return &lineError{list.Content[i].Line, fmt.Sprintf("unknown outcome %q (want one of %v)", o, failureOutcomes())}
+		}
+	}
+	return nil
+}
+
+// checkCodes accepts diagnostic codes by ID or name, and alternatives
+// "NR903|NR904", so that a typo fails the matrix file rather than every case.
+func checkCodes(list *yaml.Node, codes []string) error {
+	for i, spec := range codes {
+		for _, alt := range strings.Split(spec, "|") {
+			if _, ok := diagnostics.Lookup(strings.TrimSpace(alt)); !ok {
+				return &lineError{list.Content[i].Line, fmt.Sprintf("unknown diagnostic code %q (docs/diagnostics.md)", alt)}
+			}
+		}
+	}
+	return nil
 }
 
 // Select returns the cases to run: the defaults m keeps, then m's own. A

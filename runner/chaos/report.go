@@ -20,13 +20,14 @@ func (r *Report) Summary() string {
 		r.Graph, r.Runs, r.Passed, verdict, r.Profile, r.Seed, r.Seconds)
 }
 
-// WriteTable prints one line per case and node, then the failures and the
+// WriteTable prints one line per case and node, then the failures, each
+// case's with the command that shows its target's diagnostics, and the
 // summary.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CASE\tNODE\tRESULT\tSTATE\tSTEPS\tRETRIES\tRECONNECTS\tREGEN\tTIME\tCODES")
+	fmt.Fprintln(tw, "CASE\tNODE\tRESULT\tOUTCOME\tSTEPS\tRETRIES\tRECONNECTS\tREGEN\tTIME\tCODES")
 	for _, c := range r.Results {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%.2fs\t%s\n", c.Case, c.Node, verdict(c), c.State,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%.2fs\t%s\n", c.Case, c.Node, verdict(c), c.Outcome,
 			c.RecoverySteps, c.Retries, c.Reconnects, c.Regenerated, c.Seconds, strings.Join(c.Codes, ","))
 	}
 	if err := tw.Flush(); err != nil {
@@ -36,9 +37,34 @@ func (r *Report) WriteTable(w io.Writer) error {
 		for _, f := range c.Failures {
 			fmt.Fprintf(w, "FAIL %s @ %s: %s (run %s)\n", c.Case, c.Node, f, c.RunID)
 		}
+		if len(c.Failures) > 0 && c.RunID != "" {
+			fmt.Fprintf(w, "     inspect: %s\n", r.Inspect(c))
+		}
 	}
 	_, err := fmt.Fprintln(w, r.Summary())
 	return err
+}
+
+// Inspect is the command that prints the diagnostics of a result's target,
+// as a person would type it: with the journal's path when the report names
+// one, since chaos's journal is seldom the default one.
+func (r *Report) Inspect(c Result) string {
+	cmd := fmt.Sprintf("noderun events %s --node %s --kind diagnostic", c.RunID, shellQuote(c.Node))
+	if r.Journal != "" {
+		cmd += " --db " + shellQuote(r.Journal)
+	}
+	return cmd
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == '+' || r == ':' || r == '@' || r == ',' ||
+			('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9'))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func verdict(c Result) string {
@@ -128,8 +154,9 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 			tc.Failure = &junitFailure{
 				Message: fmt.Sprintf("case %s, node %s: %s [diagnostics: %s]", c.Case, c.Node, strings.Join(c.Failures, "; "), codes),
 				Type:    failureType(c),
-				Text: fmt.Sprintf("case %s aimed at node %s (%s)\nstate %s, recovery steps %d, retries %d, reconnects %d, tokens regenerated %d\ndiagnostics: %s\ninspect: noderun events %s --node %s --kind diagnostic\n",
-					c.Case, c.Node, faultLine(c), c.State, c.RecoverySteps, c.Retries, c.Reconnects, c.Regenerated, codes, c.RunID, c.Node),
+				Text: fmt.Sprintf("case %s aimed at node %s (%s), expecting %s\noutcome %s, recovery steps %d, retries %d, reconnects %d, tokens regenerated %d\nverdict: %s\ndiagnostics: %s\ninspect: %s\n",
+					c.Case, c.Node, faultLine(c), c.Expect, c.Outcome, c.RecoverySteps, c.Retries, c.Reconnects, c.Regenerated,
+					c.Verdict, codes, r.Inspect(c)),
 			}
 			s.Failures++
 		}
@@ -158,16 +185,11 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 }
 
 // failureType is the diagnostic code a reader of a failed case looks up in
-// docs/diagnostics.md: the last one, preferring a specific reason
-// (budget_exhausted, deadline_exceeded, ...) to the generic node_failed.
+// docs/diagnostics.md: the one that says how the target ended (a spent
+// budget rather than the generic node_failed), else its last fault or step.
 func failureType(c Result) string {
-	for i := len(c.Codes) - 1; i >= 0; i-- {
-		if code := c.Codes[i]; code != "NR901" && code != "NR108" {
-			return code
-		}
-	}
-	if len(c.Codes) > 0 {
-		return c.Codes[len(c.Codes)-1]
+	if c.Diagnostic != "" {
+		return c.Diagnostic
 	}
 	return "no_diagnostic"
 }

@@ -3,15 +3,18 @@ package chaos
 import (
 	"context"
 	"log/slog"
+
+	"github.com/noderun/noderun/diagnostics"
 )
 
 // tap is a slog.Handler that passes records on and tells watch about every
 // diagnostic (a record with code and node attributes): how chaos learns,
 // without hooks in the runner, that a node has run into an outage, whether
-// noderun saw the refused connection (NR106) or the harness did (NR302).
+// noderun saw the refused connection (connect_failed) or the harness did
+// (harness_retrying).
 type tap struct {
 	next  slog.Handler
-	watch func(node, code string)
+	watch func(node string, c diagnostics.Code)
 	node  string // from WithAttrs
 }
 
@@ -30,8 +33,8 @@ func (t *tap) Handle(ctx context.Context, r slog.Record) error {
 		}
 		return true
 	})
-	if code != "" && node != "" {
-		t.watch(node, code)
+	if c, ok := diagnostics.Lookup(code); ok && node != "" {
+		t.watch(node, c)
 	}
 	if t.next.Enabled(ctx, r.Level) {
 		return t.next.Handle(ctx, r)
