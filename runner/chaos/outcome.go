@@ -57,18 +57,9 @@ func outcomeOf(nd *ledger.Node) (Outcome, diagnostics.Code) {
 	default:
 		return OutcomeUnfinished, diagnostics.Code{}
 	}
-	// The most specific outcome record (a spent budget, a rejection) over
-	// the generic node_failed that follows it, as the ledger's verdict reads it.
-	var out diagnostics.Code
-	for _, r := range nd.Records {
-		c := r.Code
-		if c.Role != diagnostics.RoleOutcome || c == diagnostics.Recovered || c == diagnostics.NodeSkipped {
-			continue
-		}
-		if out.ID == "" || out == diagnostics.NodeFailed || c != diagnostics.NodeFailed {
-			out = c
-		}
-	}
+	// The most specific outcome record, as the ledger's verdict reads it.
+	rec, _ := nd.Outcome()
+	out := rec.Code
 	switch out {
 	case diagnostics.UnsafeReplayRefused:
 		return OutcomeUnsafeRefused, out

@@ -88,9 +88,11 @@ func interruptedVerdict(nd *Node, na NodeAccount, figures string) string {
 	return v + ": " + figures
 }
 
-// failure says why a failed node failed, from its outcome records: the most
-// specific one (a rejection, a spent budget) over the generic node_failed.
-func failure(nd *Node) (string, diagnostics.Code) {
+// Outcome is the record that says how a node that did not complete ended:
+// the most specific outcome record (a rejection, a spent budget, an
+// interruption) over the generic node_failed that follows it; false when
+// there is none (it completed, or its journal holds no reason).
+func (nd *Node) Outcome() (Record, bool) {
 	var out *Record
 	for i := range nd.Records {
 		r := &nd.Records[i]
@@ -99,7 +101,16 @@ func failure(nd *Node) (string, diagnostics.Code) {
 			out = r
 		}
 	}
-	if out == nil {
+	if out == nil || nd.State == journal.NodeCompleted {
+		return Record{}, false
+	}
+	return *out, true
+}
+
+// failure says why a failed node failed, from its outcome record.
+func failure(nd *Node) (string, diagnostics.Code) {
+	out, ok := nd.Outcome()
+	if !ok {
 		return "error class " + orDefault(nd.ErrClass, "unknown"), diagnostics.NodeFailed
 	}
 	status, hasStatus := diagnostics.KeyStatus.Of(out.Record)
