@@ -1,8 +1,8 @@
 // Package ledger is the read side of a run's journal. Load reads a run — its
 // nodes, their attempts and usage, and every diagnostic record, decoded
-// with diagnostics.Decode — and Account says what recovery did, saved and
-// cost, in figures that add up (see Figures) and a verdict a node. Report
-// renders the same as one self-contained HTML page.
+// with diagnostics.Decode — and AccountOf says what recovery did, saved and
+// cost, in figures that add up (see Figures) and a verdict a node.
+// WriteReport renders the same as one self-contained HTML page.
 //
 // Everything in noderun that reports on recovery reads it here: the
 // verdicts at the end of `noderun run` and `resume`, `noderun diagnose`,
@@ -64,8 +64,8 @@ type Node struct {
 type Attempt struct {
 	journal.Attempt
 	Usage journal.Usage
-	// Ended is false for an attempt whose runner died before it ended: its
-	// usage is then estimated from the output its journal holds.
+	// UsageRecorded is false for an attempt whose runner died before it
+	// ended: its usage is then estimated from the output its journal holds.
 	UsageRecorded bool
 }
 
