@@ -46,9 +46,11 @@ func oneNode(tb testing.TB, p provider.Provider) (*Graph, Options) {
 	return g, opts
 }
 
-// chunkRun returns a function that runs one node of n chunks through Run.
-func chunkRun(tb testing.TB, n int) func() {
+// chunkRun returns a function that runs one node of n chunks through Run,
+// reporting progress to hook when it is not nil.
+func chunkRun(tb testing.TB, n int, hook func(Progress)) func() {
 	g, opts := oneNode(tb, chunkProvider{n})
+	opts.OnProgress = hook
 	return func() {
 		res, err := Run(context.Background(), g, opts)
 		if err != nil || res.Status != journal.RunCompleted {
@@ -62,7 +64,7 @@ func chunkRun(tb testing.TB, n int) func() {
 // chunks.
 func BenchmarkChunkPath(b *testing.B) {
 	const n = 200_000
-	run := chunkRun(b, n)
+	run := chunkRun(b, n, nil)
 	run() // warm up: the schema, the prepared statements
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -80,7 +82,7 @@ func BenchmarkChunkPath(b *testing.B) {
 // growing, the journal's batches), not once or more a chunk.
 func TestChunkPathDoesNotAllocatePerChunk(t *testing.T) {
 	const n = 100_000
-	run := chunkRun(t, n)
+	run := chunkRun(t, n, nil)
 	run()
 	if allocs := testing.AllocsPerRun(3, run); allocs > n/20 {
 		t.Errorf("a %d-chunk stream through Run allocated %.0f times: one allocation or more a chunk", n, allocs)

@@ -282,24 +282,12 @@ func TestOnProgressPolls(t *testing.T) {
 	}
 }
 
-// chunkRunWithProgress is chunkRun with a callback that counts the reports.
-func chunkRunWithProgress(tb testing.TB, n int, reports *atomic.Int64) func() {
-	g, opts := oneNode(tb, chunkProvider{n})
-	opts.OnProgress = func(Progress) { reports.Add(1) }
-	return func() {
-		res, err := Run(context.Background(), g, opts)
-		if err != nil || res.Status != journal.RunCompleted {
-			tb.Fatalf("%v %s", err, res.Status)
-		}
-	}
-}
-
 // With a progress callback, a chunk still costs no allocation of the
 // runner's own, and the callback is called a few times, not per chunk.
 func TestChunkPathWithProgressDoesNotAllocatePerChunk(t *testing.T) {
 	const n = 100_000
 	var reports atomic.Int64
-	run := chunkRunWithProgress(t, n, &reports)
+	run := chunkRun(t, n, func(Progress) { reports.Add(1) })
 	run()
 	if r := reports.Load(); r > n/100 {
 		t.Errorf("%d progress reports for %d chunks", r, n)
@@ -313,7 +301,7 @@ func TestChunkPathWithProgressDoesNotAllocatePerChunk(t *testing.T) {
 func BenchmarkChunkPathWithProgress(b *testing.B) {
 	const n = 200_000
 	var reports atomic.Int64
-	run := chunkRunWithProgress(b, n, &reports)
+	run := chunkRun(b, n, func(Progress) { reports.Add(1) })
 	run()
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -121,6 +121,34 @@ func openJournal(t *testing.T) *journal.Journal {
 	return testkit.TempJournal(t, "chaos.db")
 }
 
+// runMatrix runs the cases m selects from g's profile's default matrix (and
+// adds) against g, with opts (a fresh journal unless opts has one), and
+// returns the report, its table and how many cases were selected.
+func runMatrix(t *testing.T, g *runner.Graph, m *Matrix, opts Options) (*Report, string, int) {
+	t.Helper()
+	prof, err := runner.Prepare(g, &runner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := Select(DefaultCases(prof), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Journal == nil {
+		opts.Journal = openJournal(t)
+	}
+	opts.Cases = cases
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, g, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	_ = rep.WriteTable(&buf)
+	return rep, buf.String(), len(cases)
+}
+
 func loadGraph(t *testing.T, name string) *runner.Graph {
 	t.Helper()
 	g, err := runner.LoadGraph(filepath.Join("..", "..", "testdata", "chaos", name))
@@ -137,27 +165,12 @@ func loadGraph(t *testing.T, name string) *runner.Graph {
 func TestResultsDoNotDependOnScheduling(t *testing.T) {
 	g := loadGraph(t, "small.yaml")
 	j := openJournal(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	prof, err := runner.Prepare(g, &runner.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases, err := Select(DefaultCases(prof), &Matrix{Defaults: []string{
-		"close-middle", "cut-late", "reset-early", "idle-silence", "unavailable", "outage-brief", "outage-long"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := &Matrix{Defaults: []string{"close-middle", "cut-late", "reset-early", "idle-silence", "unavailable", "outage-brief", "outage-long"}}
 	var verdicts [2][]string
 	for i, parallel := range []int{1, 8} {
-		rep, err := Run(ctx, g, Options{Journal: j, Cases: cases, Seed: 5, Parallel: parallel, Getenv: func(string) string { return "" }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		_ = rep.WriteTable(&buf)
-		if !rep.OK() || rep.Runs != len(cases)*3 {
-			t.Fatalf("parallel %d: %d results, %d failed\n%s", parallel, rep.Runs, rep.Failed, buf.String())
+		rep, table, n := runMatrix(t, g, m, Options{Journal: j, Seed: 5, Parallel: parallel, Getenv: func(string) string { return "" }})
+		if !rep.OK() || rep.Runs != n*3 {
+			t.Fatalf("parallel %d: %d results, %d failed\n%s", parallel, rep.Runs, rep.Failed, table)
 		}
 		for _, r := range rep.Results {
 			// the Responses node regenerates nothing, whatever the fault
@@ -271,21 +284,8 @@ func harnessChaos(t *testing.T, src string, cases []string, args ...any) (*Repor
 	if err != nil {
 		t.Fatal(err)
 	}
-	prof, err := runner.Prepare(g, &runner.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	selected, err := Select(DefaultCases(prof), &Matrix{Defaults: cases})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Run(context.Background(), g, Options{Journal: openJournal(t), Cases: selected})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	_ = rep.WriteTable(&buf)
-	return rep, buf.String()
+	rep, table, _ := runMatrix(t, g, &Matrix{Defaults: cases}, Options{})
+	return rep, table
 }
 
 // A chat node whose server continues a dropped answer: every drop after some
@@ -293,24 +293,10 @@ func harnessChaos(t *testing.T, src string, cases []string, args ...any) (*Repor
 // node received is generated again.
 func TestContinuationUnderChaos(t *testing.T) {
 	g := loadGraph(t, "continued.yaml")
-	prof, err := runner.Prepare(g, &runner.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases, err := Select(DefaultCases(prof), &Matrix{Defaults: []string{"close-middle", "cut-late", "reset-early", "idle-silence"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, g, Options{Journal: openJournal(t), Cases: cases, Seed: 5, Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	_ = rep.WriteTable(&buf)
-	if !rep.OK() || len(rep.Results) != len(cases) {
-		t.Fatalf("%d of %d failed\n%s", rep.Failed, len(rep.Results), buf.String())
+	rep, table, n := runMatrix(t, g, &Matrix{Defaults: []string{"close-middle", "cut-late", "reset-early", "idle-silence"}},
+		Options{Seed: 5, Getenv: func(string) string { return "" }})
+	if !rep.OK() || len(rep.Results) != n {
+		t.Fatalf("%d of %d failed\n%s", rep.Failed, len(rep.Results), table)
 	}
 	for _, r := range rep.Results {
 		if r.Regenerated != 0 || r.Retries != 0 || !slices.Contains(r.Codes, "NR110") {
@@ -329,16 +315,8 @@ func TestOutageLongHoldsUnsafeNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cases, err := Select(DefaultCases(prof), &Matrix{Defaults: []string{"outage-long", "close-middle"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Run(context.Background(), g, Options{Journal: openJournal(t), Cases: cases, Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	_ = rep.WriteTable(&buf)
+	rep, table, _ := runMatrix(t, g, &Matrix{Defaults: []string{"outage-long", "close-middle"}}, Options{Seed: 3})
+	buf := bytes.NewBufferString(table)
 	if !rep.OK() || rep.Runs != 6 {
 		t.Fatalf("%d of %d failed\n%s", rep.Failed, rep.Runs, buf.String())
 	}
@@ -393,20 +371,8 @@ cases:
 	if err != nil {
 		t.Fatal(err)
 	}
-	prof, err := runner.Prepare(g, &runner.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases, err := Select(DefaultCases(prof), m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Run(context.Background(), g, Options{Journal: openJournal(t), Cases: cases, Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	_ = rep.WriteTable(&buf)
+	rep, table, _ := runMatrix(t, g, m, Options{Seed: 3})
+	buf := bytes.NewBufferString(table)
 	want := map[string]struct {
 		pass    bool
 		outcome Outcome
