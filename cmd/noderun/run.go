@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/shell"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner"
 	"github.com/noderun/noderun/runner/ledger"
@@ -323,7 +324,7 @@ func interrupted(c *cli.Context, opts runner.Options, res *runner.Result) error 
 // empty for the default journal.
 func dbArg(c *cli.Context) string {
 	if c.IsSet("db") {
-		return " --db " + shellQuote(c.String("db"))
+		return " --db " + shell.Quote(c.String("db"))
 	}
 	return ""
 }
@@ -341,17 +342,6 @@ func waitFor(interactive bool) time.Duration {
 		return cancelWindow
 	}
 	return 0
-}
-
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == '+' || r == ':' || r == '@' ||
-			('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9'))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // progressLogger puts the node states that no diagnostic reports (a node

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/noderun/noderun/internal/shell"
 )
 
 // Summary is the one line that ends a chaos run's output.
@@ -49,22 +51,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 // as a person would type it: with the journal's path when the report names
 // one, since chaos's journal is seldom the default one.
 func (r *Report) Inspect(c Result) string {
-	cmd := fmt.Sprintf("noderun events %s --node %s --kind diagnostic", c.RunID, shellQuote(c.Node))
+	cmd := fmt.Sprintf("noderun events %s --node %s --kind diagnostic", c.RunID, shell.Quote(c.Node))
 	if r.Journal != "" {
-		cmd += " --db " + shellQuote(r.Journal)
+		cmd += " --db " + shell.Quote(r.Journal)
 	}
 	return cmd
-}
-
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == '+' || r == ':' || r == '@' || r == ',' ||
-			('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9'))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func verdict(c Result) string {

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/shell"
 	"github.com/noderun/noderun/journal"
 )
 
@@ -405,23 +406,12 @@ func detached(nd *Node) string {
 func (o ReportOptions) command(args ...string) string {
 	parts := []string{"noderun"}
 	for _, a := range args {
-		parts = append(parts, shellQuote(a))
+		parts = append(parts, shell.Quote(a))
 	}
 	if o.DB != "" {
-		parts = append(parts, "--db", shellQuote(o.DB))
+		parts = append(parts, "--db", shell.Quote(o.DB))
 	}
 	return strings.Join(parts, " ")
-}
-
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == '+' || r == ':' || r == '@' || r == '=' || r == ',' ||
-			('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9'))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // cut is s cut to at most n bytes, at a character boundary.
