@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
-	"github.com/noderun/noderun/internal/benchstat"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
@@ -299,17 +298,6 @@ func TestChunkPathWithProgressDoesNotAllocatePerChunk(t *testing.T) {
 
 // BenchmarkChunkPathWithProgress is BenchmarkChunkPath with a callback set.
 func BenchmarkChunkPathWithProgress(b *testing.B) {
-	const n = 200_000
 	var reports atomic.Int64
-	run := chunkRun(b, n, func(Progress) { reports.Add(1) })
-	run()
-	b.ReportAllocs()
-	b.ResetTimer()
-	var cpu []float64
-	for range b.N {
-		c0 := benchstat.CPUTime()
-		run()
-		cpu = append(cpu, float64(benchstat.CPUTime()-c0)/n)
-	}
-	b.ReportMetric(benchstat.Median(cpu), "cpu-ns/chunk")
+	benchChunks(b, func(Progress) { reports.Add(1) })
 }
