@@ -11,8 +11,8 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -151,15 +151,22 @@ func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.No
 	if err != nil {
 		return err
 	}
-	for _, a := range atts {
-		if nd := byID[a.NodeID]; nd != nil {
-			nd.Attempts = append(nd.Attempts, Attempt{Attempt: a})
-		}
-	}
 	evs, err := j.Events(ctx, runID, journal.EventFilter{Node: only, AfterSeq: -1,
-		Kinds: []string{journal.KindDiagnostic, journal.KindDelta, journal.KindReasoning, journal.KindUsage}})
+		Kinds: []string{journal.KindDiagnostic, journal.KindDelta, journal.KindReasoning}})
 	if err != nil {
 		return err
+	}
+	// An attempt ended twice (interrupted, then continued by a resume)
+	// keeps its last figure, which covers the whole attempt.
+	usage, err := j.AttemptUsage(ctx, runID, only)
+	if err != nil {
+		return err
+	}
+	for _, a := range atts {
+		if nd := byID[a.NodeID]; nd != nil {
+			u, ok := usage[a.NodeID][a.N]
+			nd.Attempts = append(nd.Attempts, Attempt{Attempt: a, Usage: u, UsageRecorded: ok})
+		}
 	}
 	last := map[string]time.Time{} // a node's last event
 	waiting := map[string][]int{}  // a node's records that wait for its next data
@@ -198,21 +205,6 @@ func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.No
 				nd.Records[i].NextData = e.Time
 			}
 			waiting[e.NodeID] = waiting[e.NodeID][:0]
-		case journal.KindUsage:
-			if nd == nil {
-				continue
-			}
-			var u journal.Usage
-			if err := json.Unmarshal(e.Payload, &u); err != nil {
-				return fmt.Errorf("run %s: usage of %s#%d: %w", runID, e.NodeID, e.Attempt, err)
-			}
-			// An attempt ended twice (interrupted, then continued by a
-			// resume) keeps its last figure, which covers the whole attempt.
-			for i := range nd.Attempts {
-				if nd.Attempts[i].N == e.Attempt {
-					nd.Attempts[i].Usage, nd.Attempts[i].UsageRecorded = u, true
-				}
-			}
 		}
 	}
 	if only == "" {
@@ -231,6 +223,9 @@ func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.No
 func (run *Run) finishNode(ctx context.Context, j *journal.Journal, nd *Node, lastEvent time.Time) error {
 	for i := range nd.Attempts {
 		a := &nd.Attempts[i]
+		if nd.Model == "" && a.UsageRecorded {
+			nd.Model = a.Usage.Model
+		}
 		last := i == len(nd.Attempts)-1 && nd.State != journal.NodeCompleted
 		if a.UsageRecorded && !last {
 			continue
@@ -247,11 +242,6 @@ func (run *Run) finishNode(ctx context.Context, j *journal.Journal, nd *Node, la
 			// holds is what it streamed.
 			n := provider.EstimateTokens(out)
 			a.Usage = journal.Usage{OutputTokens: n, StreamedTokens: n, Estimated: true}
-		}
-	}
-	for _, a := range nd.Attempts {
-		if nd.Model == "" && a.UsageRecorded {
-			nd.Model = a.Usage.Model
 		}
 	}
 	if nd.Model == "" {
@@ -328,9 +318,7 @@ func sessions(r journal.Run, starts, ends []Record, evs []journal.Event, runEnd 
 			}
 		}
 		if to.IsZero() { // died, or still running: its last event
-			k, _ := slices.BinarySearchFunc(evs, nextSeq, func(e journal.Event, seq int64) int {
-				return int(min(max(e.Seq-seq, -1), 1))
-			})
+			k, _ := slices.BinarySearchFunc(evs, nextSeq, func(e journal.Event, seq int64) int { return cmp.Compare(e.Seq, seq) })
 			if k > 0 {
 				to = evs[k-1].Time
 			}

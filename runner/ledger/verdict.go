@@ -145,7 +145,7 @@ func failure(nd *Node) (string, diagnostics.Code) {
 // means names how a node got its output back: the steps it took, and the
 // action a picked-up node started with.
 func means(nd *Node) string {
-	var have [8]bool
+	have := map[diagnostics.Means]bool{}
 	for _, r := range nd.Records {
 		switch r.Code.Role {
 		case diagnostics.RoleStep:
