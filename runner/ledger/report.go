@@ -343,12 +343,12 @@ func attention(run *Run, acct *Account, opts ReportOptions, stopped bool) ([]com
 			pr.Class, pr.Error = last.ErrClass, last.Error
 		}
 		pr.Error, pr.ErrorTruncated = cut(pr.Error, 4000)
-		if ref := detached(nd); ref != "" {
+		if ref := nd.Detached(); ref != "" {
 			pr.Commands = append(pr.Commands, command{What: "cancel", Line: opts.command("cancel", run.ID, nd.ID),
 				Why: "Response " + ref + " keeps running at the provider, and billing, until it finishes; resuming re-attaches to it. To stop it instead"})
 		}
 		switch {
-		case nd.State == journal.NodeAttention || refused(nd):
+		case nd.State == journal.NodeAttention || refusedUnsafe(nd):
 			pr.Commands = append(pr.Commands, command{What: "retry", Line: opts.command("resume", run.ID, "--retry", nd.ID),
 				Why: "Its request may have had side effects, so it is not sent again by itself. Once you have checked what it did (its output below), run it anyway, from scratch"})
 		case nd.State == journal.NodeFailed:
@@ -372,32 +372,11 @@ func attention(run *Run, acct *Account, opts ReportOptions, stopped bool) ([]com
 	return runCmds, probs, allWell
 }
 
-// refused reports whether a node failed because replaying it was unsafe.
-func refused(nd *Node) bool {
-	for _, r := range nd.Records {
-		if r.Code == diagnostics.UnsafeReplayRefused {
-			return true
-		}
-	}
-	return false
-}
-
-// detached is the response an interruption left running at the provider
-// for nd ("" if none): one that nothing since picked up or cancelled.
-func detached(nd *Node) string {
-	if nd.State == journal.NodeCompleted || nd.State == journal.NodeFailed {
-		return ""
-	}
-	ref := ""
-	for _, r := range nd.Records {
-		switch {
-		case r.Code == diagnostics.WorkDetached:
-			ref, _ = diagnostics.KeyRef.Of(r.Record)
-		case r.Code == diagnostics.NodeResumed, r.Code.Role == diagnostics.RoleStep && r.Code.Means == diagnostics.ByCancel:
-			ref = ""
-		}
-	}
-	return ref
+// refusedUnsafe reports whether a node ended held because replaying it
+// may repeat its side effects.
+func refusedUnsafe(nd *Node) bool {
+	out, ok := nd.Outcome()
+	return ok && out.Code == diagnostics.UnsafeReplayRefused
 }
 
 // command is a noderun command line as the operator pastes it: every

@@ -63,29 +63,38 @@ func verdictOf(nd *Node, na NodeAccount) string {
 // disk), resumable; work left running at the provider is named.
 func interruptedVerdict(nd *Node, na NodeAccount, figures string) string {
 	v := "interrupted"
-	var running string
-	for _, r := range nd.Records {
-		switch r.Code {
-		case diagnostics.NodeCanceled, diagnostics.JournalUnavailable:
-			n, _ := diagnostics.KeyOutputBytes.Of(r.Record)
-			v = fmt.Sprintf("interrupted after %s bytes", Thousands(n))
-			if r.Code == diagnostics.JournalUnavailable {
-				v += " (the journal could not record)"
-			}
-			running = ""
-		case diagnostics.WorkDetached:
-			running, _ = diagnostics.KeyRef.Of(r.Record)
-		case diagnostics.NodeResumed:
-			running = ""
+	if out, ok := nd.Outcome(); ok {
+		n, _ := diagnostics.KeyOutputBytes.Of(out.Record)
+		v = fmt.Sprintf("interrupted after %s bytes", Thousands(n))
+		if out.Code == diagnostics.JournalUnavailable {
+			v += " (the journal could not record)"
 		}
 	}
-	if running != "" {
-		v += "; response " + running + " keeps running at the provider (detached)"
+	if ref := nd.Detached(); ref != "" {
+		v += "; response " + ref + " keeps running at the provider (detached)"
 	}
 	if f := faultPhrase(na.Faults); f != "" {
 		v += ", after " + f
 	}
 	return v + ": " + figures
+}
+
+// Detached is the response an interruption left running at the provider
+// for nd ("" if none): one that nothing since picked up or cancelled.
+func (nd *Node) Detached() string {
+	if nd.State == journal.NodeCompleted || nd.State == journal.NodeFailed {
+		return ""
+	}
+	ref := ""
+	for _, r := range nd.Records {
+		switch {
+		case r.Code == diagnostics.WorkDetached:
+			ref, _ = diagnostics.KeyRef.Of(r.Record)
+		case r.Code == diagnostics.NodeResumed, r.Code.Role == diagnostics.RoleStep && r.Code.Means == diagnostics.ByCancel:
+			ref = ""
+		}
+	}
+	return ref
 }
 
 // Outcome is the record that says how a node that did not complete ended:
