@@ -20,9 +20,17 @@ type Code struct {
 	// Noun is set on the codes that count as a fault of the node, in the
 	// verdicts' words ("disconnect"): every fault, and the outcomes that are
 	// one (a rejection, a protocol violation).
-	Noun    string
-	Attrs   KeySet
-	Summary string // one line for docs and `noderun events`
+	Noun string
+	// Ends is set on outcomes: how the node ended, in the verdicts' words
+	// ("the retry budget is spent"); node_failed, the generic one, has none.
+	Ends string
+	// HidesOutput: a record of this code means an agent harness failed or
+	// retried a turn by itself, whose output never reached noderun (a CLI
+	// reports usage only for the turns it completes), so the node's token
+	// figures are lower bounds.
+	HidesOutput bool
+	Attrs       KeySet
+	Summary     string // one line for docs and `noderun events`
 }
 
 func (c Code) String() string { return c.ID + " " + c.Name }
@@ -124,7 +132,7 @@ var (
 		Summary: "no connection could be made; the request never left"}
 	IdleTimeout = Code{ID: "NR107", Name: "idle_timeout", Level: slog.LevelWarn, Role: RoleFault, Noun: "idle timeout", Attrs: faultAttrs,
 		Summary: "no data arrived within the profile's idle window"}
-	Recovered = Code{ID: "NR108", Name: "recovered", Level: slog.LevelInfo, Role: RoleOutcome,
+	Recovered = Code{ID: "NR108", Name: "recovered", Level: slog.LevelInfo, Role: RoleOutcome, Ends: "completed after recovery",
 		Attrs: Keys(KeyRecoverySteps, KeyAttempts, KeyContinues, KeyRetries, KeyResentPrefixBytes, KeyResentPrefixDeltas,
 			KeyRegeneratedBytes, KeyRegeneratedDeltas),
 		Summary: "the node completed after one or more recovery steps"}
@@ -168,19 +176,19 @@ var (
 
 	ThreadStarted = Code{ID: "NR301", Name: "thread_started", Level: slog.LevelInfo, Role: RoleRecord, Attrs: Keys(KeyThreadID),
 		Summary: "the harness reported its thread id"}
-	HarnessRetrying = Code{ID: "NR302", Name: "harness_retrying", Level: slog.LevelInfo, Role: RoleRecord, Attrs: Keys(KeyThreadID, KeyInARow),
+	HarnessRetrying = Code{ID: "NR302", Name: "harness_retrying", Level: slog.LevelInfo, Role: RoleRecord, HidesOutput: true, Attrs: Keys(KeyThreadID, KeyInARow),
 		Summary: "the harness is retrying on its own (informational)"}
 	ThreadResumed = Code{ID: "NR303", Name: "thread_resumed", Level: slog.LevelWarn, Role: RoleStep, Means: ByReattach, Attrs: Keys(KeyThreadID),
 		Summary: "the harness thread is resumed by its recorded id"}
 	ThreadMismatch = Code{ID: "NR304", Name: "thread_mismatch", Level: slog.LevelError, Role: RoleFault, Noun: "thread mismatch",
 		Attrs:   Keys(KeyWant, KeyGot, KeyExitCode, KeyStderr),
 		Summary: "a resume came back with a different thread id"}
-	HarnessFailed = Code{ID: "NR305", Name: "harness_failed", Level: slog.LevelWarn, Role: RoleFault, Noun: "harness failure",
+	HarnessFailed = Code{ID: "NR305", Name: "harness_failed", Level: slog.LevelWarn, Role: RoleFault, HidesOutput: true, Noun: "harness failure",
 		Attrs:   Keys(KeyThreadID, KeyClass, KeyStatus, KeyExitCode, KeySignal, KeyStderr),
 		Summary: "the harness reported a failed turn or exited"}
 	// ThreadDropped: the harness keeps no resumable record of a turn that
 	// failed before its first model response (Gemini CLI rolls it back).
-	ThreadDropped = Code{ID: "NR306", Name: "thread_dropped", Level: slog.LevelWarn, Role: RoleFault, Noun: "dropped thread",
+	ThreadDropped = Code{ID: "NR306", Name: "thread_dropped", Level: slog.LevelWarn, Role: RoleFault, HidesOutput: true, Noun: "dropped thread",
 		Attrs:   Keys(KeyThreadID, KeyEffects, KeyExitCode, KeyStderr),
 		Summary: "a resume found the thread's record but the harness had dropped its failed turn: nothing to resume; the prompt is started again under the same thread id, from the retry budget"}
 
@@ -190,7 +198,7 @@ var (
 		Summary: "a run finished"}
 	RunInterrupted = Code{ID: "NR403", Name: "run_interrupted", Level: slog.LevelWarn, Role: RoleRecord,
 		Summary: "the run was interrupted (signal) and can be resumed"}
-	NodeSkipped = Code{ID: "NR404", Name: "node_skipped", Level: slog.LevelWarn, Role: RoleOutcome, Attrs: Keys(KeyCause),
+	NodeSkipped = Code{ID: "NR404", Name: "node_skipped", Level: slog.LevelWarn, Role: RoleOutcome, Ends: "skipped: a node it needs did not complete", Attrs: Keys(KeyCause),
 		Summary: "a node was skipped because a node it needs failed"}
 	BreakerOpen = Code{ID: "NR405", Name: "breaker_open", Level: slog.LevelError, Role: RoleFault, Noun: "open-breaker refusal", Attrs: faultAttrs,
 		Summary: "the provider's circuit breaker is open; failing fast"}
@@ -200,26 +208,26 @@ var (
 		Attrs:   Keys(KeyAction, KeyRef, KeyCursor, KeyOutputBytes),
 		Summary: "a resumed run picks up a node its earlier runner left unfinished (interrupted, killed, disk full): re-attached, checked, continued or retried as its journal allows"}
 
-	LimitExceeded = Code{ID: "NR501", Name: "limit_exceeded", Level: slog.LevelError, Role: RoleOutcome, Noun: "exceeded limit", Attrs: failAttrs,
+	LimitExceeded = Code{ID: "NR501", Name: "limit_exceeded", Level: slog.LevelError, Role: RoleOutcome, Ends: "an input or answer exceeded a limit", Noun: "exceeded limit", Attrs: failAttrs,
 		Summary: "an input or an answer exceeded a documented bound (graph file, prompt, stream event); not retried"}
-	ProtocolViolation = Code{ID: "NR502", Name: "protocol_violation", Level: slog.LevelError, Role: RoleOutcome, Noun: "protocol violation", Attrs: failAttrs,
+	ProtocolViolation = Code{ID: "NR502", Name: "protocol_violation", Level: slog.LevelError, Role: RoleOutcome, Ends: "the server's answer is not the protocol", Noun: "protocol violation", Attrs: failAttrs,
 		Summary: "the server's answer is not the protocol (content type, undecodable event, redirect); not retried"}
-	JournalUnavailable = Code{ID: "NR503", Name: "journal_unavailable", Level: slog.LevelError, Role: RoleOutcome, Attrs: failAttrs,
+	JournalUnavailable = Code{ID: "NR503", Name: "journal_unavailable", Level: slog.LevelError, Role: RoleOutcome, Ends: "the journal could not record", Attrs: failAttrs,
 		Summary: "the journal cannot record (disk full, read-only): the node stops, resumable work is left resumable"}
 
 	NodeFailed = Code{ID: "NR901", Name: "node_failed", Level: slog.LevelError, Role: RoleOutcome, Attrs: failAttrs,
 		Summary: "the node failed: class and what was tried"}
-	DeterministicError = Code{ID: "NR902", Name: "deterministic_error", Level: slog.LevelError, Role: RoleOutcome, Noun: "rejection", Attrs: failAttrs,
+	DeterministicError = Code{ID: "NR902", Name: "deterministic_error", Level: slog.LevelError, Role: RoleOutcome, Ends: "rejected by the provider", Noun: "rejection", Attrs: failAttrs,
 		Summary: "the provider rejected the request; it is not retried"}
-	BudgetExhausted = Code{ID: "NR903", Name: "budget_exhausted", Level: slog.LevelError, Role: RoleOutcome, Attrs: failAttrs,
+	BudgetExhausted = Code{ID: "NR903", Name: "budget_exhausted", Level: slog.LevelError, Role: RoleOutcome, Ends: "the retry budget is spent", Attrs: failAttrs,
 		Summary: "the retry or reconnect budget is spent"}
-	DeadlineExceeded = Code{ID: "NR904", Name: "deadline_exceeded", Level: slog.LevelError, Role: RoleOutcome, Attrs: failAttrs,
+	DeadlineExceeded = Code{ID: "NR904", Name: "deadline_exceeded", Level: slog.LevelError, Role: RoleOutcome, Ends: "the recovery deadline passed", Attrs: failAttrs,
 		Summary: "the profile's recovery deadline passed"}
-	UnsafeReplayRefused = Code{ID: "NR905", Name: "unsafe_replay_refused", Level: slog.LevelError, Role: RoleOutcome, Attrs: failAttrs,
+	UnsafeReplayRefused = Code{ID: "NR905", Name: "unsafe_replay_refused", Level: slog.LevelError, Role: RoleOutcome, Ends: "not replayed, its request may have had side effects (side_effects: unsafe)", Attrs: failAttrs,
 		Summary: "the request may have had side effects; not replayed"}
-	NodeCanceled = Code{ID: "NR906", Name: "node_canceled", Level: slog.LevelWarn, Role: RoleOutcome, Attrs: failAttrs,
+	NodeCanceled = Code{ID: "NR906", Name: "node_canceled", Level: slog.LevelWarn, Role: RoleOutcome, Ends: "interrupted", Attrs: failAttrs,
 		Summary: "the node was interrupted (Ctrl-C, SIGTERM, its worker stopping): resumable"}
-	NodeTimeout = Code{ID: "NR907", Name: "node_timeout", Level: slog.LevelError, Role: RoleOutcome, Noun: "node timeout", Attrs: failAttrs,
+	NodeTimeout = Code{ID: "NR907", Name: "node_timeout", Level: slog.LevelError, Role: RoleOutcome, Ends: "its timeout passed", Noun: "node timeout", Attrs: failAttrs,
 		Summary: "the node's timeout (its wall time, recovery included) passed; it is not retried"}
 )
 

@@ -43,8 +43,14 @@ func TestEveryCodeHasARole(t *testing.T) {
 			if c.Means != 0 {
 				t.Errorf("%s is an outcome with a means", c)
 			}
+			if c.Ends == "" && c != NodeFailed {
+				t.Errorf("%s is an outcome without the words for how a node ended", c)
+			}
 		default:
 			t.Errorf("%s has no role", c)
+		}
+		if c.Ends != "" && c.Role != RoleOutcome {
+			t.Errorf("%s says how a node ended but is no outcome", c)
 		}
 		for _, k := range c.Attrs.Names() {
 			if _, ok := keyKinds[k]; !ok {

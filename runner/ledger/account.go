@@ -154,10 +154,7 @@ func (na *NodeAccount) tokens(nd *Node, prices Prices) {
 	var cost, wasted float64
 	t := &na.Tokens
 	for _, r := range nd.Records {
-		switch r.Code {
-		case diagnostics.HarnessFailed, diagnostics.HarnessRetrying, diagnostics.ThreadDropped:
-			t.Hidden = true // a turn the harness did not complete, whose output it never showed
-		}
+		t.Hidden = t.Hidden || r.Code.HidesOutput
 	}
 	for i, a := range nd.Attempts {
 		u := a.Usage

@@ -122,33 +122,18 @@ func failure(nd *Node) (string, diagnostics.Code) {
 	if !ok {
 		return "error class " + orDefault(nd.ErrClass, "unknown"), diagnostics.NodeFailed
 	}
-	status, hasStatus := diagnostics.KeyStatus.Of(out.Record)
-	class, _ := diagnostics.KeyClass.Of(out.Record)
-	switch out.Code {
-	case diagnostics.DeterministicError:
-		if hasStatus {
-			return fmt.Sprintf("rejected by the provider (%d)", status), out.Code
+	why := out.Code.Ends
+	if why == "" { // node_failed: its class says more than its code
+		class, _ := diagnostics.KeyClass.Of(out.Record)
+		if class == "" {
+			return out.Message, out.Code
 		}
-		return "rejected by the provider", out.Code
-	case diagnostics.BudgetExhausted:
-		return "the retry budget is spent", out.Code
-	case diagnostics.DeadlineExceeded:
-		return "the recovery deadline passed", out.Code
-	case diagnostics.UnsafeReplayRefused:
-		return "not replayed, its request may have had side effects (side_effects: unsafe)", out.Code
-	case diagnostics.NodeTimeout:
-		return "its timeout passed", out.Code
-	case diagnostics.LimitExceeded:
-		return "an input or answer exceeded a limit", out.Code
-	case diagnostics.ProtocolViolation:
-		return "the server's answer is not the protocol", out.Code
-	case diagnostics.JournalUnavailable:
-		return "the journal could not record", out.Code
+		why = "error class " + string(class)
 	}
-	if class != "" {
-		return fmt.Sprintf("%s (%s)", strings.ReplaceAll(string(class), "_", " "), class), out.Code
+	if status, ok := diagnostics.KeyStatus.Of(out.Record); ok && status != 0 && out.Code.IsFault() {
+		why += fmt.Sprintf(" (%d)", status) // the answer that was the fault: a rejection's 401
 	}
-	return out.Message, out.Code
+	return why, out.Code
 }
 
 // means names how a node got its output back: the steps it took, and the
