@@ -22,14 +22,13 @@ COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --qui
 build:
 	$(GO) build -ldflags "-X main.buildCommit=$(COMMIT)" -o $(BIN) ./cmd/noderun
 
-# The demo drops streams on purpose and shows noderun recovering them.
+# The demo drops streams on purpose and shows noderun recovering them: the run
+# (each recovery step as it happens, then a verdict per node and the totals),
+# then the figures of `noderun diagnose`. Each fact is printed once.
 demo: build
 	./$(BIN) run --db demo.db testdata/graphs/demo.yaml
 	@echo
-	@echo "recovery steps, as journaled:"
-	@./$(BIN) events last --db demo.db --kind diagnostic | grep -E 'NR1|NR2' || true
-	@echo
-	@./$(BIN) diagnose last --db demo.db
+	@./$(BIN) diagnose last --db demo.db --table
 
 # Tests run the real Codex CLI, Claude Code, Gemini CLI, a Temporal dev server, nginx and xmllint (JUnit schema checks); `tools` installs what is missing.
 test: tools

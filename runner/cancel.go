@@ -2,7 +2,9 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"time"
 
@@ -82,18 +84,35 @@ func (r *runState) cancelNode(ctx context.Context, n *Node) (Cancelled, error) {
 	c.Ref = last.Ref
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if st, err := p.(provider.Checker).Check(cctx, last.Ref); err == nil &&
-		st.State != provider.StateQueued && st.State != provider.StateInProgress {
+	st, err := p.(provider.Checker).Check(cctx, last.Ref)
+	switch {
+	case err == nil && st.State != provider.StateQueued && st.State != provider.StateInProgress:
 		c.Note = "already " + string(st.State) + "; nothing to cancel"
+		return c, nil
+	case notFound(err):
+		c.Note = notFoundNote
 		return c, nil
 	}
 	msg := fmt.Sprintf("cancelled response %s at the provider, as asked", last.Ref)
-	if c.Err = p.(provider.Canceler).Cancel(cctx, last.Ref); c.Err != nil {
-		msg = fmt.Sprintf("could not cancel response %s: %v", last.Ref, c.Err)
-		c.Note = "could not cancel: " + c.Err.Error()
-	} else {
+	switch err := p.(provider.Canceler).Cancel(cctx, last.Ref); {
+	case notFound(err):
+		c.Note = notFoundNote
+		return c, nil
+	case err != nil:
+		c.Err, c.Note = err, "could not cancel: "+err.Error()
+		msg = fmt.Sprintf("could not cancel response %s: %v", last.Ref, err)
+	default:
 		c.Note = "cancelled"
 	}
 	r.diag(ctx, n.ID, last.N, diagnostics.New(diagnostics.WorkCancelled, msg, diagnostics.KeyRef.Attr(last.Ref)))
 	return c, nil
+}
+
+// notFoundNote: a response the provider answers 404 for (expired, deleted,
+// or never created under this key) is not running; there is nothing to stop.
+const notFoundNote = "not running: the provider does not know it (HTTP 404); nothing to cancel"
+
+func notFound(err error) bool {
+	var de *diagnostics.Error
+	return errors.As(err, &de) && de.Status == http.StatusNotFound
 }

@@ -713,8 +713,10 @@ func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.
 			// `noderun resume` re-attaches to it, regenerating nothing.
 			ne.Running = x.cur.Ref
 			x.diag(ctx, diagnostics.New(diagnostics.WorkDetached,
-				fmt.Sprintf("response %s keeps running at the provider: `noderun resume %s` re-attaches to it, `noderun cancel %s %s` stops it",
-					x.cur.Ref, x.run.id, x.run.id, x.node.ID),
+				// The commands that resume or cancel it are said once, by
+				// whoever ends the run (the CLI prints them with every
+				// detached response).
+				fmt.Sprintf("response %s keeps running at the provider (detached)", x.cur.Ref),
 				diagnostics.KeyRef.Attr(x.cur.Ref), diagnostics.KeyCursor.Attr(x.cur.Seq)))
 		}
 		return ne
@@ -774,7 +776,7 @@ func (x *nodeExec) cancelWork(ctx context.Context, code diagnostics.Code, msg st
 	cctx, cancel := context.WithTimeout(bg(ctx), 10*time.Second)
 	defer cancel()
 	if err := x.prov.(provider.Canceler).Cancel(cctx, x.cur.Ref); err != nil {
-		msg = fmt.Sprintf("could not cancel %s (it may still be running: `noderun cancel %s %s`): %v", x.cur.Ref, x.run.id, x.node.ID, err)
+		msg = fmt.Sprintf("could not cancel %s (it may still be running: `%s`): %v", x.cur.Ref, x.run.command("cancel", x.run.id, x.node.ID), err)
 	} else {
 		x.ended = true
 	}

@@ -42,7 +42,7 @@ func Resume(ctx context.Context, runID string, force []string, opts Options) (*R
 	for _, n := range nodes {
 		state[n.ID] = n
 	}
-	r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunStarted, "run resumed", diagnostics.KeyResumed.Attr(true), diagnostics.KeyGraph.Attr(g.Name),
+	r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunStarted, fmt.Sprintf("run %s resumed: graph %s, profile %s", r.id, g.Name, r.prof.Name), diagnostics.KeyResumed.Attr(true), diagnostics.KeyGraph.Attr(g.Name),
 		diagnostics.KeyProfile.Attr(r.prof.Name)))
 	var attention []string
 	for _, n := range g.Nodes {
@@ -58,7 +58,7 @@ func Resume(ctx context.Context, runID string, force []string, opts Options) (*R
 			return nil, err
 		}
 		if d.Action == resume.ActFail {
-			res.State, res.Reason = journal.NodeAttention, d.Reason+"; to run it anyway: noderun resume "+runID+" --retry "+n.ID
+			res.State, res.Reason = journal.NodeAttention, d.Reason+"; to run it anyway: "+r.command("resume", runID, "--retry", n.ID)
 			r.diag(ctx, n.ID, e.attempt, diagnostics.New(d.Code, d.Reason))
 			attention = append(attention, n.ID)
 			continue

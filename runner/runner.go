@@ -37,6 +37,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,6 +81,10 @@ type Options struct {
 	// graphs with ParseGraphWith(..., graph.Options{Kinds: ...}), or build
 	// them in code; Resume needs the same Kinds.
 	Kinds map[string]ProviderFunc
+	// JournalArg is how the commands a message suggests name the journal
+	// (`--db ci.db`), so that what the run prints can be pasted as is;
+	// empty when it is the CLI's default journal.
+	JournalArg string
 	// Getenv looks up API keys and base URLs (default os.Getenv).
 	Getenv func(string) string
 	// RunID names the run (default: a new UUID).
@@ -123,10 +128,12 @@ type runState struct {
 	owner    journal.Owner       // this process, holding the run's lock
 	entries  map[string]*entry   // where resumed nodes pick up (noderun resume)
 	onProg   *progressSink       // nil without Options.OnProgress
-	inputs   map[string]string   // resolved; templates read them
-	parallel int
-	halt     context.CancelCauseFunc // stops the run (a journal that cannot record)
-	beat     func(NodeCursor, bool)  // a supervisor's heartbeat (RunNode); nil for local runs
+	// journalArg names the journal in the commands messages quote (Options.JournalArg).
+	journalArg string
+	inputs     map[string]string // resolved; templates read them
+	parallel   int
+	halt       context.CancelCauseFunc // stops the run (a journal that cannot record)
+	beat       func(NodeCursor, bool)  // a supervisor's heartbeat (RunNode); nil for local runs
 
 	mu      sync.Mutex
 	outputs map[string]string
@@ -197,7 +204,7 @@ func Run(ctx context.Context, g *Graph, opts Options) (*Result, error) {
 	if err := r.j.SetNodesPending(bg(ctx), r.id, ids); err != nil {
 		return nil, err
 	}
-	r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunStarted, "run started", diagnostics.KeyGraph.Attr(g.Name),
+	r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunStarted, fmt.Sprintf("run %s started: graph %s, profile %s, %d nodes", r.id, g.Name, r.prof.Name, len(g.Nodes)), diagnostics.KeyGraph.Attr(g.Name),
 		diagnostics.KeyProfile.Attr(r.prof.Name), diagnostics.KeyNodes.Attr(len(g.Nodes))))
 	return r.run(ctx)
 }
@@ -250,7 +257,7 @@ func newRunState(ctx context.Context, g *Graph, opts *Options) (*runState, func(
 	r := &runState{id: opts.RunID, g: g, j: opts.Journal, log: opts.Logger.With("run", opts.RunID), red: red, prof: prof,
 		provs: provs, onProg: newProgressSink(opts.OnProgress), parallel: opts.Parallel, owner: journal.NewOwner(),
 		outputs: map[string]string{}, results: map[string]*NodeResult{}, breakers: map[string]*breaker{},
-		entries: map[string]*entry{}}
+		entries: map[string]*entry{}, journalArg: opts.JournalArg}
 	for name := range provs {
 		r.breakers[name] = newBreaker(prof.Breaker, prof.BreakerCooldown.D())
 	}
@@ -277,9 +284,9 @@ func (r *runState) finish(ctx context.Context) (*Result, error) {
 	}
 	if ctx.Err() != nil {
 		res.Status = journal.RunInterrupted
-		r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunInterrupted, "run interrupted; resume it with `noderun resume "+r.id+"`"))
+		r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunInterrupted, "run interrupted; it can be resumed"))
 	} else {
-		r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunFinished, "run finished", diagnostics.KeyRunStatus.Attr(string(res.Status))))
+		r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunFinished, fmt.Sprintf("run %s", res.Status), diagnostics.KeyRunStatus.Attr(string(res.Status))))
 	}
 	if err := r.j.SetRunStatus(bg(ctx), r.id, res.Status); err != nil {
 		return res, err
@@ -362,6 +369,16 @@ func (r *runState) render(n *Node) (system, prompt string, err error) {
 
 // diag journals a diagnostic record, logs it with its code, and reports it
 // to Options.OnProgress when it is about a node.
+// command is the noderun command line that does verb with args on this
+// run's journal, for a message to quote.
+func (r *runState) command(verb string, args ...string) string {
+	line := strings.Join(append([]string{"noderun", verb}, args...), " ")
+	if r.journalArg != "" {
+		line += " " + r.journalArg
+	}
+	return line
+}
+
 func (r *runState) diag(ctx context.Context, node string, attempt int, d diagnostics.Record) {
 	d = r.journalDiag(ctx, node, attempt, d)
 	if node != "" {

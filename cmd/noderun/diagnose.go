@@ -46,6 +46,7 @@ func diagnoseCommand() *cli.Command {
 			"  noderun diagnose last report --json          # one node, as JSON (docs/json.md)\n" +
 			"  noderun diagnose last --prices prices.yaml   # with cost (MODEL: {input: 1.25, output: 10, reasoning: 10} per 1M tokens)",
 		Flags: []cli.Flag{dbFlag, jsonFlag,
+			&cli.BoolFlag{Name: "table", Usage: "only the table of figures, without verdicts and totals"},
 			&cli.StringFlag{Name: "prices", Usage: "a YAML price table: MODEL: {input, output, reasoning} in USD per 1M tokens"}},
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, 2, "give RUN (or last) and optionally NODE"); err != nil {
@@ -80,14 +81,20 @@ func diagnoseCommand() *cli.Command {
 			if c.Bool("json") {
 				return writeJSON(c.App.Writer, d)
 			}
-			printDiagnosis(c.App.Writer, d)
+			printDiagnosis(c.App.Writer, outWidth(c.App.Writer), d, c.Bool("table"))
 			return nil
 		},
 	}
 }
 
-func printDiagnosis(w io.Writer, d *ledger.Account) {
-	fmt.Fprintf(w, "run %s (%s) %s, profile %s\n", d.RunID, d.Graph, d.Status, d.Profile)
+// printDiagnosis prints the account: the run, a table of figures, a verdict
+// per node with its steps, and the totals; tableOnly prints the table alone
+// (what `make demo` adds to the run's own verdicts and totals). Lines fit
+// width (0: no limit).
+func printDiagnosis(w io.Writer, width int, d *ledger.Account, tableOnly bool) {
+	if !tableOnly {
+		fmt.Fprintf(w, "run %s (%s) %s, profile %s\n", d.RunID, d.Graph, d.Status, d.Profile)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSTATE\tATTEMPTS\tSTEPS\tLOST\tGENERATED\tREGENERATED\tPRESERVED\tCOST")
 	for _, n := range d.Nodes {
@@ -100,22 +107,24 @@ func printDiagnosis(w io.Writer, d *ledger.Account) {
 			ledger.Thousands(n.Tokens.Generated), ledger.Thousands(n.Tokens.Regenerated), ledger.Thousands(n.Tokens.Preserved), cost)
 	}
 	tw.Flush()
-	fmt.Fprintln(w)
-	for _, n := range d.Nodes {
-		fmt.Fprintf(w, "%s: %s\n", n.ID, n.Verdict)
-		if len(n.RecoverySteps) > 0 {
-			var parts []string
-			for _, k := range slices.Sorted(maps.Keys(n.RecoverySteps)) {
-				parts = append(parts, fmt.Sprintf("%s×%d", k, n.RecoverySteps[k]))
+	if !tableOnly {
+		fmt.Fprintln(w)
+		for _, n := range d.Nodes {
+			fmt.Fprintln(w, foldLine(n.ID+": "+n.Verdict, width))
+			if len(n.RecoverySteps) > 0 {
+				var parts []string
+				for _, k := range slices.Sorted(maps.Keys(n.RecoverySteps)) {
+					parts = append(parts, fmt.Sprintf("%s×%d", k, n.RecoverySteps[k]))
+				}
+				fmt.Fprintf(w, "  steps: %s\n", strings.Join(parts, ", "))
 			}
-			fmt.Fprintf(w, "  steps: %s\n", strings.Join(parts, ", "))
+		}
+		fmt.Fprintln(w)
+		for _, l := range d.Summary {
+			fmt.Fprintln(w, foldLine(l, width))
 		}
 	}
-	fmt.Fprintln(w)
-	for _, l := range d.Summary {
-		fmt.Fprintln(w, l)
-	}
 	for _, l := range d.Warnings {
-		fmt.Fprintln(w, "warning: "+l)
+		fmt.Fprintln(w, foldLine("warning: "+l, width))
 	}
 }

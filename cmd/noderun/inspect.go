@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -322,22 +323,33 @@ func printEvent(w io.Writer, e journal.Event, asJSON bool) error {
 	return err
 }
 
-// payloadText renders a payload on one line: diagnostics as "name: message",
-// chunks quoted so whitespace is visible.
+// payloadText renders a payload on one line, whole (an event is what an
+// operator inspects: nothing is cut): diagnostics as "name: message" and
+// their attributes, chunks quoted so whitespace is visible. A server's error
+// body is bounded when journaled.
 func payloadText(e journal.Event) string {
 	if e.Kind == journal.KindDiagnostic {
 		if d, err := diagnostics.Decode(e.Payload); err == nil {
 			s := d.Code.Name + ": " + d.Message
 			for _, a := range d.Attrs {
-				s += fmt.Sprintf(" %s=%v", a.Key, a.Value)
+				s += " " + a.Key + "=" + quoteValue(a.Value.String())
 			}
-			return oneLine(s, 240)
+			return strings.Join(strings.Fields(s), " ")
 		}
 	}
 	if e.Kind == journal.KindDelta || e.Kind == journal.KindReasoning {
 		return fmt.Sprintf("%q", string(e.Payload))
 	}
-	return oneLine(string(e.Payload), 240)
+	return strings.Join(strings.Fields(string(e.Payload)), " ")
+}
+
+// quoteValue quotes an attribute value that has spaces, as logfmt does, so
+// where one value ends and the next key starts stays plain.
+func quoteValue(s string) string {
+	if s == "" || strings.ContainsAny(s, " \t\n\"=") {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 func showCommand() *cli.Command {

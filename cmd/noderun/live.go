@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"sync"
@@ -24,6 +23,7 @@ type liveView struct {
 	f     *os.File
 	start time.Time
 	now   func() time.Time
+	width func() int // the terminal's columns: no line may wrap
 
 	mu    sync.Mutex
 	nodes map[string]*liveNode
@@ -52,6 +52,7 @@ func newLiveView(f *os.File) *liveView {
 		p:     mpb.New(mpb.WithOutput(f), mpb.WithRefreshRate(200*time.Millisecond), mpb.WithAutoRefresh()),
 		f:     f,
 		start: time.Now(), now: time.Now, nodes: map[string]*liveNode{},
+		width: termWidth(f),
 	}
 }
 
@@ -94,17 +95,20 @@ func (v *liveView) report(p runner.Progress) {
 // line: done, failed, skipped, interrupted, needs attention.
 func (v *liveView) finish(node, state string) {
 	v.mu.Lock()
-	line := fmt.Sprintf("%6.1fs %-14s %s", v.now().Sub(v.start).Seconds(), node, state)
+	text := state
 	var bar *mpb.Bar
 	if n, ok := v.nodes[node]; ok {
 		if n.tokens > 0 {
-			line += fmt.Sprintf(" · %d tokens in %s", n.tokens, v.now().Sub(n.started).Round(100*time.Millisecond))
+			text += fmt.Sprintf(" · %d tokens in %s", n.tokens, v.now().Sub(n.started).Round(100*time.Millisecond))
 		}
 		bar, n.gone = n.bar, true
 		delete(v.nodes, node)
 	}
+	text += fmt.Sprintf(" · at %.1fs", v.now().Sub(v.start).Seconds())
 	v.mu.Unlock()
-	_, _ = v.Write([]byte(line + "\n"))
+	// Keyed and folded as the log's lines are: they share the terminal.
+	prefix := fmt.Sprintf("%-*s ", keyWidth, node)
+	_, _ = v.Write([]byte(fold(prefix, text, v.width(), len(prefix)) + "\n"))
 	if bar != nil {
 		bar.Abort(true) // the line goes; the scrolled-up one stays
 	}
@@ -140,7 +144,8 @@ func (v *liveView) track(node string) *liveNode {
 	return n
 }
 
-// line renders one running node. Called with v.mu held.
+// line renders one running node, cut to the terminal's width: a wrapped
+// live line would break the redraw. Called with v.mu held.
 func (v *liveView) line(id string, n *liveNode) string {
 	now := v.now()
 	el := now.Sub(n.started)
@@ -172,7 +177,7 @@ func (v *liveView) line(id string, n *liveNode) string {
 			fmt.Fprintf(&b, "  | %s", n.step)
 		}
 	}
-	return b.String()
+	return cutEnd(b.String(), v.width()-1)
 }
 
 // stop ends the view: lines still drawn are dropped (their nodes' fate is
@@ -202,13 +207,4 @@ func sizeText(n int) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
-}
-
-// terminalFile is the terminal behind w, if it is one.
-func terminalFile(w io.Writer) (*os.File, bool) {
-	if lw, ok := w.(*lockedWriter); ok {
-		w = lw.w
-	}
-	f, ok := w.(*os.File)
-	return f, ok && isTerminal(f)
 }

@@ -299,7 +299,7 @@ func TestLiveLine(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			v := &liveView{now: func() time.Time { return at(c.now) }}
+			v := &liveView{now: func() time.Time { return at(c.now) }, width: func() int { return 150 }}
 			got := v.line("node", &c.n)
 			for _, w := range c.want {
 				if !strings.Contains(got, w) {

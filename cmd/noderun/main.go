@@ -15,6 +15,7 @@ import (
 
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
 )
 
 // Exit codes.
@@ -69,14 +70,14 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ErrWriter: stderr,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "diagnostics on stderr: debug, info, warn, error"},
-			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "diagnostics on stderr when it is not a terminal: text (key=value) or json"},
+			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "the log on stderr: text (for people), logfmt or json (every attribute)"},
 			&cli.BoolFlag{Name: "version", Usage: "print the version and commit, and exit"},
 		},
 		Before: func(c *cli.Context) error {
 			if err := oneOf("log-level", c.String("log-level"), "debug", "info", "warn", "error"); err != nil {
 				return err
 			}
-			return oneOf("log-format", c.String("log-format"), "text", "json")
+			return oneOf("log-format", c.String("log-format"), "text", "logfmt", "json")
 		},
 		Action:         rootAction,
 		ExitErrHandler: func(*cli.Context, error) {}, // run() maps errors to exit codes
@@ -89,26 +90,30 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	return app
 }
 
-// newLogger writes diagnostics to stderr: key=value lines, or short lines
-// for a person when stderr is a terminal.
+// newLogger writes the log to stderr: sentences for a person (fitted to the
+// terminal, or to pipeWidth on a pipe), or every attribute as logfmt or JSON.
 func newLogger(c *cli.Context) (*slog.Logger, error) {
-	return newLoggerTo(c, c.App.ErrWriter, isTerminal(c.App.ErrWriter))
+	return newLoggerTo(c, c.App.ErrWriter, termWidth(c.App.ErrWriter))
 }
 
-// newLoggerTo writes diagnostics to w: short lines for a person when tty.
-func newLoggerTo(c *cli.Context, w io.Writer, tty bool) (*slog.Logger, error) {
+// newLoggerTo writes the log to w; width is the terminal's columns when w is
+// one (nil for a pipe or a file).
+func newLoggerTo(c *cli.Context, w io.Writer, width func() int) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, usageErr(fmt.Errorf("--log-level: %w", err))
 	}
-	if tty {
-		return slog.New(&compactHandler{w: w, level: lvl}), nil
-	}
 	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: boundAttr}
-	if c.String("log-format") == "json" {
+	switch c.String("log-format") {
+	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "logfmt":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
 	}
-	return slog.New(slog.NewTextHandler(w, opts)), nil
+	if width == nil {
+		return slog.New(&humanHandler{w: w, level: lvl, width: func() int { return pipeWidth }}), nil
+	}
+	return slog.New(&humanHandler{w: w, level: lvl, width: width, tty: true}), nil
 }
 
 // maxLogValue bounds one message or value on stderr: a server's error body
@@ -139,12 +144,28 @@ func boundAttr(_ []string, a slog.Attr) slog.Attr {
 	return a
 }
 
-func isTerminal(w io.Writer) bool {
+// termWidth reads the columns of the terminal behind w, per call (it may be
+// resized); nil when w is not a terminal.
+func termWidth(w io.Writer) func() int {
+	f, ok := terminalFile(w)
+	if !ok {
+		return nil
+	}
+	return func() int {
+		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
+			return cols
+		}
+		return 80
+	}
+}
+
+// terminalFile is the terminal behind w, if it is one.
+func terminalFile(w io.Writer) (*os.File, bool) {
 	if lw, ok := w.(*lockedWriter); ok {
 		w = lw.w
 	}
 	f, ok := w.(*os.File)
-	return ok && isatty.IsTerminal(f.Fd())
+	return f, ok && isatty.IsTerminal(f.Fd())
 }
 
 // lockedWriter serialises writes: diagnostics (slog) and progress lines share
@@ -158,4 +179,13 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// outWidth is the columns a table on w may use: the terminal's, or 0 (no
+// limit) for a pipe or a file, where nothing is cut.
+func outWidth(w io.Writer) int {
+	if width := termWidth(w); width != nil {
+		return width()
+	}
+	return 0
 }

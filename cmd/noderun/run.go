@@ -7,10 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -141,13 +142,13 @@ func execOptions(c *cli.Context) (runner.Options, func(), error) {
 	if c.Int("parallel") < 1 {
 		return runner.Options{}, nil, usageErr(errors.New("--parallel must be at least 1"))
 	}
-	opts := runner.Options{Profile: c.String("profile"), Parallel: c.Int("parallel")}
+	opts := runner.Options{Profile: c.String("profile"), Parallel: c.Int("parallel"), JournalArg: strings.TrimSpace(dbArg(c))}
 	if c.Bool("sim") {
 		opts.Sim = &runner.SimOptions{}
 	}
 	if f, ok := terminalFile(c.App.ErrWriter); ok {
 		v := newLiveView(f)
-		log, err := newLoggerTo(c, &lockedWriter{w: v}, true)
+		log, err := newLoggerTo(c, &lockedWriter{w: v}, termWidth(f))
 		if err != nil {
 			v.stop()
 			return runner.Options{}, nil, err
@@ -252,14 +253,21 @@ func report(c *cli.Context, opts runner.Options, res *runner.Result, err error) 
 	if err != nil {
 		return &exitError{exitFailed, err}
 	}
-	var d *ledger.Account    // the run-level lines of noderun diagnose, and a verdict per node
-	if opts.Journal != nil { // nil for a run on Temporal: its journals are the workers'
-		d, _ = diagnose(bg(c.Context), opts.Journal, res.RunID, nil)
+	// The run-level lines of noderun diagnose, a verdict per node, and what
+	// an unfinished node streamed; none for a run on Temporal, whose
+	// journals are the workers'.
+	var run *ledger.Run
+	var d *ledger.Account
+	if opts.Journal != nil {
+		if run, err = ledger.Load(bg(c.Context), opts.Journal, res.RunID, ledger.LoadOptions{}); err == nil {
+			d = ledger.AccountOf(run, nil)
+		}
 	}
 	if c.Bool("json") {
 		err = printResultJSON(c.App.Writer, res, d)
 	} else {
-		printResult(c.App.Writer, res, d, closingHint(c, res))
+		err = nil
+		printResult(c.App.Writer, outWidth(c.App.Writer), res, run, d, closingHint(c, res))
 	}
 	if err != nil {
 		return &exitError{exitFailed, err}
@@ -357,30 +365,93 @@ func progressLogger(log *slog.Logger) func(runner.Progress) {
 	}
 }
 
-func printResult(w io.Writer, res *runner.Result, d *ledger.Account, hint string) {
+// printResult prints the run's table, a verdict per node and the run's
+// totals. Notes are whole on a pipe or in a file; on a terminal (width > 0)
+// each fits its line, keeping the cause (fitText).
+func printResult(w io.Writer, width int, res *runner.Result, run *ledger.Run, d *ledger.Account, hint string) {
 	verdicts := map[string]string{}
 	if d != nil {
 		for _, n := range d.Nodes {
 			verdicts[n.ID] = n.Verdict
 		}
 	}
+	partial := map[string]int{}
+	if run != nil {
+		for _, n := range run.Nodes {
+			partial[n.ID] = len(n.Partial)
+		}
+	}
 	fmt.Fprintf(w, "run %s %s\n", res.RunID, res.Status)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSTATE\tBYTES\tNOTE")
+	rows := [][]string{{"NODE", "STATE", "BYTES", "NOTE"}}
 	for _, n := range res.Nodes {
 		note := n.Reason
-		if note == "" {
+		if note == "" || note == "interrupted" {
 			note = verdicts[n.ID]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", n.ID, n.State, len(n.Output), oneLine(note, 100))
+		bytes := len(n.Output)
+		if n.State != journal.NodeCompleted {
+			bytes = partial[n.ID] // what the journal holds: resume goes on from it
+		}
+		rows = append(rows, []string{n.ID, nodeStateText(n), strconv.Itoa(bytes), strings.Join(strings.Fields(note), " ")})
 	}
-	tw.Flush()
+	writeTable(w, width, rows)
 	if d != nil {
 		for _, l := range d.Summary {
-			fmt.Fprintln(w, l)
+			fmt.Fprintln(w, foldLine(l, width))
 		}
 	}
-	fmt.Fprintln(w, hint)
+	fmt.Fprintln(w, foldLine(hint, width))
+}
+
+// foldLine fits a line of text to width (0: no limit), folding at spaces
+// with continuation lines indented.
+func foldLine(s string, width int) string {
+	if width <= 0 {
+		return s
+	}
+	return fold("", s, width, 2)
+}
+
+// nodeStateText is a node's state as the table shows it: an interrupted node
+// is resumable, and one whose response goes on at the provider says so.
+func nodeStateText(n runner.NodeResult) string {
+	switch {
+	case n.State != journal.NodeCanceled:
+		return string(n.State)
+	case n.Running != "":
+		return "interrupted (detached)"
+	}
+	return "interrupted"
+}
+
+// writeTable writes rows as aligned columns; the last column of each row is
+// folded to width (0: no limit) under itself, so nothing is cut.
+func writeTable(w io.Writer, width int, rows [][]string) {
+	if len(rows) == 0 {
+		return
+	}
+	cols := len(rows[0])
+	widths := make([]int, cols)
+	for _, r := range rows {
+		for i, cell := range r[:cols-1] {
+			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
+		}
+	}
+	lead := 0
+	for _, x := range widths[:cols-1] {
+		lead += x + 2
+	}
+	for _, r := range rows {
+		var b strings.Builder
+		for i, cell := range r[:cols-1] {
+			fmt.Fprintf(&b, "%-*s  ", widths[i], cell)
+		}
+		line := b.String() + r[cols-1]
+		if width > 0 {
+			line = fold(b.String(), r[cols-1], width, lead)
+		}
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	}
 }
 
 // closingHint is a command that shows an output, as it can be typed: the

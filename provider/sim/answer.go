@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -122,7 +123,8 @@ func nodeOf(r *http.Request, md map[string]any) string {
 // faultActed counts and logs a fault that acted.
 func (s *Server) faultActed(f *Fault, endpoint string) {
 	s.stats.fault(f.Kind)
-	s.log.Info("sim fault", "kind", f.Kind, "endpoint", endpoint, "after_events", f.AfterEvents)
+	s.log.Info(fmt.Sprintf("simulated fault: %s on %s after %d events", f.Kind, endpoint, f.AfterEvents),
+		"kind", f.Kind, "endpoint", endpoint, "after_events", f.AfterEvents)
 }
 
 // answer writes a non-streaming JSON answer, applying a connection fault

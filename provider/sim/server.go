@@ -108,7 +108,7 @@ func (s *Server) Start(addr string) error {
 		ErrorLog:  log.New(discardWriter{}, "", 0),
 	}
 	s.serveLocked(ln)
-	s.log.Info("sim serving", "base_url", "http://"+s.addr+"/v1")
+	s.log.Info("simulator serving at http://"+s.addr+"/v1", "base_url", "http://"+s.addr+"/v1")
 	return nil
 }
 
@@ -184,7 +184,7 @@ func (s *Server) Reset(faults ...Fault) error {
 	for _, f := range faults {
 		s.faults.add(f)
 	}
-	s.log.Info("sim reset", "faults", len(faults))
+	s.log.Info(fmt.Sprintf("simulator reset: %d faults", len(faults)), "faults", len(faults))
 	return err
 }
 
@@ -227,7 +227,7 @@ func (s *Server) setOutageLocked(on bool, except net.Conn) error {
 				resetConn(c)
 			}
 		}
-		s.log.Info("sim outage started")
+		s.log.Info("simulated outage started")
 		return err
 	}
 	ln, err := net.Listen("tcp", s.addr)
@@ -235,7 +235,7 @@ func (s *Server) setOutageLocked(on bool, except net.Conn) error {
 		return fmt.Errorf("sim: listen again: %w", err)
 	}
 	s.serveLocked(ln)
-	s.log.Info("sim outage ended")
+	s.log.Info("simulated outage ended")
 	return nil
 }
 
@@ -319,7 +319,7 @@ func (l refusingListener) Accept() (net.Conn, error) {
 			return c, nil
 		}
 		l.s.stats.fault(FaultRefuse)
-		l.s.log.Info("sim fault", "kind", FaultRefuse, "connection", n)
+		l.s.log.Info(fmt.Sprintf("simulated fault: %s connection %d", FaultRefuse, n), "kind", FaultRefuse, "connection", n)
 		resetConn(c)
 	}
 }
