@@ -1,6 +1,7 @@
 # noderun: `make demo` runs the demo graph on the embedded simulator; `make test` runs every test.
 GO      ?= go
-BIN     := bin/noderun
+BIN     ?= bin/noderun
+DEMO_DB ?= demo.db
 CODEX_VERSION  := 0.169.0
 CLAUDE_VERSION := 2.1.328
 GEMINI_VERSION := 0.61.0
@@ -25,10 +26,11 @@ build:
 # The demo drops streams on purpose and shows noderun recovering them: the run
 # (each recovery step as it happens, then a verdict per node and the totals),
 # then the figures of `noderun diagnose`. Each fact is printed once.
+# (DEMO_DB and BIN let a test run it without touching the checkout.)
 demo: build
-	./$(BIN) run --db demo.db testdata/graphs/demo.yaml
+	$(BIN) run --db $(DEMO_DB) testdata/graphs/demo.yaml
 	@echo
-	@./$(BIN) diagnose last --db demo.db --table
+	@$(BIN) diagnose last --db $(DEMO_DB) --table
 
 # Tests run the real Codex CLI, Claude Code, Gemini CLI, a Temporal dev server, nginx and xmllint (JUnit schema checks); `tools` installs what is missing.
 test: tools

@@ -123,13 +123,17 @@ func valueText(v slog.Value) string {
 	if v.Kind() == slog.KindDuration {
 		return v.Duration().Round(time.Millisecond).String()
 	}
-	return oneLine(v.String(), 120)
+	return fitText(v.String(), 120)
 }
 
 // fold breaks prefix+body into lines of at most width columns at spaces,
 // continuation lines indented by indent (under the body, for a log line). A
 // word longer than a line is broken where it must be: it would wrap anyway.
+// A width of 0 or less is no limit.
 func fold(prefix, body string, width, indent int) string {
+	if width <= 0 {
+		return prefix + strings.Join(strings.Fields(body), " ")
+	}
 	if width-indent < 20 { // a very narrow terminal: fold under the line's start
 		indent = min(indent, 2)
 	}

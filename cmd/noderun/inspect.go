@@ -186,10 +186,11 @@ func statusCommand() *cli.Command {
 				if n.Error != "" {
 					note = n.ErrClass + ": " + n.Error
 				}
-				short := oneLine(note, 80)
-				if short != oneLine(note, len(note)+1) {
-					notes = append(notes, fmt.Sprintf("%s: %s", n.ID, oneLine(note, len(note)+1)))
-					short = oneLine(note, 60) + " (below)"
+				whole := strings.Join(strings.Fields(note), " ")
+				short := fitText(whole, 80)
+				if short != whole { // the table keeps its cause; the note is whole below
+					notes = append(notes, fmt.Sprintf("%s: %s", n.ID, whole))
+					short = fitText(whole, 60) + " (below)"
 				}
 				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", n.ID, n.State, n.Attempts, bytes[n.ID], short)
 			}
@@ -403,7 +404,7 @@ func showCommand() *cli.Command {
 							tokens += " (est.)"
 						}
 					}
-					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.N, a.Mode, a.Provider, a.Ref, a.Cursor, a.Outcome, tokens, a.ErrClass, oneLine(a.Error, 80))
+					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.N, a.Mode, a.Provider, a.Ref, a.Cursor, a.Outcome, tokens, a.ErrClass, fitText(a.Error, 80))
 				}
 				return w.Flush()
 			}

@@ -48,20 +48,30 @@ type liveNode struct {
 // Locking: mu guards the nodes; mpb calls the line decorators from its own
 // goroutines, which take mu, so mu is never held while calling into mpb.
 func newLiveView(f *os.File) *liveView {
+	width := termWidth(f)
+	if width == nil { // not a terminal after all (a test's file): nothing wraps
+		width = func() int { return 0 }
+	}
 	return &liveView{
 		p:     mpb.New(mpb.WithOutput(f), mpb.WithRefreshRate(200*time.Millisecond), mpb.WithAutoRefresh()),
 		f:     f,
 		start: time.Now(), now: time.Now, nodes: map[string]*liveNode{},
-		width: termWidth(f),
+		width: width,
 	}
 }
 
-// Write prints lines above the live lines (the diagnostics' writer).
+// Write prints lines above the live lines (the diagnostics' writer). Each
+// starts with a carriage return: after Ctrl-C the terminal echoes ^C where
+// the cursor is, and a line written after it would start shifted right.
 func (v *liveView) Write(b []byte) (int, error) {
-	if n, err := v.p.Write(b); err == nil {
-		return n, nil
+	line := append([]byte("\r"), b...)
+	if _, err := v.p.Write(line); err == nil {
+		return len(b), nil
 	}
-	return v.f.Write(b) // the view is stopped: write through
+	if _, err := v.f.Write(line); err != nil { // the view is stopped: write through
+		return 0, err
+	}
+	return len(b), nil
 }
 
 // report takes what happens to a node (runner.Options.OnProgress). The
@@ -150,13 +160,22 @@ func (v *liveView) line(id string, n *liveNode) string {
 	now := v.now()
 	el := now.Sub(n.started)
 	var b strings.Builder
-	fmt.Fprintf(&b, "  %-14s %-9s %8s %6d tok", id, n.state, sizeText(n.bytes), n.tokens)
+	fmt.Fprintf(&b, "  %-*s %-9s %8s %6d tok", keyWidth, id, n.state, sizeText(n.bytes), n.tokens)
 	if el > 0 && n.tokens > 0 {
 		fmt.Fprintf(&b, " %5.0f tok/s", float64(n.tokens)/el.Seconds())
 	} else {
 		b.WriteString("     - tok/s")
 	}
 	fmt.Fprintf(&b, " %6.1fs", el.Seconds())
+	// The step under way first: on a narrow terminal the line is cut at
+	// its end, and the step says most.
+	if n.step != "" {
+		if n.lastData.After(n.stepAt) {
+			n.step = "" // data again: the step worked
+		} else {
+			fmt.Fprintf(&b, "  | %s", n.step)
+		}
+	}
 	last := n.lastData
 	if last.IsZero() {
 		last = n.started
@@ -170,14 +189,10 @@ func (v *liveView) line(id string, n *liveNode) string {
 	if n.reasoning > 0 {
 		fmt.Fprintf(&b, "  reasoning %d", n.reasoning)
 	}
-	if n.step != "" {
-		if n.lastData.After(n.stepAt) {
-			n.step = "" // data again: the step worked
-		} else {
-			fmt.Fprintf(&b, "  | %s", n.step)
-		}
+	if w := v.width(); w > 0 {
+		return cutEnd(b.String(), w-1)
 	}
-	return cutEnd(b.String(), v.width()-1)
+	return b.String()
 }
 
 // stop ends the view: lines still drawn are dropped (their nodes' fate is
@@ -197,6 +212,7 @@ func (v *liveView) stop() {
 		b.Abort(true)
 	}
 	v.p.Wait()
+	_, _ = v.f.WriteString("\r") // what follows starts its line, after a ^C too
 }
 
 func sizeText(n int) string {

@@ -100,6 +100,15 @@ nodes:
 // diagnostics at logLevel, and returns what the screen shows at a call.
 func liveRun(t *testing.T, logLevel, src string) func() string {
 	t.Helper()
+	capture, _ := liveRunSized(t, 150, 20, logLevel, src)
+	return func() string { return capture() }
+}
+
+// liveRunSized is liveRun in a terminal of cols x rows; a call captures the
+// pane with capture-pane's extra args (-S - for the history, -J to join
+// the lines the terminal wrapped); keys types into it (tmux send-keys).
+func liveRunSized(t *testing.T, cols, rows int, logLevel, src string) (capture func(args ...string) string, keys func(...string)) {
+	t.Helper()
 	tmux, err := exec.LookPath("tmux")
 	if err != nil {
 		t.Fatal("tmux is needed (apt-get install tmux; make tools installs it)")
@@ -116,17 +125,23 @@ func liveRun(t *testing.T, logLevel, src string) func() string {
 		return string(out), err
 	}
 	shell := fmt.Sprintf("cd %s && %s run --db j.db --log-level %s %s; sleep 5", dir, bin, logLevel, graph)
-	if out, err := tm("new-session", "-d", "-x", "150", "-y", "20", "-s", "live", shell); err != nil {
+	if out, err := tm("new-session", "-d", "-x", strconv.Itoa(cols), "-y", strconv.Itoa(rows), "-s", "live", shell); err != nil {
 		t.Fatalf("tmux: %v\n%s", err, out)
 	}
 	t.Cleanup(func() { _, _ = tm("kill-server") })
-	return func() string {
-		screen, err := tm("capture-pane", "-p", "-t", "live")
+	capture = func(args ...string) string {
+		screen, err := tm(append([]string{"capture-pane", "-p", "-t", "live"}, args...)...)
 		if err != nil {
 			t.Fatalf("capture-pane: %v\n%s", err, screen)
 		}
 		return screen
 	}
+	keys = func(k ...string) {
+		if out, err := tm(append([]string{"send-keys", "-t", "live"}, k...)...); err != nil {
+			t.Fatalf("send-keys: %v\n%s", err, out)
+		}
+	}
+	return capture, keys
 }
 
 // A node's line stays through every recovery step, a continue included: the
@@ -156,7 +171,7 @@ nodes:
   - {id: write, provider: chat, prompt: write it}
 `)
 	liveRE := regexp.MustCompile(`(?m)^  write\s+(\S+)\s+(\d+) B.*$`)
-	endRE := regexp.MustCompile(`(?m)^\s*\d+\.\ds write\s+(.*)$`)
+	endRE := regexp.MustCompile(`(?m)^write\s+(.*) · at \d+\.\ds$`)
 	var states []string
 	stepShown, ended := false, false
 	var screen string
@@ -267,7 +282,7 @@ func TestLiveViewKeepsNodeThroughRecovery(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ends := regexp.MustCompile(`\d+\.\ds write\s+([^\n·]*)`).FindAllStringSubmatch(string(screen), -1)
+			ends := regexp.MustCompile(`(?m)^\r?write\s+([^\n·]*)·.* at \d+\.\ds$`).FindAllStringSubmatch(string(screen), -1)
 			if len(ends) != 1 || strings.TrimSpace(ends[0][1]) != final.String()+" (the outcome)" {
 				t.Errorf("the lines above say %q, want one for %s", ends, final)
 			}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -54,12 +55,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil && ee.err.Error() != "" {
-			fmt.Fprintln(stderr, "noderun:", ee.err)
+			printErr(stderr, ee.err)
 		}
 		return ee.code
 	}
-	fmt.Fprintln(stderr, "noderun:", err)
+	printErr(stderr, err)
 	return exitUsage
+}
+
+// printErr says err on stderr, each of its lines fitted to a terminal.
+func printErr(stderr io.Writer, err error) {
+	width := outWidth(stderr)
+	for _, l := range strings.Split("noderun: "+err.Error(), "\n") {
+		fmt.Fprintln(stderr, foldLine(l, width))
+	}
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {

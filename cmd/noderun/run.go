@@ -295,16 +295,18 @@ func interrupted(c *cli.Context, opts runner.Options, res *runner.Result) error 
 	}
 	resumeCmd := resumeLine(c, res.RunID)
 	if len(running) == 0 {
-		return &exitError{exitInterrupted, fmt.Errorf("run %s interrupted; continue it with: %s", res.RunID, resumeCmd)}
+		return &exitError{exitInterrupted, fmt.Errorf("run %s interrupted; continue it with:\n  %s", res.RunID, resumeCmd)}
 	}
-	fmt.Fprintf(w, "noderun: run %s interrupted; still running at the provider (and billing) until they finish:\n", res.RunID)
+	// Commands on lines of their own: they are copied, and must not wrap.
+	width := outWidth(w)
+	fmt.Fprintln(w, foldLine(fmt.Sprintf("noderun: run %s interrupted; still running at the provider (and billing) until they finish:", res.RunID), width))
 	for _, n := range res.Nodes {
 		if n.Running != "" {
-			fmt.Fprintf(w, "  %-14s response %s\n", n.ID, n.Running)
+			fmt.Fprintf(w, "  %-*s response %s\n", keyWidth, n.ID, n.Running)
 		}
 	}
-	fmt.Fprintf(w, "continue (re-attaches, regenerates nothing): %s\n", resumeCmd)
-	fmt.Fprintf(w, "stop them at the provider:                  noderun cancel %s%s\n", res.RunID, db)
+	fmt.Fprintf(w, "continue them (re-attaches, regenerates nothing):\n  %s\n", resumeCmd)
+	fmt.Fprintf(w, "or stop them at the provider:\n  noderun cancel %s%s\n", res.RunID, db)
 	sig := signalsOf(c)
 	if sig == nil {
 		return &exitError{exitInterrupted, errors.New("")}
@@ -501,13 +503,6 @@ func printResultJSON(w io.Writer, res *runner.Result, d *ledger.Account) error {
 	return writeJSON(w, out)
 }
 
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n-1] + "…"
-	}
-	return s
-}
 
 // bg keeps ctx's values but not its cancellation: an interrupted run still
 // gets its summary.

@@ -212,7 +212,7 @@ func statusTemporal(c *cli.Context) error {
 		if note == "" {
 			note = n.Reason
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", n.Node, n.State, max(len(n.Output), cur.Bytes), dash(worker), attempt, cursor, oneLine(note, 100))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", n.Node, n.State, max(len(n.Output), cur.Bytes), dash(worker), attempt, cursor, fitText(note, 100))
 	}
 	tw.Flush()
 	for _, n := range st.Nodes {
