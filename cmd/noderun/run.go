@@ -503,7 +503,6 @@ func printResultJSON(w io.Writer, res *runner.Result, d *ledger.Account) error {
 	return writeJSON(w, out)
 }
 
-
 // bg keeps ctx's values but not its cancellation: an interrupted run still
 // gets its summary.
 func bg(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
