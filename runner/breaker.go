@@ -27,6 +27,7 @@ type breaker struct {
 	failures int       // consecutive connection failures
 	openTill time.Time // zero when closed
 	probing  bool      // a probe is in flight (half-open)
+	cause    error     // the last connection failure: why it opened
 }
 
 func newBreaker(threshold int, cooldown time.Duration) *breaker {
@@ -52,6 +53,24 @@ func (b *breaker) allow() (ok bool, wait time.Duration) {
 	}
 	b.probing = true // half-open: this attempt is the probe
 	return true, 0
+}
+
+// failed notes why the last connection failed: an attempt the open breaker
+// refuses says it (a "connection refused" is what the operator must fix).
+func (b *breaker) failed(err error) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	b.cause = err
+	b.mu.Unlock()
+}
+
+// lastCause is the last connection failure noted by failed, or nil.
+func (b *breaker) lastCause() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cause
 }
 
 // record notes the outcome of an allowed attempt: connectFailed when no

@@ -199,8 +199,11 @@ func (x *nodeExec) decide(ce *diagnostics.Error) (resume.Decision, time.Duration
 func (x *nodeExec) take(ctx context.Context, action resume.Action) error {
 	br := x.run.breakers[x.provNm]
 	if ok, wait := br.allow(); !ok {
-		return &diagnostics.Error{Class: diagnostics.ClassConnect,
-			Err: fmt.Errorf("%w (next probe in %s)", ErrBreakerOpen, wait.Round(time.Millisecond))}
+		err := fmt.Errorf("%w (next probe in %s)", ErrBreakerOpen, wait.Round(time.Millisecond))
+		if cause := br.lastCause(); cause != nil { // the cause stays last: it is what to fix
+			err = fmt.Errorf("%w; the last connection failed: %v", err, cause)
+		}
+		return &diagnostics.Error{Class: diagnostics.ClassConnect, Err: err}
 	}
 	if !x.recovering.IsZero() {
 		// A recovery step that makes no progress must not outlast the
@@ -215,7 +218,11 @@ func (x *nodeExec) take(ctx context.Context, action resume.Action) error {
 	if ferr := x.chunks.flush(); ferr != nil && err == nil {
 		err = x.journalErr(ferr)
 	}
-	br.record(err != nil && diagnostics.Classify(err).Class == diagnostics.ClassConnect)
+	connectFailed := err != nil && diagnostics.Classify(err).Class == diagnostics.ClassConnect
+	br.record(connectFailed)
+	if connectFailed && !errors.Is(err, ErrBreakerOpen) {
+		br.failed(err)
+	}
 	return err
 }
 
@@ -725,10 +732,12 @@ func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.
 	if ce.Status != 0 {
 		attrs = append(attrs, diagnostics.KeyStatus.Attr(ce.Status))
 	}
-	if d.Code != diagnostics.NodeFailed { // why, in its own code
+	msg := d.Reason
+	if d.Code != diagnostics.NodeFailed { // why, in its own code; the outcome says it once
 		x.diag(ctx, diagnostics.New(d.Code, d.Reason, attrs...))
+		msg = "node failed after " + tried
 	}
-	x.diag(ctx, diagnostics.New(diagnostics.NodeFailed, d.Reason, append(attrs, diagnostics.KeyTried.Attr(tried))...))
+	x.diag(ctx, diagnostics.New(diagnostics.NodeFailed, msg, append(attrs, diagnostics.KeyTried.Attr(tried))...))
 	return &NodeError{Node: x.node.ID, Class: ce.Class, Code: d.Code, Reason: d.Reason, Tried: tried, Err: ce}
 }
 

@@ -278,7 +278,7 @@ func report(c *cli.Context, opts runner.Options, res *runner.Result, err error) 
 	case journal.RunInterrupted:
 		return interrupted(c, opts, res)
 	}
-	return &exitError{exitFailed, fmt.Errorf("run %s %s", res.RunID, res.Status)}
+	return &exitError{exitFailed, errors.New("")} // the table said how the run ended
 }
 
 // interrupted tells the operator what an interruption left running at the
