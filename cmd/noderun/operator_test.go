@@ -373,7 +373,7 @@ func TestPipedLogIsOneStream(t *testing.T) {
 	for _, l := range strings.Split(demo.errs, "\n") {
 		if strings.Contains(l, "retrying 1/3") || strings.Contains(l, "reconnecting 1/8") || strings.Contains(l, "continuing from byte") {
 			steps++
-			if !strings.Contains(l, "code=NR1") {
+			if !strings.Contains(l, "  NR1") {
 				t.Errorf("a recovery step outside the log stream: %s", l)
 			}
 		}

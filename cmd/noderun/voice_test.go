@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -145,4 +146,25 @@ func TestCtrlCOnATerminal(t *testing.T) {
 		}
 	}
 	keys("C-c") // cancel what it left running: the test's simulator stops generating
+}
+
+// Issue 24: a response the provider answers 404 for is not running (it
+// expired, or the provider forgot it): cancel says so and exits 0.
+func TestCancelOfAForgottenResponseIsNotAFailure(t *testing.T) {
+	srv := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: intTokens, TokensPerSecond: 1000})
+	db, _, _ := interruptRun(t, srv, syscall.SIGTERM)
+	addr := strings.TrimSuffix(strings.TrimPrefix(srv.BaseURL(), "http://"), "/v1")
+	srv.Close() // a new simulator on the same address knows no response
+	forgetful := sim.New(sim.Config{Seed: intSeed})
+	if err := forgetful.Start(addr); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { forgetful.Close() })
+	code, out, stderr := runCLI(t, "cancel", "last", "--db", db)
+	if code != exitOK || !strings.Contains(out, "not running") || !strings.Contains(out, "404") {
+		t.Fatalf("cancel of a forgotten response: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if n := forgetful.Stats().Requests[sim.EndpointResponsesCancel]; n != 0 {
+		t.Errorf("%d cancel request(s) for a response the status check found missing", n)
+	}
 }
