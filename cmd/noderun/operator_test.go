@@ -184,6 +184,10 @@ func TestCLIFriction(t *testing.T) {
 		{"run without a graph", []string{"run"}, exitUsage, "give exactly one graph file", false},
 		{"no journal", []string{"status", "--db", filepath.Join(t.TempDir(), "none.db")}, exitUsage, "no journal at", false},
 		{"bad price table", []string{"diagnose", "last", "--prices", filepath.Join(t.TempDir(), "none.yaml"), "--db", db}, exitUsage, "--prices", false},
+		// issue 24: voice
+		{"the figures alone", []string{"diagnose", "last", "--table", "--db", db}, 0, "", true},
+		{"key=value lines", []string{"run", tiny, "--log-format", "logfmt", "--db", filepath.Join(t.TempDir(), "j.db")}, 0, "code=NR401", true},
+		{"sentences", []string{"run", tiny, "--db", filepath.Join(t.TempDir(), "j.db")}, 0, "  NR401", true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -256,7 +256,7 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int) {
 		t.Fatalf("node reason was neither re-attached (NR201) nor taken from its status (NR206): %+v", reason.Diagnostics)
 	}
 	survivor := workers[reason.Worker]
-	if !strings.Contains(survivor.out.String(), "code=NR210") {
+	if !strings.Contains(survivor.out.String(), "  NR210") {
 		t.Fatalf("worker %s's stderr lacks NR210:\n%s", reason.Worker, survivor.out.String())
 	}
 	t.Logf("node reason: %+v\nrun --temporal said:\n%s", reason.Diagnostics, run.out.String())
