@@ -702,9 +702,14 @@ func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.
 	}
 	x.endAttempt(ctx, ce)
 	tried := fmt.Sprintf("%d attempt(s), %d of %d retries used", x.attempt, x.total-x.retries, x.total)
-	if (ce.Status == http.StatusUnauthorized || ce.Status == http.StatusForbidden) &&
-		x.run.g.Providers[x.provNm].Kind != ProviderKindHarness { // a harness explains its own credentials
-		d.Reason = fmt.Sprintf("authentication failed (HTTP %d): check the API key named by the provider's api_key_env; %s", ce.Status, d.Reason)
+	if spec := x.run.g.Providers[x.provNm]; (ce.Status == http.StatusUnauthorized || ce.Status == http.StatusForbidden) &&
+		spec.Kind != ProviderKindHarness { // a harness explains its own credentials
+		key := spec.APIKeyEnv
+		if key == "" {
+			key = "OPENAI_API_KEY"
+		}
+		// The fix first: a shortened line keeps its start.
+		d.Reason = fmt.Sprintf("authentication failed (HTTP %d): check the API key in %s (provider %s); not retried", ce.Status, key, x.provNm)
 	}
 	if stopped { // interrupted, not failed: resumable
 		code := diagnostics.NodeCanceled

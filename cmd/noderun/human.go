@@ -67,9 +67,10 @@ func (h *humanHandler) Handle(_ context.Context, r slog.Record) error {
 	}
 	r.Attrs(add)
 	body := bounded(r.Message)
-	if cause != "" && !strings.Contains(body, cause) {
-		body += ": " + bounded(cause)
+	if strings.Contains(body, cause) {
+		cause = ""
 	}
+	cause = bounded(cause)
 	suffix := ""
 	switch {
 	case code != "":
@@ -100,9 +101,12 @@ func (h *humanHandler) Handle(_ context.Context, r slog.Record) error {
 	width := h.width() - utf8.RuneCountInString(suffix)
 	var out string
 	if h.tty {
+		if cause != "" {
+			body += ": " + cause
+		}
 		out = fold(prefix, body, width, utf8.RuneCountInString(prefix)) + suffix
 	} else {
-		out = prefix + fitText(body, width-utf8.RuneCountInString(prefix)) + suffix
+		out = prefix + fitPair(body, cause, width-utf8.RuneCountInString(prefix)) + suffix
 	}
 	_, err := io.WriteString(h.w, out+"\n")
 	return err
@@ -173,6 +177,26 @@ func splitRunes(s string, n int) (string, string) {
 		n--
 	}
 	return s, ""
+}
+
+// fitPair is "msg: cause" in at most n columns. The message says what
+// happened and what to do, the cause why: each keeps what it can, the
+// message first, while the cause keeps its end (fitText).
+func fitPair(msg, cause string, n int) string {
+	if cause == "" {
+		return fitText(msg, n)
+	}
+	msg, cause = strings.Join(strings.Fields(msg), " "), strings.Join(strings.Fields(cause), " ")
+	lm, lc := utf8.RuneCountInString(msg), utf8.RuneCountInString(cause)
+	if lm+2+lc <= n {
+		return msg + ": " + cause
+	}
+	keep := min(lc, max(n/3, 40)) // the least of the cause worth showing
+	if lm+2+keep > n {
+		msg = cutEnd(msg, max(n-2-keep, 1)) // a message says the fix first
+		lm = utf8.RuneCountInString(msg)
+	}
+	return msg + ": " + fitText(cause, n-2-lm)
 }
 
 // fitText shortens s to at most n columns keeping its decisive parts: an

@@ -190,7 +190,7 @@ func TestHumanHandler(t *testing.T) {
 			"01:02:03 plan       retrying 1/3 in 12ms (transport_disconnect)  NR103"},
 		{"a later attempt", false, 160, record(slog.LevelInfo, "streaming", "node", "plan", "attempt", 2), "01:02:03 plan#2     streaming"},
 		{"the cause on a pipe", false, 80, record(slog.LevelError, "node failed", "code", "NR901", "node", "plan", "error", cause),
-			"01:02:03 plan       node failed: …: connect: connection refused  NR901"},
+			"01:02:03 plan       node failed: connect_failed: …: connection refused  NR901"},
 		{"folded on a terminal", true, 60, record(slog.LevelError, "node failed", "code", "NR901", "node", "plan", "error", cause),
 			"plan       node failed: connect_failed: Post\n" +
 				"           \"http://127.0.0.1:9/v1/chat/completions\":\n" +
