@@ -176,7 +176,7 @@ func statusCommand() *cli.Command {
 			defer w.Flush()
 			status := r.Status
 			if j.Abandoned(r) {
-				status = "interrupted (its runner is gone; noderun resume " + journal.RunStatus(r.ID) + ")"
+				status = journal.RunStatus("interrupted (its runner is gone; " + resumeLine(c, r.ID) + ")")
 			}
 			fmt.Fprintf(w, "run %s (%s) %s, profile %s\n", r.ID, r.Graph, status, r.Profile)
 			fmt.Fprintln(w, "NODE\tSTATE\tATTEMPTS\tBYTES\tNOTE")

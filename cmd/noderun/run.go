@@ -470,10 +470,7 @@ func closingHint(c *cli.Context, res *runner.Result) string {
 	if arg0 := os.Args[0]; strings.Contains(arg0, "/") && !strings.HasSuffix(arg0, ".test") {
 		bin = arg0
 	}
-	db := ""
-	if c.String("db") != dbFlag.Value {
-		db = " --db " + c.String("db")
-	}
+	db := dbArg(c)
 	short := runID
 	if len(short) > 8 {
 		short = short[:8] // a unique prefix is enough, and easier to type
