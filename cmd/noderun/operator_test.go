@@ -184,6 +184,10 @@ func TestCLIFriction(t *testing.T) {
 		{"run without a graph", []string{"run"}, exitUsage, "give exactly one graph file", false},
 		{"no journal", []string{"status", "--db", filepath.Join(t.TempDir(), "none.db")}, exitUsage, "no journal at", false},
 		{"bad price table", []string{"diagnose", "last", "--prices", filepath.Join(t.TempDir(), "none.yaml"), "--db", db}, exitUsage, "--prices", false},
+		// issue 24: chaos
+		{"chaos with no case run at once", []string{"chaos", tiny, "--parallel", "0"}, exitUsage, "--parallel 0: give how many case runs go at once", false},
+		{"chaos with empty answers", []string{"chaos", tiny, "--tokens", "0"}, exitUsage, "--tokens 0: give the length", false},
+		{"chaos waiting on idle windows suggests ci", chaosIdleArgs(t, "6s"), 0, "with --profile ci it takes", true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
