@@ -4,13 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"text/tabwriter"
+	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
 
+	"github.com/noderun/noderun/internal/shell"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/runner"
@@ -36,7 +43,8 @@ func chaosCommand() *cli.Command {
 			&cli.StringFlag{Name: "profile", Usage: "recovery profile (overrides the graph's)"},
 			&cli.Int64Flag{Name: "seed", Value: 1, Usage: "simulator content seed"},
 			&cli.IntFlag{Name: "tokens", Value: chaos.DefaultTokens, Usage: "tokens in every simulated answer"},
-			&cli.IntFlag{Name: "parallel", Value: 4, Usage: "nodes run at once (outage cases run one at a time)"},
+			&cli.IntFlag{Name: "parallel", Value: chaos.DefaultParallel, DefaultText: "8; 1 per 2 CPUs with agent harness nodes",
+				Usage: "case runs at once (each on its own simulator)"},
 			&cli.StringFlag{Name: "db", Usage: "keep every run in this journal (default: a temporary one, removed when every case holds)"},
 		},
 		Action: chaosAction,
@@ -44,8 +52,13 @@ func chaosCommand() *cli.Command {
 }
 
 func chaosAction(c *cli.Context) error {
-	if c.Int("parallel") < 1 || c.Int("tokens") < 1 {
-		return usageErr(errors.New("chaos: --parallel and --tokens must be at least 1"))
+	if c.Int("parallel") < 1 {
+		return usageErr(fmt.Errorf("chaos: --parallel %d: give how many case runs go at once, 1 or more (default %d)\n%s",
+			c.Int("parallel"), chaos.DefaultParallel, shortUsage("noderun chaos", c.Command)))
+	}
+	if c.Int("tokens") < 1 {
+		return usageErr(fmt.Errorf("chaos: --tokens %d: give the length of every simulated answer, 1 or more (default %d)\n%s",
+			c.Int("tokens"), chaos.DefaultTokens, shortUsage("noderun chaos", c.Command)))
 	}
 	var g *runner.Graph
 	if c.NArg() > 1 || c.NArg() == 0 && !c.Bool("list") {
@@ -92,6 +105,19 @@ func chaosAction(c *cli.Context) error {
 		return printCases(c, cases, prof)
 	}
 
+	// Progress on stderr: a line redrawn in place on a terminal, one line
+	// per case run as it ends when piped. The runs' own logs would bury it
+	// (a dozen lines a case): they stay in the journal, and reach stderr,
+	// above the progress, with --log-level debug only.
+	prog := newChaosProgress(c.App.ErrWriter)
+	defer prog.stop()
+	if log, err = newLoggerTo(c, prog.writer(), prog.width()); err != nil {
+		return err
+	}
+	runLog := slog.New(slog.DiscardHandler)
+	if c.String("log-level") == "debug" {
+		runLog = log
+	}
 	// Without --db the runs go to a temporary journal, removed when every
 	// case holds and kept when one fails: the commands the report prints
 	// for a failed case read it.
@@ -110,16 +136,14 @@ func chaosAction(c *cli.Context) error {
 		}
 		return journalErr(err)
 	}
-	w := c.App.ErrWriter
+	parallel := 0 // chaos's default for the graph
+	if c.IsSet("parallel") {
+		parallel = c.Int("parallel")
+	}
 	rep, err := chaos.Run(c.Context, g, chaos.Options{Journal: j, Cases: cases, Profile: c.String("profile"),
-		Profiles: opts.Profiles, Seed: c.Int64("seed"), Tokens: c.Int("tokens"), Parallel: c.Int("parallel"), Logger: log,
-		Progress: func(r chaos.Result) {
-			v := "pass"
-			if !r.Pass {
-				v = "FAIL"
-			}
-			fmt.Fprintf(w, "noderun chaos: %-18s %-14s %s (%.2fs)\n", r.Case, r.Node, v, r.Seconds)
-		}})
+		Profiles: opts.Profiles, Seed: c.Int64("seed"), Tokens: c.Int("tokens"), Parallel: parallel, Logger: runLog,
+		Started: prog.started, Progress: prog.done})
+	prog.stop()
 	// Closed before anyone reads it (the commands the report prints) or
 	// removes it.
 	if cerr := j.Close(); cerr != nil && err == nil {
@@ -153,6 +177,9 @@ func chaosAction(c *cli.Context) error {
 	if err != nil {
 		return &exitError{exitFailed, err}
 	}
+	if hint := profileHint(rep, prof, opts.Profiles, c.Args().First()); hint != "" {
+		fmt.Fprintln(c.App.ErrWriter, hint)
+	}
 	if !rep.OK() {
 		return &exitError{exitFailed, fmt.Errorf("chaos: %d of %d case runs failed; the journal of every run: %s", rep.Failed, rep.Runs, db)}
 	}
@@ -179,6 +206,228 @@ func printCases(c *cli.Context, cases []chaos.Case, prof profile.Profile) error 
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cs.Name, expect, f, cs.Description)
 	}
 	return tw.Flush()
+}
+
+// profileHint suggests the ci profile when the run spent most of its wall
+// time waiting only for silence cases, which wait out the profile's idle
+// window (90 s for default), and ci would at least halve it. What ci would
+// take is bounded from this run: the time the other cases needed (ci's
+// shorter backoffs and cool-downs make them faster still), or a silence
+// case under ci, whichever is longer.
+func profileHint(rep *chaos.Report, prof profile.Profile, set profile.Set, graph string) string {
+	if set == nil {
+		set = profile.Builtins()
+	}
+	ci, err := set.Get("ci")
+	if err != nil || prof.Name == ci.Name || prof.IdleTimeout <= ci.IdleTimeout {
+		return ""
+	}
+	tail, names := rep.SilenceTail()
+	wall := time.Duration(rep.Seconds * float64(time.Second))
+	if tail <= wall/2 {
+		return ""
+	}
+	estimate := max(wall-tail, ci.IdleTimeout.D()+500*time.Millisecond)
+	if estimate > wall/2 {
+		return ""
+	}
+	return fmt.Sprintf("hint: %s waits out the idle window (%s: %s, ci: %s),\n"+
+		"      %s of this run's %s; with --profile ci it takes %s or less:\n"+
+		"      noderun chaos %s --profile ci",
+		strings.Join(names, ", "), prof.Name, roundDuration(prof.IdleTimeout.D()), roundDuration(ci.IdleTimeout.D()),
+		roundDuration(tail), roundDuration(wall), roundDuration(estimate), shell.Quote(graph))
+}
+
+// roundDuration prints d to the second as people write it: 45s, 90s,
+// 2m5s, 1h30m (not 1m32.417s or 1h30m0s). Under two minutes it stays in
+// seconds, which read faster than 1m5s.
+func roundDuration(d time.Duration) string {
+	d = max(0, d.Round(time.Second))
+	if d < 2*time.Minute {
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	}
+	h, m, sec := int(d/time.Hour), int(d%time.Hour/time.Minute), int(d%time.Minute/time.Second)
+	var b strings.Builder
+	if h > 0 {
+		fmt.Fprintf(&b, "%dh", h)
+	}
+	if m > 0 {
+		fmt.Fprintf(&b, "%dm", m)
+	}
+	if sec > 0 {
+		fmt.Fprintf(&b, "%ds", sec)
+	}
+	return b.String()
+}
+
+// chaosProgress shows a chaos run's progress on stderr. On a terminal: one
+// line, redrawn in place (vbauerster/mpb, as the run's live view), "case
+// 17/60 · idle-silence @ research · 41s · eta 50s": the case runs finished
+// of all, the one running longest (what the run waits on), the time since
+// the first case run started, and an estimate of the time left; failed
+// cases are printed above it as they end. Piped: one line per case run as
+// it ends. Its callbacks are chaos.Options.Started and Progress, which
+// chaos calls one at a time.
+type chaosProgress struct {
+	w   io.Writer
+	p   *mpb.Progress // nil when piped
+	bar *mpb.Bar
+	now func() time.Time
+
+	mu       sync.Mutex // the decorator runs on mpb's goroutine
+	first    time.Time  // the first case run's start
+	total    int
+	finished int
+	failed   int
+	sum      time.Duration // of the finished runs
+	running  map[string]chaos.Start
+	slots    int // most runs seen at once: the run's parallelism
+	stopped  bool
+}
+
+func newChaosProgress(w io.Writer) *chaosProgress {
+	cp := &chaosProgress{w: w, now: time.Now, running: map[string]chaos.Start{}}
+	if f, ok := terminalFile(w); ok {
+		cp.p = mpb.New(mpb.WithOutput(f), mpb.WithRefreshRate(200*time.Millisecond), mpb.WithAutoRefresh())
+		cp.bar = cp.p.New(0, mpb.NopStyle(), mpb.PrependDecorators(decor.Any(func(decor.Statistics) string {
+			cp.mu.Lock()
+			defer cp.mu.Unlock()
+			return cp.line()
+		})))
+	}
+	return cp
+}
+
+// width is the terminal's columns for the log written above the line; nil
+// when piped.
+func (cp *chaosProgress) width() func() int {
+	if cp.p == nil {
+		return nil
+	}
+	return termWidth(cp.w)
+}
+
+// writer is where other stderr output goes while the progress shows: above
+// the redrawn line on a terminal.
+func (cp *chaosProgress) writer() io.Writer {
+	if cp.p != nil {
+		return chaosAbove{cp}
+	}
+	return cp.w
+}
+
+// chaosAbove writes above the redrawn line, or through once it is gone.
+type chaosAbove struct{ cp *chaosProgress }
+
+func (a chaosAbove) Write(b []byte) (int, error) {
+	a.cp.mu.Lock()
+	stopped := a.cp.stopped
+	a.cp.mu.Unlock()
+	if !stopped {
+		if n, err := a.cp.p.Write(b); err == nil {
+			return n, nil
+		}
+	}
+	return a.cp.w.Write(b)
+}
+
+func (cp *chaosProgress) started(s chaos.Start) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if cp.first.IsZero() {
+		cp.first = s.At
+	}
+	cp.total = s.Total
+	cp.running[s.Case+"@"+s.Node] = s
+	cp.slots = max(cp.slots, len(cp.running))
+}
+
+func (cp *chaosProgress) done(r chaos.Result) {
+	cp.mu.Lock()
+	delete(cp.running, r.Case+"@"+r.Node)
+	cp.finished++
+	cp.sum += r.Time
+	if !r.Pass {
+		cp.failed++
+	}
+	verdict, detail := "pass", ""
+	if !r.Pass {
+		verdict, detail = "FAIL", "  "+string(r.Outcome)
+	}
+	width := len(fmt.Sprint(cp.total))
+	line := fmt.Sprintf("chaos %*d/%d  %s  %-18s @ %-14s %6.2fs%s\n", width, cp.finished, cp.total, verdict, r.Case, r.Node, r.Seconds, detail)
+	tty := cp.p != nil
+	cp.mu.Unlock()
+	switch {
+	case !tty:
+		_, _ = io.WriteString(cp.w, line)
+	case !r.Pass: // on a terminal, failures only: the table follows
+		_, _ = io.WriteString(chaosAbove{cp}, line)
+	}
+}
+
+// line renders the redrawn line. Called with mu held.
+func (cp *chaosProgress) line() string {
+	if cp.first.IsZero() {
+		return "chaos: the reference run (no faults)…"
+	}
+	now := cp.now()
+	var longest chaos.Start
+	for _, s := range cp.running {
+		if longest.At.IsZero() || s.At.Before(longest.At) {
+			longest = s
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "case %d/%d", cp.finished, cp.total)
+	if cp.failed > 0 {
+		fmt.Fprintf(&b, " · %d failed", cp.failed)
+	}
+	if !longest.At.IsZero() {
+		what := longest.Case + " @ " + longest.Node
+		if utf8.RuneCountInString(what) > 40 {
+			what = string([]rune(what)[:39]) + "…"
+		}
+		fmt.Fprintf(&b, " · %s", what)
+	}
+	fmt.Fprintf(&b, " · %s", roundDuration(now.Sub(cp.first)))
+	if eta, ok := cp.eta(now); ok {
+		fmt.Fprintf(&b, " · eta %s", roundDuration(eta))
+	}
+	return b.String()
+}
+
+// eta estimates the time left: the finished runs' mean duration for each
+// run still to finish, shared by the slots, but never less than what a
+// running case is known to wait for still (a silence's idle window): a
+// matrix's quick cases finish early and say nothing of its slow ones.
+func (cp *chaosProgress) eta(now time.Time) (time.Duration, bool) {
+	var floor time.Duration
+	for _, s := range cp.running {
+		floor = max(floor, s.Expected-now.Sub(s.At))
+	}
+	if cp.finished == 0 {
+		return floor, floor > 0
+	}
+	mean := cp.sum / time.Duration(cp.finished)
+	left := mean * time.Duration(cp.total-cp.finished) / time.Duration(max(1, cp.slots))
+	return max(floor, left), true
+}
+
+// stop ends the progress: the redrawn line goes (the summary follows).
+// Safe to call more than once.
+func (cp *chaosProgress) stop() {
+	cp.mu.Lock()
+	if cp.stopped {
+		cp.mu.Unlock()
+		return
+	}
+	cp.stopped = true
+	cp.mu.Unlock()
+	if cp.p != nil {
+		cp.bar.Abort(true)
+		cp.p.Wait()
+	}
 }
 
 // writeFileWith writes a file through fn, replacing it only when fn succeeds.

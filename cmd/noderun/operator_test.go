@@ -188,6 +188,10 @@ func TestCLIFriction(t *testing.T) {
 		{"the figures alone", []string{"diagnose", "last", "--table", "--db", db}, 0, "", true},
 		{"key=value lines", []string{"run", tiny, "--log-format", "logfmt", "--db", filepath.Join(t.TempDir(), "j.db")}, 0, "code=NR401", true},
 		{"sentences", []string{"run", tiny, "--db", filepath.Join(t.TempDir(), "j.db")}, 0, "  NR401", true},
+		// issue 24: chaos
+		{"chaos with no case run at once", []string{"chaos", tiny, "--parallel", "0"}, exitUsage, "--parallel 0: give how many case runs go at once", false},
+		{"chaos with empty answers", []string{"chaos", tiny, "--tokens", "0"}, exitUsage, "--tokens 0: give the length", false},
+		{"chaos waiting on idle windows suggests ci", chaosIdleArgs(t, "6s"), 0, "with --profile ci it takes", true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,12 +1,16 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
@@ -22,6 +26,17 @@ import (
 // enough that a matrix of runs takes seconds.
 const DefaultTokens = 32
 
+// DefaultParallel is how many case runs chaos runs at once unless Options
+// say otherwise. A case run mostly waits, on sockets and timers (a silence
+// outlasting the idle window, a backoff, a breaker's cool-down), not on the
+// CPU: eight overlap well on a two-core machine. A graph with agent harness
+// nodes gets fewer (see Options.Parallel).
+const DefaultParallel = 8
+
+// DefaultNodes is how many nodes each case run runs at once unless Options
+// say otherwise (the runner's own default); outage cases run one.
+const DefaultNodes = 4
+
 // Options configure a chaos run.
 type Options struct {
 	Journal *journal.Journal // required: every run is journaled, inspectable after
@@ -31,11 +46,42 @@ type Options struct {
 	Profiles profile.Set
 	Seed     int64
 	Tokens   int // default DefaultTokens
-	Parallel int // default 4
-	Logger   *slog.Logger
-	Getenv   func(string) string
-	// Progress, if set, is told each result as it is known.
+	// Parallel bounds the case runs at once. Each case run has a simulator
+	// of its own, so its fault, its counters and an outage it starts touch
+	// no other case. 0: DefaultParallel, or one per two CPUs for a graph
+	// with agent harness nodes: their recovery starts a CLI process (a
+	// thread resume), which takes seconds of CPU, and that start-up counts
+	// against the profile's deadline; CLIs starting side by side on a busy
+	// machine would make a case's verdict depend on the machine.
+	Parallel int
+	// Nodes bounds the nodes each case run runs at once (default
+	// DefaultNodes); outage cases run one at a time whatever it says.
+	// Results do not depend on it.
+	Nodes int
+	// Logger receives every run's log records, each with the case and the
+	// target it belongs to (default: discard). Nothing is lost without it:
+	// every diagnostic of every run is in the journal.
+	Logger *slog.Logger
+	Getenv func(string) string
+	// Started, if set, is told each case run as it starts, and Progress
+	// each result as it is known. They are called one at a time, never
+	// concurrently, in the order things happen; they must not block.
+	Started  func(Start)
 	Progress func(Result)
+}
+
+// Start is a case run beginning, for Options.Started.
+type Start struct {
+	Case string
+	Node string
+	// Total is how many case runs the chaos run has.
+	Total int
+	At    time.Time
+	// Expected is what the case is expected to take at least, from what
+	// its fault makes the target wait for: a silence until the idle window
+	// (or, on a stream it polls, poll_after), a Retry-After, a breaker's
+	// cool-down. 0 when the fault makes it wait for nothing in particular.
+	Expected time.Duration
 }
 
 // Result is one case against one node.
@@ -69,7 +115,11 @@ type Result struct {
 	RunID    string   `json:"run_id"`
 	// Stats are the simulator's counters for the case's run alone (the
 	// independent count its figures are checked against).
-	Stats   sim.Stats     `json:"-"`
+	Stats sim.Stats `json:"-"`
+	// Started is when the case run began (its simulator included), Time
+	// how long it took until judged: its own duration, however many other
+	// case runs overlapped it.
+	Started time.Time     `json:"started"`
 	Time    time.Duration `json:"-"`
 	Seconds float64       `json:"seconds"`
 }
@@ -81,7 +131,8 @@ type Report struct {
 	Seed     int64     `json:"seed"`
 	Started  time.Time `json:"started"`
 	Seconds  float64   `json:"seconds"`
-	Runs     int       `json:"runs"` // case-and-node runs
+	Parallel int       `json:"parallel"` // case runs at once, at most
+	Runs     int       `json:"runs"`     // case-and-node runs
 	Passed   int       `json:"passed"`
 	Failed   int       `json:"failed"`
 	Results  []Result  `json:"results"`
@@ -98,7 +149,11 @@ func (r *Report) OK() bool { return r.Failed == 0 }
 // simulator even without faults: nothing can be compared to it.
 var ErrReference = errors.New("the reference run (no faults) did not complete")
 
-// Run runs the reference, then every case against every node it aims at.
+// Run runs the reference, then every case against every node it aims at,
+// up to opts.Parallel case runs at once. The report lists the results in
+// the order of the cases and the graph's nodes, however the runs
+// overlapped. When ctx ends, the runs under way stop, and the report holds
+// the results known before.
 func Run(ctx context.Context, g *runner.Graph, opts Options) (*Report, error) {
 	if opts.Journal == nil {
 		return nil, errors.New("chaos: no journal")
@@ -107,13 +162,16 @@ func Run(ctx context.Context, g *runner.Graph, opts Options) (*Report, error) {
 		opts.Tokens = DefaultTokens
 	}
 	if opts.Parallel <= 0 {
-		opts.Parallel = 4
+		opts.Parallel = defaultParallel(g)
+	}
+	if opts.Nodes <= 0 {
+		opts.Nodes = DefaultNodes
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	ropts := runner.Options{Journal: opts.Journal, Profiles: opts.Profiles, Profile: opts.Profile,
-		Parallel: opts.Parallel, Logger: opts.Logger, Getenv: opts.Getenv}
+		Parallel: opts.Nodes, Logger: opts.Logger, Getenv: opts.Getenv}
 	prof, err := runner.Prepare(g, &ropts)
 	if err != nil {
 		return nil, err
@@ -129,70 +187,173 @@ func Run(ctx context.Context, g *runner.Graph, opts Options) (*Report, error) {
 			}
 		}
 	}
-	srv := sim.New(sim.Config{Seed: opts.Seed, Tokens: opts.Tokens, Logger: opts.Logger.With("sim", "chaos")})
-	if err := srv.Start(""); err != nil {
-		return nil, err
-	}
-	defer srv.Close()
-	ropts.Sim = &runner.SimOptions{Server: srv}
-
+	x := &caseRun{g: g, prof: prof, ropts: ropts, sim: sim.Config{Seed: opts.Seed, Tokens: opts.Tokens}}
 	rep := &Report{Graph: g.Name, Profile: prof.Name, Seed: opts.Seed, Started: time.Now(), Journal: opts.Journal.Path()}
-	if err := srv.Reset(); err != nil {
-		return nil, err
+	ref, err := x.reference(ctx, opts.Logger)
+	if ref != nil {
+		rep.RefRunID = ref.RunID
 	}
-	ref, err := runner.Run(ctx, g, ropts)
 	if err != nil {
-		return nil, err
+		return rep, err
 	}
-	rep.RefRunID = ref.RunID
-	var bad []string
-	outputs := map[string]string{}
-	for _, nr := range ref.Nodes {
-		if nr.State != journal.NodeCompleted {
-			bad = append(bad, fmt.Sprintf("node %q %s: %s", nr.ID, nr.State, nr.Reason))
-		}
-		outputs[nr.ID] = nr.Output
-	}
-	if len(bad) > 0 {
-		return rep, fmt.Errorf("%w (run %s): %s", ErrReference, ref.RunID, strings.Join(bad, "; "))
-	}
-	x := &caseRun{g: g, prof: prof, srv: srv, ropts: ropts, ref: srv.Stats(), outputs: outputs}
+	var jobs []job
 	for _, c := range cases {
 		for _, n := range g.Nodes {
-			if len(c.Nodes) > 0 && !slices.Contains(c.Nodes, n.ID) {
-				continue
+			if len(c.Nodes) == 0 || slices.Contains(c.Nodes, n.ID) {
+				jobs = append(jobs, job{i: len(jobs), c: c, n: n, expected: x.expected(c, n)})
 			}
-			if err := ctx.Err(); err != nil {
-				return rep, err
-			}
-			r, err := x.run(ctx, c, n)
-			if err != nil {
-				return rep, err
-			}
-			rep.Results = append(rep.Results, r)
-			if r.Pass {
-				rep.Passed++
-			} else {
-				rep.Failed++
-			}
-			if opts.Progress != nil {
-				opts.Progress(r)
-			}
+		}
+	}
+	rep.Parallel = min(opts.Parallel, len(jobs))
+	results, err := x.runAll(ctx, jobs, opts)
+	for _, r := range results {
+		if r == nil {
+			continue // not run: ctx ended or another run failed first
+		}
+		rep.Results = append(rep.Results, *r)
+		if r.Pass {
+			rep.Passed++
+		} else {
+			rep.Failed++
 		}
 	}
 	rep.Runs = len(rep.Results)
 	rep.Seconds = time.Since(rep.Started).Seconds()
-	return rep, nil
+	return rep, err
 }
 
-// caseRun is what every case of one chaos run shares.
+// defaultParallel is Options.Parallel's default for g.
+func defaultParallel(g *runner.Graph) int {
+	for _, spec := range g.Providers {
+		if spec.Kind == runner.ProviderKindHarness {
+			return max(1, runtime.NumCPU()/2)
+		}
+	}
+	return DefaultParallel
+}
+
+// job is one case aimed at one node; i is its place in the report.
+type job struct {
+	i        int
+	c        Case
+	n        *runner.Node
+	expected time.Duration
+}
+
+// runAll runs the jobs, up to opts.Parallel at once, and returns their
+// results by job index (nil for a job that did not run to a verdict). The
+// jobs expected to take longest start first (their order is otherwise
+// kept): the wall time then approaches the longest case's, rather than a
+// long case starting last and running alone. The first error a run returns
+// (the journal, the simulator; not a case that failed) stops the others.
+func (x *caseRun) runAll(ctx context.Context, jobs []job, opts Options) ([]*Result, error) {
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	order := slices.Clone(jobs)
+	slices.SortStableFunc(order, func(a, b job) int { return cmp.Compare(b.expected, a.expected) })
+
+	results := make([]*Result, len(jobs))
+	var (
+		mu   sync.Mutex // results, and the callbacks: called one at a time
+		wg   sync.WaitGroup
+		slot = make(chan struct{}, opts.Parallel)
+	)
+dispatch:
+	for _, jb := range order {
+		select {
+		case slot <- struct{}{}:
+		case <-ctx.Done():
+			break dispatch
+		}
+		// Taken in the dispatch order, so that the runs' start times keep it.
+		start := time.Now()
+		if opts.Started != nil {
+			mu.Lock()
+			opts.Started(Start{Case: jb.c.Name, Node: jb.n.ID, Total: len(jobs), At: start, Expected: jb.expected})
+			mu.Unlock()
+		}
+		wg.Go(func() {
+			defer func() { <-slot }()
+			r, err := x.run(ctx, jb.c, jb.n, opts.Logger.With("case", jb.c.Name, "target", jb.n.ID))
+			r.Started = start
+			r.Time = time.Since(start)
+			r.Seconds = r.Time.Seconds()
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				stop(err)
+			case ctx.Err() != nil:
+				// stopped midway: whatever its journal says, it is no verdict
+			default:
+				results[jb.i] = &r
+				if opts.Progress != nil {
+					opts.Progress(r)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return results, err
+	}
+	return results, nil
+}
+
+// caseRun is what every case of one chaos run shares; it is read-only once
+// the reference has run, so that case runs may share it.
 type caseRun struct {
 	g       *runner.Graph
 	prof    profile.Profile
-	srv     *sim.Server
 	ropts   runner.Options
-	ref     sim.Stats // the reference run's counters
-	outputs map[string]string
+	sim     sim.Config        // each run's simulator: the same text for the same request
+	ref     sim.Stats         // the reference run's counters
+	outputs map[string]string // the reference run's outputs, by node
+}
+
+// startSim starts a simulator of x's config with faults armed, logging to lg.
+func (x *caseRun) startSim(lg *slog.Logger, faults ...sim.Fault) (*sim.Server, error) {
+	cfg := x.sim
+	cfg.Faults = faults
+	cfg.Logger = lg.With("sim", "chaos")
+	srv := sim.New(cfg)
+	if err := srv.Start(""); err != nil {
+		srv.Close()
+		return nil, err
+	}
+	return srv, nil
+}
+
+// reference runs the graph undisturbed, on a simulator of its own, and
+// keeps its outputs and the simulator's counters: what every case is
+// compared to.
+func (x *caseRun) reference(ctx context.Context, lg *slog.Logger) (*runner.Result, error) {
+	lg = lg.With("case", "reference")
+	srv, err := x.startSim(lg)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	opts := x.ropts
+	opts.Logger = lg
+	opts.Sim = &runner.SimOptions{Server: srv}
+	ref, err := runner.Run(ctx, x.g, opts)
+	if err != nil {
+		return nil, err
+	}
+	var bad []string
+	x.outputs = map[string]string{}
+	for _, nr := range ref.Nodes {
+		if nr.State != journal.NodeCompleted {
+			bad = append(bad, fmt.Sprintf("node %q %s: %s", nr.ID, nr.State, nr.Reason))
+		}
+		x.outputs[nr.ID] = nr.Output
+	}
+	if len(bad) > 0 {
+		return ref, fmt.Errorf("%w (run %s): %s", ErrReference, ref.RunID, strings.Join(bad, "; "))
+	}
+	x.ref = srv.Stats()
+	return ref, nil
 }
 
 // streamEndpoint is the simulator endpoint that carries n's output stream.
@@ -254,8 +415,9 @@ func (x *caseRun) aim(c Case, n *runner.Node) (sim.Fault, error) {
 	return f, f.Validate()
 }
 
-// run runs the graph with c aimed at n and judges n.
-func (x *caseRun) run(ctx context.Context, c Case, n *runner.Node) (Result, error) {
+// run runs the graph with c aimed at n, on a simulator of its own, and
+// judges n. lg receives the run's log records.
+func (x *caseRun) run(ctx context.Context, c Case, n *runner.Node, lg *slog.Logger) (Result, error) {
 	r := Result{Case: c.Name, Description: c.Description, Node: n.ID, Expect: c.Expect}
 	f, err := x.aim(c, n)
 	r.Fault = f
@@ -263,26 +425,51 @@ func (x *caseRun) run(ctx context.Context, c Case, n *runner.Node) (Result, erro
 		r.Failures = append(r.Failures, err.Error())
 		return r, nil
 	}
-	if err := x.srv.Reset(f); err != nil {
+	// A simulator per case run: its fault is the only one armed, its
+	// counters count this run alone, and an outage closes nothing another
+	// case run talks to. Its text is the reference's (a pure function of
+	// seed, model and prompt).
+	srv, err := x.startSim(lg, f)
+	if err != nil {
 		return r, err
 	}
+	defer srv.Close()
 	opts := x.ropts
+	opts.Logger = lg
+	opts.Sim = &runner.SimOptions{Server: srv}
+	// Ending an outage listens again on the simulator's port, which another
+	// socket of this busy process may have taken meanwhile (rarely: a new
+	// listener picks a free port at random). The case then says so rather
+	// than judge a node that ran against a server that never came back.
+	var (
+		upMu  sync.Mutex
+		upErr error
+	)
+	up := func() {
+		if err := srv.SetOutage(false); err != nil {
+			upMu.Lock()
+			upErr = cmp.Or(upErr, err)
+			upMu.Unlock()
+		}
+	}
 	if f.Kind == sim.FaultOutage {
-		// An outage takes the whole simulator down. One node at a time, so
-		// that it hits the target only; it ends once the target has retried
-		// into it (a brief outage) or has given up, so that the nodes after
-		// it run against a live server. A target that gave up has opened its
-		// provider's circuit breaker: the next node starts after the
-		// breaker's cool-down, as it would once a real outage is over, and
-		// not while the breaker still fails every attempt without dialing.
+		// An outage takes the case's simulator down, for every node of the
+		// run. One node at a time, so that it hits the target only; it ends
+		// once the target has retried into it (a brief outage) or has given
+		// up, so that the nodes after it run against a live server. A target
+		// that gave up has opened its provider's circuit breaker: the next
+		// node starts after the breaker's cool-down, as it would once a real
+		// outage is over, and not while the breaker still fails every
+		// attempt without dialing. Other case runs have simulators of their
+		// own and go on meanwhile.
 		opts.Parallel = 1
 		if c.Expect == ExpectRecover {
 			// the target ran into the outage: noderun saw a refused
 			// connection, or the harness is retrying one by itself, or
 			// failed its turn (a harness without retries of its own)
-			opts.Logger = slog.New(&tap{next: x.ropts.Logger.Handler(), watch: func(node string, code diagnostics.Code) {
+			opts.Logger = slog.New(&tap{next: lg.Handler(), watch: func(node string, code diagnostics.Code) {
 				if node == n.ID && (code == diagnostics.ConnectFailed || code == diagnostics.HarnessRetrying || code == diagnostics.HarnessFailed) {
-					_ = x.srv.SetOutage(false)
+					up()
 				}
 			}})
 		}
@@ -299,7 +486,7 @@ func (x *caseRun) run(ctx context.Context, c Case, n *runner.Node) (Result, erro
 			default:
 				return
 			}
-			_ = x.srv.SetOutage(false)
+			up()
 			if p.State != runner.ProgressDone {
 				t := time.NewTimer(x.prof.BreakerCooldown.D() + 50*time.Millisecond)
 				defer t.Stop()
@@ -310,22 +497,49 @@ func (x *caseRun) run(ctx context.Context, c Case, n *runner.Node) (Result, erro
 			}
 		}
 	}
-	start := time.Now()
 	res, err := runner.Run(ctx, x.g, opts)
-	r.Time = time.Since(start)
-	r.Seconds = r.Time.Seconds()
-	_ = x.srv.SetOutage(false)
 	if err != nil {
 		return r, err
 	}
 	r.RunID = res.RunID
-	st := x.srv.Stats()
+	st := srv.Stats()
 	r.Stats = st
 	if err := x.judge(ctx, &r, c, n, st); err != nil {
 		return r, err
 	}
+	upMu.Lock()
+	if upErr != nil {
+		r.Failures = append(r.Failures, fmt.Sprintf("the simulator could not end the outage (%v): the nodes after it met a dead server; run chaos again", upErr))
+	}
+	upMu.Unlock()
 	r.Pass = len(r.Failures) == 0
 	return r, nil
+}
+
+// expected estimates the least that c aimed at n takes: what its fault
+// makes n wait for. It orders the case runs (longest first) and gives a
+// progress display something better than an average to estimate with.
+func (x *caseRun) expected(c Case, n *runner.Node) time.Duration {
+	f := c.Fault
+	switch f.Kind {
+	case sim.FaultSilence:
+		// the node waits out the silence or its idle window; a Responses
+		// stream is let go after poll_after and polled instead
+		d := min(f.Duration, x.prof.IdleTimeout.D())
+		if x.streamEndpoint(n) == sim.EndpointResponsesCreate && x.g.Providers[n.Provider].Kind != runner.ProviderKindHarness {
+			d = min(d, x.prof.PollAfter.D())
+		}
+		return d
+	case sim.FaultStatus:
+		if s, err := strconv.Atoi(f.RetryAfter); err == nil && s > 0 {
+			return min(time.Duration(s)*time.Second, x.prof.MaxRetryAfter.D())
+		}
+	case sim.FaultOutage:
+		if c.Expect == ExpectFail { // the target gives up; the next node waits out the breaker
+			return x.prof.BreakerCooldown.D()
+		}
+	}
+	return 0
 }
 
 // judge fills r's figures and failures from the run's journal, read by the

@@ -3,11 +3,14 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +20,6 @@ import (
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
-	"github.com/noderun/noderun/provider/sim/simtest"
 	"github.com/noderun/noderun/runner"
 )
 
@@ -159,16 +161,17 @@ func loadGraph(t *testing.T, name string) *runner.Graph {
 }
 
 // Case results depend on the graph and the seed, not on scheduling: cases
-// of every kind give the same verdicts and states one node at a
-// time and with every node at once (review and critique then run side by
-// side on one simulator). The CLI test runs the whole default matrix.
+// of every kind give the same verdicts and states, in the same order, one
+// case run and one node at a time and with eight of each at once (review
+// and critique then run side by side on one simulator, beside other case
+// runs on theirs). The CLI test runs the whole default matrix.
 func TestResultsDoNotDependOnScheduling(t *testing.T) {
 	g := loadGraph(t, "small.yaml")
 	j := openJournal(t)
 	m := &Matrix{Defaults: []string{"close-middle", "cut-late", "reset-early", "idle-silence", "unavailable", "outage-brief", "outage-long"}}
 	var verdicts [2][]string
 	for i, parallel := range []int{1, 8} {
-		rep, table, n := runMatrix(t, g, m, Options{Journal: j, Seed: 5, Parallel: parallel, Getenv: func(string) string { return "" }})
+		rep, table, n := runMatrix(t, g, m, Options{Journal: j, Seed: 5, Parallel: parallel, Nodes: parallel, Getenv: func(string) string { return "" }})
 		if !rep.OK() || rep.Runs != n*3 {
 			t.Fatalf("parallel %d: %d results, %d failed\n%s", parallel, rep.Runs, rep.Failed, table)
 		}
@@ -409,20 +412,20 @@ cases:
 // is, so the output it regenerates is explained and the node passes.
 func TestRejectedContinuationIsARetry(t *testing.T) {
 	ctx := context.Background()
-	srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: DefaultTokens, Continuation: []string{sim.FormAssistantLast}})
-	g := loadGraph(t, "continued.yaml") // continues in the prefix form, which this server rejects
-	ropts := runner.Options{Journal: openJournal(t), Sim: &runner.SimOptions{Server: srv}, Getenv: func(string) string { return "" }}
+	g := loadGraph(t, "continued.yaml") // continues in the prefix form, which these servers reject
+	ropts := runner.Options{Journal: openJournal(t), Getenv: func(string) string { return "" }}
 	prof, err := runner.Prepare(g, &ropts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := runner.Run(ctx, g, ropts)
-	if err != nil || ref.Failed() {
+	x := &caseRun{g: g, prof: prof, ropts: ropts,
+		sim: sim.Config{Seed: 1, Tokens: DefaultTokens, Continuation: []string{sim.FormAssistantLast}}}
+	discard := slog.New(slog.DiscardHandler)
+	if _, err := x.reference(ctx, discard); err != nil {
 		t.Fatalf("reference: %v", err)
 	}
-	x := &caseRun{g: g, prof: prof, srv: srv, ropts: ropts, ref: srv.Stats(), outputs: map[string]string{"draft": ref.Nodes[0].Output}}
 	c := Case{Name: "close-middle", Expect: ExpectRecover, At: PointMiddle, Fault: sim.Fault{Kind: sim.FaultClose}}
-	r, err := x.run(ctx, c, g.Node("draft"))
+	r, err := x.run(ctx, c, g.Node("draft"), discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,4 +433,141 @@ func TestRejectedContinuationIsARetry(t *testing.T) {
 		t.Fatalf("pass %v, retries %d, regenerated %d, codes %v, failures %q: want one retry (NR112) that explains what it regenerated",
 			r.Pass, r.Retries, r.Regenerated, r.Codes, r.Failures)
 	}
+}
+
+// Case runs overlap up to Parallel, each on its own simulator: Started and
+// Progress are told of every run, one call at a time, never with more than
+// Parallel runs going; the cases expected to take longest (a silence waits
+// out the idle window) start first; the report lists the results in case
+// order whatever the order they ended in; and the runs' log records reach
+// the Logger tagged with their case and target.
+func TestCasesRunConcurrently(t *testing.T) {
+	g := loadGraph(t, "small.yaml")
+	m := &Matrix{Defaults: []string{"close-middle", "unavailable", "idle-silence"}}
+	var (
+		mu              sync.Mutex // asserts that the callbacks never overlap
+		going, most     int
+		started, ended  []string
+		expectedOfFirst time.Duration
+	)
+	enter := func() {
+		if !mu.TryLock() {
+			t.Error("a callback was called while another ran")
+			mu.Lock()
+		}
+	}
+	logs := newLogRecords()
+	rep, table, n := runMatrix(t, g, m, Options{Seed: 5, Parallel: 3, Getenv: func(string) string { return "" },
+		Logger: slog.New(logs),
+		Started: func(s Start) {
+			enter()
+			defer mu.Unlock()
+			if len(started) == 0 {
+				expectedOfFirst = s.Expected
+			}
+			started = append(started, s.Case+"@"+s.Node)
+			going++
+			most = max(most, going)
+			if s.Total != 9 || s.At.IsZero() {
+				t.Errorf("start %+v: want 9 runs in all, and a time", s)
+			}
+		},
+		Progress: func(r Result) {
+			enter()
+			defer mu.Unlock()
+			ended = append(ended, r.Case+"@"+r.Node)
+			going--
+		}})
+	if !rep.OK() || rep.Runs != n*3 || len(started) != rep.Runs || len(ended) != rep.Runs {
+		t.Fatalf("%d runs, %d started, %d ended\n%s", rep.Runs, len(started), len(ended), table)
+	}
+	if most > 3 || most < 2 {
+		t.Errorf("at most %d runs went at once; want up to Parallel (3), and more than one", most)
+	}
+	if !strings.HasPrefix(started[0], "idle-silence@") || expectedOfFirst <= 0 {
+		t.Errorf("first to start: %s (expected %s); want an idle-silence case, the longest", started[0], expectedOfFirst)
+	}
+	for i, r := range rep.Results {
+		if want := m.Defaults[i/3]; r.Case != want || r.Node != g.Nodes[i%3].ID || r.Started.IsZero() || r.Time <= 0 {
+			t.Errorf("result %d: %s @ %s started %s took %s; want %s @ %s, in case order", i, r.Case, r.Node, r.Started, r.Time, want, g.Nodes[i%3].ID)
+		}
+	}
+	if tail, names := rep.SilenceTail(); len(names) != 1 || names[0] != "idle-silence" || tail < 0 {
+		t.Errorf("silence tail %s of %v", tail, names)
+	}
+	for _, want := range []string{"close-middle@draft", "idle-silence@review", "reference@"} {
+		if !logs.has(want) {
+			t.Errorf("no log record tagged %s", want)
+		}
+	}
+}
+
+// When ctx ends, the runs under way stop and no more start: Run returns the
+// context's error, with the results known before.
+func TestCanceledChaosStops(t *testing.T) {
+	g := loadGraph(t, "small.yaml")
+	prof, err := runner.Prepare(g, &runner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := Select(DefaultCases(prof), &Matrix{Defaults: []string{"close-middle", "idle-silence", "rate-limited"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rep, err := Run(ctx, g, Options{Journal: openJournal(t), Cases: cases, Seed: 5, Parallel: 2,
+		Getenv: func(string) string { return "" }, Progress: func(Result) { cancel() }})
+	if !errors.Is(err, context.Canceled) || rep == nil || rep.Runs < 1 || rep.Runs >= 9 || len(rep.Results) != rep.Runs {
+		t.Fatalf("err %v; report %+v: want context.Canceled and the results known before", err, rep)
+	}
+}
+
+// logRecords is a slog.Handler that keeps which case and target each record
+// was tagged with.
+type logRecords struct {
+	tags *logTags
+	with []slog.Attr
+}
+
+type logTags struct {
+	mu  sync.Mutex
+	set map[string]bool
+}
+
+func newLogRecords() *logRecords { return &logRecords{tags: &logTags{set: map[string]bool{}}} }
+
+func (l *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+
+func (l *logRecords) Handle(_ context.Context, r slog.Record) error {
+	var c, n string
+	tag := func(a slog.Attr) bool {
+		switch a.Key {
+		case "case":
+			c = a.Value.String()
+		case "target":
+			n = a.Value.String()
+		}
+		return true
+	}
+	for _, a := range l.with {
+		tag(a)
+	}
+	r.Attrs(tag)
+	l.tags.mu.Lock()
+	defer l.tags.mu.Unlock()
+	l.tags.set[c+"@"+n] = true
+	return nil
+}
+
+func (l *logRecords) WithAttrs(as []slog.Attr) slog.Handler {
+	return &logRecords{tags: l.tags, with: append(slices.Clone(l.with), as...)}
+}
+
+func (l *logRecords) WithGroup(string) slog.Handler { return l }
+
+func (l *logRecords) has(tag string) bool {
+	l.tags.mu.Lock()
+	defer l.tags.mu.Unlock()
+	return l.tags.set[tag]
 }

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/noderun/noderun/internal/shell"
+	"github.com/noderun/noderun/provider/sim"
 )
 
 // Summary is the one line that ends a chaos run's output.
@@ -18,8 +21,47 @@ func (r *Report) Summary() string {
 	if !r.OK() {
 		verdict = fmt.Sprintf("%d FAILED", r.Failed)
 	}
-	return fmt.Sprintf("chaos %s: %d runs of a fault case against a node, %d passed, %s (profile %s, seed %d, %.1fs)",
-		r.Graph, r.Runs, r.Passed, verdict, r.Profile, r.Seed, r.Seconds)
+	runs := "runs"
+	if r.Runs == 1 {
+		runs = "run"
+	}
+	at := ""
+	if r.Parallel > 1 {
+		at = fmt.Sprintf(", %d runs at once", r.Parallel)
+	}
+	return fmt.Sprintf("chaos %s: %d %s of a fault case against a node, %d passed, %s (profile %s, seed %d, %.1fs%s)",
+		r.Graph, r.Runs, runs, r.Passed, verdict, r.Profile, r.Seed, r.Seconds, at)
+}
+
+// SilenceTail is how long the run went on only for silence cases (a fault
+// of kind silence: the default idle-silence) after every other case had
+// finished, and those cases' names. A silence case waits out the profile's
+// idle window, so the tail is about what a shorter window would save.
+func (r *Report) SilenceTail() (time.Duration, []string) {
+	var lastSilence, lastOther time.Time
+	var names []string
+	for _, c := range r.Results {
+		end := c.Started.Add(c.Time)
+		if c.Fault.Kind != sim.FaultSilence {
+			if end.After(lastOther) {
+				lastOther = end
+			}
+			continue
+		}
+		if end.After(lastSilence) {
+			lastSilence = end
+		}
+		if !slices.Contains(names, c.Case) {
+			names = append(names, c.Case)
+		}
+	}
+	if lastSilence.IsZero() {
+		return 0, nil
+	}
+	if lastOther.IsZero() { // only silence cases: the whole run waited on them
+		lastOther = r.Started
+	}
+	return max(0, lastSilence.Sub(lastOther)), names
 }
 
 // WriteTable prints one line per case and node, then the failures, each
@@ -74,7 +116,11 @@ func (r *Report) WriteJSON(w io.Writer) error {
 
 // JUnit XML: the common format of Ant's junitreport, read by GitHub
 // Actions test reporters, GitLab and Jenkins. One testsuite per case, one
-// testcase per node the case was aimed at.
+// testcase per node the case was aimed at. A testcase's time is its case
+// run's duration; a testsuite's timestamp is when its first case run
+// started and its time the span until its last one ended (its runs may
+// overlap, so the span can be shorter than their sum). The format has no
+// timestamp per testcase; the JSON report has each run's start.
 type junitSuites struct {
 	XMLName xml.Name     `xml:"testsuites"`
 	Suites  []junitSuite `xml:"testsuite"`
@@ -129,8 +175,7 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 			i = len(doc.Suites)
 			index[c.Case] = i
 			doc.Suites = append(doc.Suites, junitSuite{
-				Name: "chaos." + c.Case, Package: "noderun.chaos." + r.Graph, ID: i,
-				Timestamp: r.Started.UTC().Format("2006-01-02T15:04:05"), Hostname: host,
+				Name: "chaos." + c.Case, Package: "noderun.chaos." + r.Graph, ID: i, Hostname: host,
 				Properties: []junitProperty{{"graph", r.Graph}, {"profile", r.Profile}, {"seed", fmt.Sprint(r.Seed)},
 					{"case", c.Description}},
 			})
@@ -155,13 +200,24 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 		s.Cases = append(s.Cases, tc)
 	}
 	for i := range doc.Suites {
-		var t float64
+		var first, last time.Time
 		for _, c := range r.Results {
-			if "chaos."+c.Case == doc.Suites[i].Name {
-				t += c.Seconds
+			if "chaos."+c.Case != doc.Suites[i].Name {
+				continue
+			}
+			start := c.Started
+			if start.IsZero() { // a result that never ran (it could not be aimed)
+				start = r.Started
+			}
+			if first.IsZero() || start.Before(first) {
+				first = start
+			}
+			if end := start.Add(c.Time); end.After(last) {
+				last = end
 			}
 		}
-		doc.Suites[i].Time = fmt.Sprintf("%.3f", t)
+		doc.Suites[i].Timestamp = first.UTC().Format("2006-01-02T15:04:05")
+		doc.Suites[i].Time = fmt.Sprintf("%.3f", last.Sub(first).Seconds())
 	}
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return err

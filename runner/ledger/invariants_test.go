@@ -62,7 +62,7 @@ func TestAccountingInvariantsOverTheChaosMatrix(t *testing.T) {
 	j := testkit.TempJournal(t, "j.db")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	rep, err := chaos.Run(ctx, g, chaos.Options{Journal: j, Cases: chaos.DefaultCases(prof), Seed: 3, Parallel: 4,
+	rep, err := chaos.Run(ctx, g, chaos.Options{Journal: j, Cases: chaos.DefaultCases(prof), Seed: 3, Nodes: 4,
 		Getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
