@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -170,7 +171,7 @@ func (s Set) Get(name string) (Profile, error) {
 	if p, ok := s[name]; ok {
 		return p, nil
 	}
-	return Profile{}, fmt.Errorf("unknown profile %q (known: %v)", name, s.Names())
+	return Profile{}, fmt.Errorf("unknown profile %q (known: %s)", name, strings.Join(s.Names(), ", "))
 }
 
 // Names lists the profile names, sorted.

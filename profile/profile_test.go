@@ -156,3 +156,37 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// Durations are printed as people write them (issue 24), and read back.
+func TestFormatDuration(t *testing.T) {
+	cases := []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0s"}, {5 * time.Millisecond, "5ms"}, {500 * time.Millisecond, "500ms"}, {1500 * time.Millisecond, "1.5s"},
+		{time.Second, "1s"}, {60 * time.Second, "60s"}, {90 * time.Second, "90s"}, {2 * time.Minute, "2m"},
+		{150 * time.Second, "2m30s"}, {10 * time.Minute, "10m"}, {time.Hour, "60m"}, {90 * time.Minute, "1h30m"},
+		{2 * time.Hour, "2h"}, {2*time.Hour + 5*time.Second, "2h5s"}, {time.Hour + 500*time.Millisecond, "1h0.5s"},
+		{-90 * time.Second, "-90s"}, {1500 * time.Microsecond, "1.5ms"},
+	}
+	for _, c := range cases {
+		got := FormatDuration(c.d)
+		if got != c.want {
+			t.Errorf("FormatDuration(%v) = %q, want %q", c.d, got, c.want)
+		}
+		if back, err := time.ParseDuration(got); err != nil || back != c.d {
+			t.Errorf("%q reads back as %v, %v; want %v", got, back, err, c.d)
+		}
+		if s := D(c.d).String(); s != got {
+			t.Errorf("Duration(%v).String() = %q, want %q", c.d, s, got)
+		}
+	}
+}
+
+// An unknown profile's error lists the known ones as words, not a Go slice.
+func TestUnknownProfileWording(t *testing.T) {
+	_, err := Set(Builtins()).Get("x")
+	if err == nil || err.Error() != `unknown profile "x" (known: ci, default, patient)` {
+		t.Errorf("got %v", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/profile"
 )
 
 // ErrNodeTimeout is (wrapped in) the error of a node whose timeout passed.
@@ -14,7 +15,9 @@ var ErrNodeTimeout = errors.New("node timeout")
 // nodeTimeout is the cause of a node context that its timeout ended.
 type nodeTimeout struct{ d time.Duration }
 
-func (e *nodeTimeout) Error() string        { return fmt.Sprintf("the node's timeout (%s) passed", e.d) }
+func (e *nodeTimeout) Error() string {
+	return fmt.Sprintf("the node's timeout (%s) passed", profile.FormatDuration(e.d))
+}
 func (e *nodeTimeout) Is(target error) bool { return target == ErrNodeTimeout }
 
 // NodeError is why a node failed: its class, the decision that ended it, and

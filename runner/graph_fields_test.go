@@ -48,10 +48,10 @@ func TestProfileFieldsMatchPackageProfile(t *testing.T) {
 	def := profile.Builtins()["default"]
 	want := map[string]string{
 		"retries": strconv.Itoa(def.Retries), "reconnects": strconv.Itoa(def.Reconnects),
-		"backoff":  "{base: " + def.Backoff.Base.D().String() + ", factor: " + strconv.FormatFloat(def.Backoff.Factor, 'g', -1, 64) + ", cap: " + def.Backoff.Cap.D().String() + "}",
-		"deadline": def.Deadline.D().String(), "idle_timeout": def.IdleTimeout.D().String(), "poll_after": def.PollAfter.D().String(),
-		"poll_interval": def.PollInterval.D().String(), "stuck_after": def.StuckAfter.D().String(), "max_retry_after": def.MaxRetryAfter.D().String(),
-		"breaker": strconv.Itoa(def.Breaker), "breaker_cooldown": def.BreakerCooldown.D().String(),
+		"backoff":  "{base: " + def.Backoff.Base.String() + ", factor: " + strconv.FormatFloat(def.Backoff.Factor, 'g', -1, 64) + ", cap: " + def.Backoff.Cap.String() + "}",
+		"deadline": def.Deadline.String(), "idle_timeout": def.IdleTimeout.String(), "poll_after": def.PollAfter.String(),
+		"poll_interval": def.PollInterval.String(), "stuck_after": def.StuckAfter.String(), "max_retry_after": def.MaxRetryAfter.String(),
+		"breaker": strconv.Itoa(def.Breaker), "breaker_cooldown": def.BreakerCooldown.String(),
 	}
 	for _, f := range graph.BlockFields("profile") {
 		if f.Default != want[f.Name] {
@@ -59,7 +59,7 @@ func TestProfileFieldsMatchPackageProfile(t *testing.T) {
 		}
 	}
 	for _, f := range graph.BlockFields("backoff") {
-		w := map[string]string{"base": def.Backoff.Base.D().String(), "factor": strconv.FormatFloat(def.Backoff.Factor, 'g', -1, 64), "cap": def.Backoff.Cap.D().String()}[f.Name]
+		w := map[string]string{"base": def.Backoff.Base.String(), "factor": strconv.FormatFloat(def.Backoff.Factor, 'g', -1, 64), "cap": def.Backoff.Cap.String()}[f.Name]
 		if f.Default != w {
 			t.Errorf("backoff field %s: documented default %q, the default profile has %q", f.Name, f.Default, w)
 		}

@@ -11,7 +11,12 @@ import (
 // at the first positional argument. Global flags given after the command
 // move in front of it, and an unknown flag stays a flag, so that it is
 // reported (with a suggestion) rather than taken for an argument.
+//
+// A shell's completion request keeps its flag last, where urfave/cli looks.
 func intersperse(app *cli.App, args []string) []string {
+	if line, ok := completionArgs(args); ok {
+		return append(intersperse(app, line), completionFlag)
+	}
 	if len(args) < 2 {
 		return args
 	}
@@ -36,10 +41,17 @@ func intersperse(app *cli.App, args []string) []string {
 			break
 		}
 	}
-	var global, fl, pos []string
+	var global, fl, pos, last []string
 	for len(rest) > 0 {
 		if rest[0] == "--" {
 			pos = append(pos, rest...)
+			break
+		}
+		if len(rest) == 1 && flagLen(flags, rest) == 1 && flagLen(flags, []string{rest[0], ""}) == 2 {
+			// A flag that wants a value comes last without one: the parser
+			// must reach it to say so, so the arguments go (the line is an
+			// error whatever they are).
+			last, pos, rest = rest, nil, nil
 			break
 		}
 		if n := flagLen(flags, rest); n > 0 {
@@ -59,7 +71,7 @@ func intersperse(app *cli.App, args []string) []string {
 		pos, rest = append(pos, rest[0]), rest[1:]
 	}
 	out = append(append([]string{out[0]}, global...), out[1:]...)
-	return append(append(out, fl...), pos...)
+	return append(append(append(out, fl...), pos...), last...)
 }
 
 // flagLen is how many arguments the flag at the head of args takes up (0 if

@@ -27,7 +27,7 @@ import (
 func chaosCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "chaos",
-		Usage:     "prove a graph survives mid-stream disconnects: run it on the simulator, undisturbed, then once per fault case and node",
+		Usage:     "prove a graph survives mid-stream disconnects, on the simulator",
 		ArgsUsage: "GRAPH.yaml",
 		Description: "Every provider is replaced by a simulated one of the same API (Codex harness nodes run Codex\n" +
 			"pointed at the simulator). Each case aims one fault at one node at a time; the node must complete\n" +

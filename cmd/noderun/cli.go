@@ -1,15 +1,21 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"io/fs"
+	"regexp"
 	"runtime/debug"
+	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 	"github.com/xrash/smetrics"
 
 	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/runner"
 )
 
 // CLI conventions shared by every command, as gh and kubectl behave: a
@@ -52,9 +58,61 @@ func versionText() string {
 	return fmt.Sprintf("noderun %s (commit %s%s, %s)", v, rev, modified, bi.GoVersion)
 }
 
-// applyConventions sets the usage-error handling on the app and every
-// command below it.
+// versionCommand is `noderun version`, the same as --version.
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print the version and commit (as --version does)",
+		Action: func(c *cli.Context) error {
+			if err := wantArgs(c, 0, 0, "takes no arguments"); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintln(c.App.Writer, versionText())
+			return err
+		},
+	}
+}
+
+// group puts commands in a section of --help.
+func group(category string, cmds ...*cli.Command) []*cli.Command {
+	for _, c := range cmds {
+		c.Category = category
+	}
+	return cmds
+}
+
+// otherCategory heads the commands in no group: help, version, completion.
+const otherCategory = "Other"
+
+// helpTemplate is urfave/cli's help with the command groups in the order of
+// cmds (the library sorts them by name), the ungrouped ones last under
+// otherCategory, and one column for every group's descriptions.
+func helpTemplate(cmds []*cli.Command) string {
+	var order []string
+	for _, c := range cmds {
+		if c.Category != "" && !slices.Contains(order, c.Category) {
+			order = append(order, c.Category)
+		}
+	}
+	var b strings.Builder
+	b.WriteString(`{{$cv := offsetCommands .VisibleCommands 5}}`)
+	for _, name := range append(order, "") {
+		heading := name
+		if name == "" {
+			heading = otherCategory
+		}
+		fmt.Fprintf(&b, `{{range .VisibleCategories}}{{if eq .Name %q}}
+   %s:{{range .VisibleCommands}}
+     {{$s := join .Names ", "}}{{$s}}{{indent (subtract $cv (offset $s 3)) ""}}{{.Usage}}{{end}}{{end}}{{end}}`, name, heading)
+	}
+	return strings.Replace(cli.AppHelpTemplate, `{{template "visibleCommandCategoryTemplate" .}}`, b.String(), 1)
+}
+
+// applyConventions sets shell completion, the grouped help and the
+// usage-error handling on the app and every command below it.
 func applyConventions(app *cli.App) {
+	app.EnableBashCompletion = true
+	app.CustomAppHelpTemplate = helpTemplate(app.Commands)
 	app.OnUsageError = func(c *cli.Context, err error, _ bool) error {
 		return usageError(c, nil, err)
 	}
@@ -92,6 +150,9 @@ func usageError(c *cli.Context, cmd *cli.Command, err error) error {
 		msg = "unknown flag --" + strings.TrimLeft(bad, "-")
 		var names []string
 		for _, f := range flags {
+			if v, ok := f.(cli.VisibleFlag); ok && !v.IsVisible() {
+				continue // --generate-bash-completion is the shell's, not the operator's
+			}
 			for _, n := range f.Names() {
 				if len(n) > 1 {
 					names = append(names, n)
@@ -101,8 +162,84 @@ func usageError(c *cli.Context, cmd *cli.Command, err error) error {
 		if s := suggestWord(strings.TrimLeft(bad, "-"), names); s != "" {
 			msg += fmt.Sprintf("; did you mean --%s?", s)
 		}
+	} else {
+		msg = flagError(msg, flags)
 	}
 	return usageErr(fmt.Errorf("%s\n%s", msg, shortUsage(name, cmd)))
+}
+
+// The errors of Go's flag package, which urfave/cli passes on.
+var (
+	flagNeedsArg  = regexp.MustCompile(`^flag needs an argument: -+(\S+)$`)
+	flagBadValue  = regexp.MustCompile(`(?s)^invalid value ("(?:[^"\\]|\\.)*") for flag -+([^:\s]+): (.*)$`)
+	flagBadBool   = regexp.MustCompile(`^invalid boolean (?:value ("(?:[^"\\]|\\.)*") for|flag) -*([^:\s]+)`)
+	flagBadSyntax = regexp.MustCompile(`^bad flag syntax: (.*)$`)
+)
+
+// flagError says a flag parse error of Go's flag package in noderun's words:
+// "flag needs an argument: -input" is "--input needs KEY=VALUE".
+func flagError(msg string, flags []cli.Flag) string {
+	if m := flagNeedsArg.FindStringSubmatch(msg); m != nil {
+		f := lookupFlag(flags, m[1])
+		return fmt.Sprintf("%s needs %s", flagName(f, m[1]), flagWants(f))
+	}
+	if m := flagBadValue.FindStringSubmatch(msg); m != nil {
+		if strings.HasPrefix(m[3], "--") { // the flag's own message (--input's)
+			return m[3]
+		}
+		f := lookupFlag(flags, m[2])
+		return fmt.Sprintf("%s needs %s, not %s", flagName(f, m[2]), flagWants(f), m[1])
+	}
+	if m := flagBadBool.FindStringSubmatch(msg); m != nil {
+		n := flagName(lookupFlag(flags, m[2]), m[2])
+		return fmt.Sprintf("%s takes no value (or %s=false), not %s", n, n, cmp.Or(m[1], "that one"))
+	}
+	if m := flagBadSyntax.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("%q is not a flag: flags are --NAME, --NAME VALUE or --NAME=VALUE", m[1])
+	}
+	return msg
+}
+
+// flagName is how a flag is written: --output for -o.
+func flagName(f cli.Flag, name string) string {
+	if f != nil {
+		name = f.Names()[0]
+	}
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// lookupFlag is the flag of flags named name, or nil.
+func lookupFlag(flags []cli.Flag, name string) cli.Flag {
+	for _, f := range flags {
+		if slices.Contains(f.Names(), name) {
+			return f
+		}
+	}
+	return nil
+}
+
+// flagWants is what a flag's value is, for an error: the placeholder of its
+// usage (`FILE` in "the run journal (`FILE`)"), or its type's.
+func flagWants(f cli.Flag) string {
+	if d, ok := f.(cli.DocGenerationFlag); ok {
+		if _, ph, ok := strings.Cut(d.GetUsage(), "`"); ok {
+			if ph, _, ok := strings.Cut(ph, "`"); ok && ph != "" {
+				return ph
+			}
+		}
+	}
+	switch f.(type) {
+	case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
+		return "a whole number"
+	case *cli.Float64Flag:
+		return "a number"
+	case *cli.DurationFlag:
+		return "a duration (500ms, 90s, 10m)"
+	}
+	return "a value"
 }
 
 // shortUsage is one line of usage and where to find more.
@@ -127,6 +264,17 @@ func unknownCommand(parent, name string, cmds []*cli.Command) error {
 		msg += fmt.Sprintf("; did you mean %q?", s)
 	}
 	return usageErr(fmt.Errorf("%s\nusage: %s COMMAND [flags]; commands: %s (see: %s --help)", msg, parent, strings.Join(names, ", "), parent))
+}
+
+// noHelpTopic is urfave/cli's error for `noderun help nosuch`.
+var noHelpTopic = regexp.MustCompile(`^No help topic for '(.*)'$`)
+
+// helpTopicErr says `noderun help nosuch` as an unknown command is said.
+func helpTopicErr(app *cli.App, err error) error {
+	if m := noHelpTopic.FindStringSubmatch(fmt.Sprint(err)); m != nil && err != nil {
+		return unknownCommand("noderun", m[1], app.Commands)
+	}
+	return err
 }
 
 // rootAction runs when no command is given: --version, the help, or an
@@ -161,11 +309,16 @@ func oneOf(flag, value string, allowed ...string) error {
 			return nil
 		}
 	}
-	msg := fmt.Sprintf("--%s %q: must be one of %s", flag, value, strings.Join(allowed, ", "))
-	if s := suggestWord(value, allowed); s != "" {
-		msg += fmt.Sprintf("; did you mean %q?", s)
+	return usageErr(fmt.Errorf("--%s %q: must be one of %s%s", flag, value, strings.Join(allowed, ", "), didYouMean(value, allowed)))
+}
+
+// didYouMean is `; did you mean "x"?` for the word of words closest to w,
+// or "" when none is close enough to be a typo.
+func didYouMean(w string, words []string) string {
+	if s := suggestWord(w, words); s != "" {
+		return fmt.Sprintf("; did you mean %q?", s)
 	}
-	return usageErr(errors.New(msg))
+	return ""
 }
 
 // suggestWord is the closest of words to w by Jaro-Winkler similarity (as
@@ -181,6 +334,52 @@ func suggestWord(w string, words []string) string {
 		return ""
 	}
 	return best
+}
+
+// fileErr says that a file given on the command line cannot be read, in
+// noderun's words: "--prices p.yaml: no such file" rather than Go's
+// "open p.yaml: no such file or directory"; flag may end with the path
+// already ("--input k=@p.txt"). Any other error is err.
+func fileErr(flag string, err error) error {
+	pe, ok := errors.AsType[*fs.PathError](err)
+	if !ok || !strings.HasSuffix(err.Error(), pe.Error()) {
+		return err
+	}
+	why := pe.Err.Error()
+	switch {
+	case errors.Is(pe.Err, fs.ErrNotExist):
+		why = "no such file"
+	case errors.Is(pe.Err, fs.ErrPermission):
+		why = "permission denied"
+	case errors.Is(pe.Err, syscall.EISDIR):
+		why = "a directory, not a file"
+	}
+	if !strings.HasSuffix(flag, pe.Path) {
+		flag += " " + pe.Path
+	}
+	return fmt.Errorf("%s: %s", flag, why)
+}
+
+// checkProfile refuses a --profile that the run's graph (as journaled, with
+// its profiles file) does not know: bad input, exit 2, found before resume
+// starts anything.
+func checkProfile(c *cli.Context, j *journal.Journal, runID string) error {
+	name := c.String("profile")
+	if name == "" {
+		return nil
+	}
+	r, err := j.Run(c.Context, runID)
+	if err != nil {
+		return err
+	}
+	g, err := runner.ParseGraphWith(r.GraphPath, r.GraphText, runner.Options{})
+	if err != nil {
+		return nil // resume says so, with the run
+	}
+	if _, err := runner.Prepare(g, &runner.Options{Profile: name}); err != nil {
+		return usageErr(fmt.Errorf("--profile: %w", err))
+	}
+	return nil
 }
 
 // checkRetry refuses --retry for a node the run does not have, or one that

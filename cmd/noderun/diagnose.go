@@ -23,6 +23,9 @@ func pricesOf(c *cli.Context) (ledger.Prices, error) {
 	}
 	prices, err := ledger.LoadPrices(f)
 	if err != nil {
+		if e := fileErr("--prices", err); e != err {
+			return nil, usageErr(e)
+		}
 		return nil, usageErr(fmt.Errorf("--prices: %w", err))
 	}
 	return prices, nil
@@ -40,14 +43,15 @@ func diagnose(ctx context.Context, j *journal.Journal, runID string, prices ledg
 func diagnoseCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "diagnose",
-		Usage:     "what recovery did in a run: attempts, steps, time lost, tokens regenerated and preserved, cost",
+		Usage:     "what recovery did in a run: steps, time lost, tokens, cost",
 		ArgsUsage: "RUN|last [NODE]",
-		Description: "Examples:\n  noderun diagnose last                        # every node, with a verdict each\n" +
+		Description: "Per node and for the run: attempts, recovery steps, time lost, tokens generated, regenerated\n" +
+			"and preserved, and with --prices their cost, with a verdict per node.\n\nExamples:\n  noderun diagnose last                        # every node, with a verdict each\n" +
 			"  noderun diagnose last report --json          # one node, as JSON (docs/json.md)\n" +
 			"  noderun diagnose last --prices prices.yaml   # with cost (MODEL: {input: 1.25, output: 10, reasoning: 10} per 1M tokens)",
 		Flags: []cli.Flag{dbFlag, jsonFlag,
 			&cli.BoolFlag{Name: "table", Usage: "only the table of figures, without verdicts and totals"},
-			&cli.StringFlag{Name: "prices", Usage: "a YAML price table: MODEL: {input, output, reasoning} in USD per 1M tokens"}},
+			&cli.StringFlag{Name: "prices", Usage: "price table `FILE`: MODEL: {input, output, reasoning}, USD per 1M tokens", TakesFile: true}},
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, 2, "give RUN (or last) and optionally NODE"); err != nil {
 				return err

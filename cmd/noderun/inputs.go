@@ -18,7 +18,7 @@ type inputFlag struct{ vals []string }
 func (f *inputFlag) Set(v string) error {
 	name, _, ok := strings.Cut(v, "=")
 	if !ok || name == "" {
-		return fmt.Errorf("--input %q: want name=value or name=@FILE", v)
+		return fmt.Errorf("--input %q: want KEY=VALUE, or KEY=@FILE for a file's content", v)
 	}
 	f.vals = append(f.vals, v)
 	return nil
@@ -46,7 +46,7 @@ func inputsOf(c *cli.Context, g *runner.Graph) (map[string]string, error) {
 			} else {
 				b, err := os.ReadFile(path)
 				if err != nil {
-					return nil, fmt.Errorf("--input %s=@%s: %w", name, path, err)
+					return nil, fileErr("--input "+name+"=@"+path, err)
 				}
 				val = string(b)
 			}

@@ -46,7 +46,7 @@ func TestRunInputErrorsWriteNothing(t *testing.T) {
 		{"ill-typed", []string{"--input", "goal=x", "--input", "depth=deep"}, []string{"goal.yaml:9: input \"depth\": \"deep\" is not a whole number"}},
 		{"no file", []string{"--input", "goal=@" + filepath.Join(dir, "nope.txt")}, []string{"--input goal=@", "nope.txt: no such file"}},
 		{"twice", []string{"--input", "goal=x", "--input", "goal=y"}, []string{"--input goal is given twice"}},
-		{"no value", []string{"--input", "goal"}, []string{"want name=value"}},
+		{"no value", []string{"--input", "goal"}, []string{"want KEY=VALUE"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

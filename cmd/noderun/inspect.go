@@ -208,13 +208,13 @@ func eventsCommand() *cli.Command {
 		Name:      "events",
 		Usage:     "print a run's journaled events (chunks, attempts, diagnostics)",
 		ArgsUsage: "RUN|last",
-		Description: "Examples:\n  noderun events last --kind diagnostic        # every recovery step, with its code\n" +
+		Description: "Event kinds (--kind): " + strings.Join(eventKinds, ", ") + ".\n\nExamples:\n  noderun events last --kind diagnostic        # every recovery step, with its code\n" +
 			"  noderun events last --node report --follow   # one node, while the run goes\n" +
 			"  noderun events last --json                   # one JSON object per line (docs/json.md)",
 		Flags: []cli.Flag{
 			dbFlag,
-			&cli.StringFlag{Name: "node", Usage: "only this node's events"},
-			&cli.StringSliceFlag{Name: "kind", Usage: "only these kinds (" + strings.Join(eventKinds, ", ") + ")"},
+			&cli.StringFlag{Name: "node", Usage: "only `NODE`'s events"},
+			&cli.StringSliceFlag{Name: "kind", Usage: "only events of this `KIND` (repeatable; the kinds are above)"},
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing until the run ends"},
 			&cli.BoolFlag{Name: "json", Usage: "one JSON object per line"},
 		},
@@ -356,9 +356,10 @@ func quoteValue(s string) string {
 func showCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "show",
-		Usage:     "print a node's output (or, for an unfinished node, what its journal holds) and its attempts",
+		Usage:     "print a node's output (an unfinished one's: what it has so far)",
 		ArgsUsage: "RUN|last NODE",
-		Description: "Examples:\n  noderun show last report              # the node's output\n" +
+		Description: "Prints a node's output or, for an unfinished node, what its journal holds; --attempts lists its\n" +
+			"attempts instead: provider, response or thread id, cursor, outcome, tokens.\n\nExamples:\n  noderun show last report              # the node's output\n" +
 			"  noderun show last report --attempts   # its attempts, with what each cost\n" +
 			"  noderun show last report --json       # as JSON (docs/json.md)",
 		Flags: append([]cli.Flag{dbFlag, jsonFlag, &cli.BoolFlag{Name: "attempts", Usage: "list the node's attempts instead"}}, temporalFlags()...),

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -48,7 +49,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer sig.stop()
 	app := newApp(stdout, &lockedWriter{w: stderr})
 	app.Metadata = map[string]any{signalsKey: sig}
-	err := app.RunContext(ctx, intersperse(app, args))
+	if line, ok := completionArgs(args); ok && slices.Contains(line[1:], "--") {
+		return exitOK // the shell asks for completions after "--": arguments only, nothing to offer (and nothing runs)
+	}
+	err := helpTopicErr(app, app.RunContext(ctx, intersperse(app, args)))
 	if err == nil {
 		return exitOK
 	}
@@ -74,7 +78,7 @@ func printErr(stderr io.Writer, err error) {
 func newApp(stdout, stderr io.Writer) *cli.App {
 	app := &cli.App{
 		Name:      "noderun",
-		Usage:     "run goal graphs of streaming LLM calls without losing a node to a dropped socket",
+		Usage:     "run LLM goal graphs; a dropped stream does not lose the node",
 		Writer:    stdout,
 		ErrWriter: stderr,
 		Flags: []cli.Flag{
@@ -90,10 +94,13 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		},
 		Action:         rootAction,
 		ExitErrHandler: func(*cli.Context, error) {}, // run() maps errors to exit codes
-		Commands: []*cli.Command{
-			runCommand(), resumeCommand(), cancelCommand(), statusCommand(), eventsCommand(), showCommand(),
-			diagnoseCommand(), reportCommand(), validateCommand(), schemaCommand(), profilesCommand(), simCommand(), chaosCommand(), workerCommand(),
-		},
+		Commands: slices.Concat( // the groups of --help, in this order
+			group("Run", runCommand(), resumeCommand(), cancelCommand()),
+			group("Inspect", statusCommand(), eventsCommand(), showCommand(), diagnoseCommand(), reportCommand()),
+			group("Test", validateCommand(), schemaCommand(), profilesCommand(), simCommand(), chaosCommand()),
+			group("Scale out", workerCommand()),
+			group("", versionCommand(), completionCommand()), // with help, under otherCategory
+		),
 	}
 	applyConventions(app)
 	return app

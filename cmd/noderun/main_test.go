@@ -143,6 +143,14 @@ func TestIntersperse(t *testing.T) {
 		{"noderun sim serve --addr=127.0.0.1:0", "noderun sim serve --addr=127.0.0.1:0"},
 		{"noderun resume r1 --retry a --retry b", "noderun resume --retry a --retry b r1"},
 		{"noderun show r -- --odd-node", "noderun show r -- --odd-node"},
+		// issue 24: a flag missing its value stays last (to be reported), and
+		// a shell's completion request keeps its flag last.
+		{"noderun run g.yaml --input", "noderun run --input"},
+		{"noderun run g.yaml --json --db", "noderun run --json --db"},
+		{"noderun status last --json", "noderun status --json last"},
+		{"noderun status last --generate-bash-completion", "noderun status last --generate-bash-completion"},
+		{"noderun status last --js --generate-bash-completion", "noderun status --js last --generate-bash-completion"},
+		{"noderun status -- --generate-bash-completion", "noderun status - --generate-bash-completion"},
 	}
 	for _, c := range cases {
 		got := strings.Join(intersperse(app, strings.Fields(c.in)), " ")

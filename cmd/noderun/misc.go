@@ -87,7 +87,7 @@ func profilesCommand() *cli.Command {
 		Usage: "print the recovery profiles and their values",
 		Description: "Examples:\n  noderun profiles                          # the built-ins\n" +
 			"  noderun profiles --file profiles.yaml --json   # with your overrides, as JSON (docs/json.md)",
-		Flags: []cli.Flag{jsonFlag, &cli.StringFlag{Name: "file", Usage: "a profiles YAML file to merge over the built-ins"}},
+		Flags: []cli.Flag{jsonFlag, &cli.StringFlag{Name: "file", Usage: "a profiles YAML `FILE` to merge over the built-ins", TakesFile: true}},
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 0, 0, "takes no arguments"); err != nil {
 				return err
@@ -96,7 +96,7 @@ func profilesCommand() *cli.Command {
 			if f := c.String("file"); f != "" {
 				var err error
 				if set, err = profile.Load(f); err != nil {
-					return usageErr(err)
+					return usageErr(fileErr("--file", err))
 				}
 			}
 			if c.Bool("json") {
@@ -126,8 +126,8 @@ func simCommand() *cli.Command {
 				"/sim/faults, /sim/reset, /sim/outage) and examples: docs/simulator.md.\n" +
 				"To prove a graph survives disconnects in CI, `noderun chaos GRAPH` does it all (docs/ci.md).",
 			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "addr", Value: "127.0.0.1:0", Usage: "listen address"},
-				&cli.StringFlag{Name: "faults", Usage: "YAML file of simulator settings and scripted faults"},
+				&cli.StringFlag{Name: "addr", Value: "127.0.0.1:0", Usage: "listen on `HOST:PORT` (port 0: any free one)"},
+				&cli.StringFlag{Name: "faults", Usage: "YAML `FILE` of simulator settings and scripted faults", TakesFile: true},
 				&cli.Int64Flag{Name: "seed", Usage: "content seed (overrides the file's)"},
 			},
 			Action: func(c *cli.Context) error {
@@ -138,7 +138,7 @@ func simCommand() *cli.Command {
 				if f := c.String("faults"); f != "" {
 					var err error
 					if cfg, err = sim.LoadConfig(f); err != nil {
-						return usageErr(err)
+						return usageErr(fileErr("--faults", err))
 					}
 				}
 				if c.IsSet("seed") {

@@ -192,6 +192,22 @@ func TestCLIFriction(t *testing.T) {
 		{"chaos with no case run at once", []string{"chaos", tiny, "--parallel", "0"}, exitUsage, "--parallel 0: give how many case runs go at once", false},
 		{"chaos with empty answers", []string{"chaos", tiny, "--tokens", "0"}, exitUsage, "--tokens 0: give the length", false},
 		{"chaos waiting on idle windows suggests ci", chaosIdleArgs(t, "6s"), 0, "with --profile ci it takes", true},
+		// issue 24: conventions
+		{"completion script", []string{"completion", "bash"}, 0, "", true},
+		{"completion for an unknown shell", []string{"completion", "tcsh"}, exitUsage, `unknown shell "tcsh" (known: bash, zsh, fish)`, false},
+		{"version subcommand", []string{"version"}, 0, "", true},
+		{"help in groups", []string{"--help"}, 0, "", true},
+		{"a command's short help", []string{"report", "--help"}, 0, "", true},
+		{"help for an unknown command", []string{"help", "stauts"}, exitUsage, `unknown command "stauts" for "noderun"; did you mean "status"?`, false},
+		{"flag without its value", []string{"run", tiny, "--input"}, exitUsage, "--input needs KEY=VALUE", false},
+		{"flag without a value, generic", []string{"status", "--db"}, exitUsage, "--db needs FILE", false},
+		{"number flag given a word", []string{"run", tiny, "--parallel", "many"}, exitUsage, `--parallel needs a whole number, not "many"`, false},
+		{"unknown profile", []string{"run", tiny, "--profile", "x", "--db", filepath.Join(t.TempDir(), "j.db")}, exitUsage, `unknown profile "x" (known: ci, default, patient)`, false},
+		{"unknown profile on resume", []string{"resume", "last", "--profile", "x", "--sim", "--db", db}, exitUsage, `unknown profile "x" (known: ci, default, patient)`, false},
+		{"price table with a word for a price", []string{"diagnose", "last", "--prices", tempFile(t, "prices.yaml", "gpt-5:\n  input: 1.25\n  output: ten\n"), "--db", db},
+			exitUsage, `prices.yaml:3: gpt-5: output: "ten" is not a number`, false},
+		{"profiles durations", []string{"profiles"}, 0, "", true},
+		{"retry an unknown node starts nothing", []string{"resume", "last", "--retry", "deploy", "--sim", "--db", db}, exitUsage, `has no node "deploy"`, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -207,8 +223,16 @@ func TestCLIFriction(t *testing.T) {
 			}
 			if c.code == exitUsage && !strings.Contains(stderr, "usage:") && !strings.Contains(stderr, "must be one of") &&
 				!strings.Contains(stderr, "no node") && !strings.Contains(stderr, "no journal") &&
-				!strings.Contains(stderr, "nothing to retry") && !strings.Contains(stderr, "--prices") {
+				!strings.Contains(stderr, "nothing to retry") && !strings.Contains(stderr, "--prices") &&
+				!strings.Contains(stderr, "(known: ") {
 				t.Errorf("a usage error without a usage line:\n%s", stderr)
+			}
+			// issue 24: nothing starts before the arguments are checked, and Go's own words do not leak.
+			if c.code == exitUsage && strings.Contains(stderr, "simulator serving") {
+				t.Errorf("a simulator started before the arguments were checked:\n%s", stderr)
+			}
+			if m := goWords.FindString(stderr); m != "" {
+				t.Errorf("Go's own words on stderr (%q):\n%s", m, stderr)
 			}
 		})
 	}

@@ -12,15 +12,17 @@ import (
 func reportCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "report",
-		Usage:     "write a run as one self-contained HTML page: what needs attention (with the commands), a timeline of every attempt, each node's diagnostics and output",
+		Usage:     "write a run as one self-contained HTML page",
 		ArgsUsage: "RUN|last",
-		Description: "Examples:\n  noderun report last -o run.html   # open it in a browser, or keep it as a CI artifact\n" +
+		Description: "The page shows what needs attention (with the commands), a timeline of every attempt, and each\n" +
+			"node's diagnostics and output; an output longer than --max-output is cut, with the command that\n" +
+			"prints it whole.\n\nExamples:\n  noderun report last -o run.html   # open it in a browser, or keep it as a CI artifact\n" +
 			"  noderun report last -o -          # to stdout",
 		Flags: []cli.Flag{dbFlag,
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "noderun-report.html", Usage: "the HTML file to write (- for stdout)"},
-			&cli.StringFlag{Name: "prices", Usage: "a YAML price table (as for diagnose)"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "noderun-report.html", Usage: "the HTML `FILE` to write (- for stdout)", TakesFile: true},
+			&cli.StringFlag{Name: "prices", Usage: "price table `FILE` (as for diagnose)", TakesFile: true},
 			&cli.IntFlag{Name: "max-output", Value: ledger.DefaultMaxOutput,
-				Usage: "bytes of each node's output the page holds; a longer one is cut, with the command that prints it (0: all)"}},
+				Usage: "bytes of each node's output the page holds (0: all)"}},
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, 1, "give one run id (or last)"); err != nil {
 				return err

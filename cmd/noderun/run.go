@@ -22,7 +22,7 @@ import (
 	"github.com/noderun/noderun/runner/ledger"
 )
 
-var dbFlag = &cli.StringFlag{Name: "db", Value: "noderun.db", Usage: "the run journal (SQLite)", EnvVars: []string{"NODERUN_DB"}}
+var dbFlag = &cli.StringFlag{Name: "db", Value: "noderun.db", Usage: "the run journal, an SQLite `FILE`", EnvVars: []string{"NODERUN_DB"}, TakesFile: true}
 
 func runCommand() *cli.Command {
 	return &cli.Command{
@@ -31,9 +31,10 @@ func runCommand() *cli.Command {
 		ArgsUsage: "GRAPH.yaml",
 		Description: "Examples:\n  noderun run testdata/graphs/demo.yaml               # journal: ./noderun.db\n" +
 			"  noderun run g.yaml --db ci.db --profile ci --json    # the result as JSON (docs/json.md)\n" +
-			"  noderun run testdata/graphs/goal.yaml --input goal=\"why streams drop\" --input depth=5",
-		Flags: append(append(execFlags("recovery profile (overrides the graph's)"), temporalFlags()...),
-			&cli.GenericFlag{Name: "input", Value: &inputFlag{}, Usage: "a value of the graph's inputs: name=value, or name=@FILE for a file's content (repeatable)"}),
+			"  noderun run testdata/graphs/goal.yaml --input goal=\"why streams drop\" --input depth=5\n" +
+			"  noderun run g.yaml --sim                            # every provider simulated (docs/simulator.md)",
+		Flags: append(append(execFlags("the recovery `PROFILE` (overrides the graph's; see: noderun profiles)"), temporalFlags()...),
+			&cli.GenericFlag{Name: "input", Value: &inputFlag{}, Usage: "a graph input, `KEY=VALUE`; KEY=@FILE reads a file (repeatable)"}),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, 1, "give exactly one graph file"); err != nil {
 				return err
@@ -79,12 +80,14 @@ func runCommand() *cli.Command {
 func resumeCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "resume",
-		Usage:     "continue a run that did not finish: completed nodes keep their outputs, in-flight ones re-attach, resume or retry",
+		Usage:     "continue an unfinished run; completed nodes keep their outputs",
 		ArgsUsage: "RUN|last",
-		Description: "Examples:\n  noderun resume last                  # continue the newest run\n" +
+		Description: "Completed nodes keep their outputs; in-flight ones re-attach to their response, resume\n" +
+			"their thread or retry, as their journal allows. Everything given is checked before anything runs.\n\n" +
+			"Examples:\n  noderun resume last                  # continue the newest run\n" +
 			"  noderun resume last --retry deploy   # ... and send deploy's request again",
-		Flags: append(execFlags("recovery profile (default: the run's)"),
-			append(temporalFlags(), &cli.StringSliceFlag{Name: "retry", Usage: "send this node's request again even if it may have had side effects (repeatable)"})...),
+		Flags: append(execFlags("the recovery `PROFILE` (default: the run's)"),
+			append(temporalFlags(), &cli.StringSliceFlag{Name: "retry", Usage: "send `NODE`'s request again, side effects or not (repeatable)"})...),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, 1, "give exactly one run id (or last)"); err != nil {
 				return err
@@ -106,7 +109,11 @@ func resumeCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			// Every argument is checked before anything starts (providers, simulators).
 			if err := checkRetry(c, j, r.ID, c.StringSlice("retry")); err != nil {
+				return err
+			}
+			if err := checkProfile(c, j, r.ID); err != nil {
 				return err
 			}
 			if r.Status == journal.RunCompleted && len(c.StringSlice("retry")) == 0 {
@@ -131,7 +138,7 @@ func execFlags(profileUsage string) []cli.Flag {
 		&cli.StringFlag{Name: "profile", Usage: profileUsage},
 		&cli.IntFlag{Name: "parallel", Value: 4, Usage: "nodes run at once"},
 		&cli.BoolFlag{Name: "json", Usage: "print the result as JSON on stdout"},
-		&cli.BoolFlag{Name: "sim", Usage: "run every provider on the embedded simulator (same API, no keys, no network; docs/simulator.md)"},
+		&cli.BoolFlag{Name: "sim", Usage: "run every provider on the embedded simulator (no keys, no network)"},
 	}
 }
 
@@ -169,8 +176,9 @@ func execOptions(c *cli.Context) (runner.Options, func(), error) {
 func cancelCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "cancel",
-		Usage: "cancel at the provider the responses an interrupted run left running (all unfinished nodes, or those named)",
-		Description: "An interrupted run (Ctrl-C, SIGTERM) leaves its background responses running so that\n" +
+		Usage: "stop at the provider what an interrupted run left running",
+		Description: "Cancels the responses of every unfinished node, or of the nodes named.\n\n" +
+			"An interrupted run (Ctrl-C, SIGTERM) leaves its background responses running so that\n" +
 			"`noderun resume` re-attaches to them without regenerating a token. cancel stops them instead, so they\n" +
 			"stop billing; a later resume then retries those nodes from scratch.\n\n" +
 			"Example: noderun cancel last essay",

@@ -47,13 +47,14 @@ func dialTemporal(c *cli.Context, identity string) (client.Client, error) {
 func workerCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "worker",
-		Usage: "execute graph workflows and node activities from Temporal until interrupted",
+		Usage: "run graph workflows and node activities from Temporal",
 		Description: "A worker runs nodes with the same executor, profiles and diagnostics as `noderun run`, journals them\n" +
 			"in its own SQLite file (--db), and heartbeats each node's resume cursor to Temporal, so that when a worker\n" +
-			"is lost another one re-attaches to its response instead of regenerating it. See docs/temporal.md.",
+			"is lost another one re-attaches to its response instead of regenerating it. It runs until interrupted.\n" +
+			"See docs/temporal.md.",
 		Flags: append(temporalFlags(),
-			&cli.StringFlag{Name: "db", Value: "noderun-worker.db", Usage: "this worker's journal (SQLite)", EnvVars: []string{"NODERUN_WORKER_DB"}},
-			&cli.StringFlag{Name: "identity", Usage: "this worker's name in Temporal (default: pid@host)"},
+			&cli.StringFlag{Name: "db", Value: "noderun-worker.db", Usage: "this worker's journal, an SQLite `FILE`", EnvVars: []string{"NODERUN_WORKER_DB"}, TakesFile: true},
+			&cli.StringFlag{Name: "identity", Usage: "this worker's `NAME` in Temporal (default: pid@host)"},
 			&cli.IntFlag{Name: "parallel", Value: 16, Usage: "nodes this worker runs at once"},
 		),
 		Action: func(c *cli.Context) error {

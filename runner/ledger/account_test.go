@@ -3,6 +3,8 @@ package ledger
 import (
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -189,11 +191,40 @@ func TestParsePrices(t *testing.T) {
 		{"m: {inptu: 1}\n", false},
 		{"m: {input: .inf}\n", false},
 		{"[1, 2]\n", false},
+		{"x: &a {input: 1}\ny: *a\n", true},
 	}
 	for _, c := range cases {
 		p, err := ParsePrices([]byte(c.in))
 		if (err == nil) != c.ok {
 			t.Errorf("%q: %v, %v", c.in, p, err)
+		}
+	}
+}
+
+// A bad price table is reported with the file, the line, the model and the
+// field, in noderun's words: no Go type name (issue 24: "main.price").
+func TestPricesErrorsNameFileLineAndField(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"gpt: [1, 2]\n", `p.yaml:1: gpt: want {input: USD, output: USD, reasoning: USD} per 1M tokens, not a list`},
+		{"- 1\n", `p.yaml:1: a price table is a mapping of model to prices, not a list`},
+		{"a: {input: 1}\ngpt: {inptu: 1}\n", `p.yaml:2: gpt: unknown field "inptu" (known: input, output, reasoning)`},
+		{"gpt:\n  input: 1\n  output: ten\n", `p.yaml:3: gpt: output: "ten" is not a number of USD per 1M tokens`},
+		{"gpt: {output: -1}\n", `p.yaml:1: gpt: output: -1: prices must be finite and not negative`},
+		{"a: {input: 1}\na: {input: 2}\n", `p.yaml:2: model "a" is given twice`},
+		{"a: {input: 1\n", `p.yaml:1: not YAML:`},
+		{"", `p.yaml: no prices`},
+	}
+	for _, c := range cases {
+		path := filepath.Join(t.TempDir(), "p.yaml")
+		if err := os.WriteFile(path, []byte(c.in), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadPrices(path)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.in, err, c.want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "ledger.") || strings.Contains(err.Error(), "unmarshal") || strings.Contains(err.Error(), "!!")) {
+			t.Errorf("%q: Go's words leak: %v", c.in, err)
 		}
 	}
 }
