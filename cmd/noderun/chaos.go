@@ -45,7 +45,7 @@ func chaosCommand() *cli.Command {
 			&cli.IntFlag{Name: "tokens", Value: chaos.DefaultTokens, Usage: "tokens in every simulated answer"},
 			&cli.IntFlag{Name: "parallel", Value: chaos.DefaultParallel, DefaultText: "8; 1 per 2 CPUs with agent harness nodes",
 				Usage: "case runs at once (each on its own simulator)"},
-			&cli.StringFlag{Name: "db", Usage: "keep every run in this journal (default: a temporary one, removed when every case holds)"},
+			&cli.StringFlag{Name: "db", Usage: "keep every run in this journal (default: a temporary one)"},
 		},
 		Action: chaosAction,
 	}

@@ -47,11 +47,6 @@ func TestProfilesPrintDurationsAsPeopleWriteThem(t *testing.T) {
 // --help: detail goes in the command's Description.
 const maxUsage = 72
 
-// ownedElsewhere are flags whose usage another change owns (issue 24: the
-// terminal voice owns --log-format, chaos its own flags); the walk reports
-// them with t.Log rather than failing.
-var ownedElsewhere = map[string]bool{"noderun --log-format": true, "noderun chaos --db": true}
-
 // Every command and flag has a one-line usage of at most maxUsage
 // characters, without a trailing period (as every other one), and every
 // command is in a --help group.
@@ -65,8 +60,6 @@ func TestUsageIsOneShortLine(t *testing.T) {
 			t.Errorf("%s: no usage", what)
 		case strings.Contains(usage, "\n"):
 			t.Errorf("%s: usage of more than one line: %q", what, usage)
-		case len(plain) > maxUsage && ownedElsewhere[what]:
-			t.Logf("%s: usage of %d characters (owned elsewhere): %q", what, len(plain), usage)
 		case len(plain) > maxUsage:
 			t.Errorf("%s: usage of %d characters (at most %d; move the detail to the Description): %q", what, len(plain), maxUsage, usage)
 		case strings.HasSuffix(usage, "."):

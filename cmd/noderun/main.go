@@ -83,7 +83,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ErrWriter: stderr,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "diagnostics on stderr: debug, info, warn, error"},
-			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "the log on stderr: text (for people), logfmt or json (every attribute)"},
+			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "the log on stderr: text (for people), logfmt or json"},
 			&cli.BoolFlag{Name: "version", Usage: "print the version and commit, and exit"},
 		},
 		Before: func(c *cli.Context) error {
