@@ -199,7 +199,7 @@ func (x *nodeExec) decide(ce *diagnostics.Error) (resume.Decision, time.Duration
 func (x *nodeExec) take(ctx context.Context, action resume.Action) error {
 	br := x.run.breakers[x.provNm]
 	if ok, wait := br.allow(); !ok {
-		err := fmt.Errorf("%w (next probe in %s)", ErrBreakerOpen, wait.Round(time.Millisecond))
+		err := fmt.Errorf("%w (next probe in %s)", ErrBreakerOpen, profile.FormatDuration(wait.Round(time.Millisecond)))
 		if cause := br.lastCause(); cause != nil { // the cause stays last: it is what to fix
 			err = fmt.Errorf("%w; the last connection failed: %v", err, cause)
 		}
@@ -504,8 +504,8 @@ func (x *nodeExec) noteFailure(ctx context.Context, action resume.Action, ce *di
 	msg := fmt.Sprintf("%s after %d bytes of output", strings.ReplaceAll(code.Name, "_", " "), x.out.Len())
 	attrs := []slog.Attr{diagnostics.KeyClass.Attr(ce.Class), diagnostics.KeyError.Attr(ce.Err.Error())}
 	if cut := x.silentCut(ce); cut > 0 {
-		msg += fmt.Sprintf(", silent for %s before the cut: an intermediary (proxy, load balancer) likely cuts idle streams at ~%s",
-			cut.Round(100*time.Millisecond), cut.Round(100*time.Millisecond))
+		msg += fmt.Sprintf(", silent for %s before the cut: an intermediary (proxy, load balancer) likely cuts idle streams at ~%[1]s",
+			profile.FormatDuration(cut.Round(100*time.Millisecond)))
 		attrs = append(attrs, diagnostics.KeySilent.Attr(cut))
 		defer x.learnIdleCut(ctx, cut) // journaled after the disconnect it is learnt from
 	}
@@ -555,7 +555,7 @@ func (x *nodeExec) learnIdleCut(ctx context.Context, cut time.Duration) {
 	x.learnt = true
 	x.diag(ctx, diagnostics.New(diagnostics.IdleCutLearnt,
 		fmt.Sprintf("an intermediary likely cuts idle streams at ~%s; this node now lets a silent stream go after %s and polls the response instead",
-			cut.Round(100*time.Millisecond), hold.Round(time.Millisecond)),
+			profile.FormatDuration(cut.Round(100*time.Millisecond)), profile.FormatDuration(hold.Round(time.Millisecond))),
 		diagnostics.KeyCutAfter.Attr(cut), diagnostics.KeyPollFor.Attr(hold)))
 }
 
@@ -640,7 +640,7 @@ func (x *nodeExec) step(d resume.Decision, class diagnostics.Class, delay time.D
 
 // line says the step for people; a continue starts from byte from.
 func (s RecoveryStep) line(from int) string {
-	d := s.Delay.Round(time.Millisecond)
+	d := profile.FormatDuration(s.Delay.Round(time.Millisecond))
 	switch s.Code.Means {
 	case diagnostics.ByReconnect:
 		return fmt.Sprintf("reconnecting %d/%d in %s (%s)", s.N, s.Of, d, s.Class)

@@ -20,6 +20,7 @@ import (
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
 )
@@ -306,7 +307,7 @@ func TestGatewayShorterThanPollAfter(t *testing.T) {
 			// take the scheduling of a loaded machine.
 			cut, err := time.ParseDuration(fmt.Sprint(learnt[0].Attrs["cut_after"]))
 			if err != nil || cut < c.gateway-100*time.Millisecond || cut > c.gateway+2*time.Second ||
-				!strings.Contains(learnt[0].Message, "~"+cut.Round(100*time.Millisecond).String()) {
+				!strings.Contains(learnt[0].Message, "~"+profile.FormatDuration(cut.Round(100*time.Millisecond))) {
 				t.Errorf("NR109 %q (cut_after %v) does not name the gateway's limit %s", learnt[0].Message, learnt[0].Attrs["cut_after"], c.gateway)
 			}
 			first := withCode(ds, diagnostics.DisconnectDetected)[0]
