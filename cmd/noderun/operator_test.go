@@ -207,6 +207,7 @@ func TestCLIFriction(t *testing.T) {
 		{"price table with a word for a price", []string{"diagnose", "last", "--prices", tempFile(t, "prices.yaml", "gpt-5:\n  input: 1.25\n  output: ten\n"), "--db", db},
 			exitUsage, `prices.yaml:3: gpt-5: output: "ten" is not a number`, false},
 		{"profiles durations", []string{"profiles"}, 0, "", true},
+		{"a graph file that does not exist", []string{"run", "nosuch.yaml", "--db", filepath.Join(t.TempDir(), "j.db")}, exitUsage, "graph nosuch.yaml: no such file or directory", false},
 		{"retry an unknown node starts nothing", []string{"resume", "last", "--retry", "deploy", "--sim", "--db", db}, exitUsage, `has no node "deploy"`, false},
 	}
 	for _, c := range cases {
@@ -224,7 +225,7 @@ func TestCLIFriction(t *testing.T) {
 			if c.code == exitUsage && !strings.Contains(stderr, "usage:") && !strings.Contains(stderr, "must be one of") &&
 				!strings.Contains(stderr, "no node") && !strings.Contains(stderr, "no journal") &&
 				!strings.Contains(stderr, "nothing to retry") && !strings.Contains(stderr, "--prices") &&
-				!strings.Contains(stderr, "(known: ") {
+				!strings.Contains(stderr, "(known: ") && !strings.Contains(stderr, "no such file") {
 				t.Errorf("a usage error without a usage line:\n%s", stderr)
 			}
 			// issue 24: nothing starts before the arguments are checked, and Go's own words do not leak.

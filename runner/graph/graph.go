@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 	"text/template"
@@ -194,7 +195,12 @@ func LoadContext(ctx context.Context, path string) (*Graph, error) {
 	case r := <-done:
 		switch {
 		case r.err != nil:
-			return nil, fmt.Errorf("graph: %w", r.err)
+			// "graph g.yaml: no such file or directory", not Go's "open g.yaml: …".
+			var pe *fs.PathError
+			if errors.As(r.err, &pe) {
+				return nil, fmt.Errorf("graph %s: %w", path, pe.Err)
+			}
+			return nil, fmt.Errorf("graph %s: %w", path, r.err)
 		case len(r.src) > MaxFileBytes:
 			return nil, fmt.Errorf("graph: %s is %w: a graph file may have at most %d MiB", path, ErrTooLarge, MaxFileBytes>>20)
 		}
