@@ -184,6 +184,13 @@ func TestCLIFriction(t *testing.T) {
 		{"run without a graph", []string{"run"}, exitUsage, "give exactly one graph file", false},
 		{"no journal", []string{"status", "--db", filepath.Join(t.TempDir(), "none.db")}, exitUsage, "no journal at", false},
 		{"bad price table", []string{"diagnose", "last", "--prices", filepath.Join(t.TempDir(), "none.yaml"), "--db", db}, exitUsage, "--prices", false},
+		// issue 24: read-only
+		{"a journal that is not SQLite", []string{"status", "--db", notAJournal(t, "notes")}, exitUsage, "notes.db is not a noderun journal (not an SQLite file); check --db", false},
+		{"a journal that is a directory", []string{"show", "last", "report", "--db", notAJournal(t, "dir")}, exitUsage, "dir.db is not a noderun journal (a directory)", false},
+		{"another program's database", []string{"events", "last", "--db", notAJournal(t, "other")}, exitUsage, "other.db is not a noderun journal (an SQLite database without noderun's tables)", false},
+		{"an empty journal file", []string{"diagnose", "last", "--db", notAJournal(t, "empty")}, exitUsage, "empty.db is not a noderun journal (an empty file)", false},
+		{"resume what is not a journal", []string{"resume", "last", "--db", notAJournal(t, "notes")}, exitUsage, "notes.db is not a noderun journal (not an SQLite file)", false},
+		{"show with no journal", []string{"show", "last", "report", "--db", "bad"}, exitUsage, "no journal at bad (use --db)", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -199,7 +206,8 @@ func TestCLIFriction(t *testing.T) {
 			}
 			if c.code == exitUsage && !strings.Contains(stderr, "usage:") && !strings.Contains(stderr, "must be one of") &&
 				!strings.Contains(stderr, "no node") && !strings.Contains(stderr, "no journal") &&
-				!strings.Contains(stderr, "nothing to retry") && !strings.Contains(stderr, "--prices") {
+				!strings.Contains(stderr, "nothing to retry") && !strings.Contains(stderr, "--prices") &&
+				!strings.Contains(stderr, "not a noderun journal") {
 				t.Errorf("a usage error without a usage line:\n%s", stderr)
 			}
 		})
