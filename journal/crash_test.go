@@ -24,6 +24,10 @@ func TestMain(m *testing.M) {
 		crashHelper(path)
 		os.Exit(0)
 	}
+	if path := os.Getenv(walHelperEnv); path != "" {
+		walHelper(path)
+		os.Exit(0)
+	}
 	if path := os.Getenv(providerCrashHelperEnv); path != "" {
 		providerCrashHelper(path)
 		os.Exit(0)

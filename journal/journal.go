@@ -29,7 +29,10 @@
 //
 // Reads use their own connections and see committed data only: call Flush
 // first to read your own appends. Another process (another Journal on the
-// same file) can read while this one writes.
+// same file) can read while this one writes. OpenReadOnly reads without a
+// writer and creates no file beside the journal (no -wal or -shm), whether
+// its writer is running, closed or crashed, in a directory it cannot write
+// too (see readonly.go).
 package journal
 
 import (
@@ -43,6 +46,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -124,7 +128,8 @@ type Journal struct {
 
 	closeOnce sync.Once
 	closeErr  error
-	readOnly  bool // OpenReadOnly: only rdb is open
+	readOnly  bool   // OpenReadOnly: only rdb is open
+	cleanup   func() // OpenReadOnly: removes what it made outside the journal's directory
 }
 
 // Option configures Open.
@@ -176,9 +181,15 @@ func Open(ctx context.Context, path string, opts ...Option) (*Journal, error) {
 	j.host, _ = os.Hostname()
 	j.ops = make(chan op, j.queueSize)
 
+	if err := checkFile(path, true); err != nil {
+		return nil, err
+	}
+	if err := probe(path); err != nil {
+		return nil, err
+	}
 	perm, err := createFile(path)
 	if err != nil {
-		return nil, j.errorf("open: %w", err)
+		return nil, j.createError(err)
 	}
 	if perm&0o077 != 0 {
 		j.log.Warn("journal file is readable by other users; it holds prompts and outputs",
@@ -186,11 +197,11 @@ func Open(ctx context.Context, path string, opts ...Option) (*Journal, error) {
 	}
 	if j.pageSize > 0 {
 		if err := setPageSize(path, j.pageSize); err != nil {
-			return nil, j.errorf("open: %w", err)
+			return nil, j.openError(err)
 		}
 	}
 	if j.wdb, err = openDB(path, writerParams); err != nil {
-		return nil, j.errorf("open: %w", err)
+		return nil, j.openError(err)
 	}
 	// One connection: the writer is the only user, and prepared statements
 	// stay bound to it.
@@ -200,17 +211,17 @@ func Open(ctx context.Context, path string, opts ...Option) (*Journal, error) {
 	j.wdb.SetConnMaxIdleTime(0)
 	if err := migrate(ctx, j.wdb, migrations); err != nil {
 		j.wdb.Close()
-		return nil, j.errorf("open: %w", err)
+		return nil, j.openError(err)
 	}
 	if j.rdb, err = openDB(path, readerParams); err != nil {
 		j.wdb.Close()
-		return nil, j.errorf("open: %w", err)
+		return nil, j.openError(err)
 	}
 	j.rdb.SetMaxOpenConns(4) // a CLI poller and a few readers; bounds file handles
 	if j.cdb, err = openDB(path, checkpointerParams); err != nil {
 		j.wdb.Close()
 		j.rdb.Close()
-		return nil, j.errorf("open: %w", err)
+		return nil, j.openError(err)
 	}
 	j.cdb.SetMaxOpenConns(1)
 	w, err := newWriter(ctx, j)
@@ -218,11 +229,67 @@ func Open(ctx context.Context, path string, opts ...Option) (*Journal, error) {
 		j.wdb.Close()
 		j.rdb.Close()
 		j.cdb.Close()
-		return nil, j.errorf("open: %w", err)
+		return nil, j.openError(err)
 	}
 	go w.run()
 	go j.checkpointer()
 	return j, nil
+}
+
+// probe refuses, before Open switches a file to WAL mode, another
+// program's SQLite database (tables, but neither a schema version nor a runs
+// table) and a journal of a newer schema. It reads the file as it is
+// (immutable: no lock, no file created); what it cannot tell is left to
+// migrate, which checks again.
+func probe(path string) error {
+	st, err := os.Stat(path)
+	if err != nil || st.Size() == 0 {
+		return nil
+	}
+	db, err := openDB(path, "mode=ro&immutable=1")
+	if err != nil {
+		return nil
+	}
+	defer db.Close()
+	var v, tables, runs int
+	if db.QueryRow("PRAGMA user_version").Scan(&v) != nil ||
+		db.QueryRow("SELECT count(*), count(*) FILTER (WHERE name = 'runs') FROM sqlite_master WHERE type = 'table'").Scan(&tables, &runs) != nil {
+		return nil
+	}
+	switch {
+	case v == 0 && tables > 0 && runs == 0:
+		return &notJournalError{path, "an SQLite database without noderun's tables"}
+	case v > len(migrations):
+		return fmt.Errorf("journal %s: %w: version %d is newer than this build knows (%d): upgrade noderun", path, ErrSchema, v, len(migrations))
+	}
+	return nil
+}
+
+// createError words the failure to open or create the journal's file.
+func (j *Journal) createError(err error) error {
+	err = pathErr(err)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return j.errorf("cannot create it (%w): make the directory %s first", err, filepath.Dir(j.path))
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		return j.errorf("cannot write it (%w): copy it somewhere writable to continue its runs", err)
+	}
+	return j.errorf("%w", err)
+}
+
+// openError words a failure of Open after the file was opened.
+func (j *Journal) openError(err error) error {
+	switch {
+	case errors.Is(err, errForeignDB):
+		return &notJournalError{j.path, "an SQLite database without noderun's tables"}
+	case errors.Is(err, ErrSchema):
+		return j.errorf("%w", err)
+	case sqliteCode(err) == 26: // SQLITE_NOTADB
+		return &notJournalError{j.path, "not an SQLite file"}
+	case sqliteCode(err) == 8: // SQLITE_READONLY
+		return j.errorf("cannot write it (%w): copy it somewhere writable to continue its runs", err)
+	}
+	return j.errorf("open: %w", err)
 }
 
 // ErrReadOnly is the error of a write to a journal opened with OpenReadOnly.
@@ -230,70 +297,6 @@ var ErrReadOnly = errors.New("journal opened read-only")
 
 // ErrSchema: the journal's schema is not this build's.
 var ErrSchema = errors.New("journal schema version differs")
-
-// OpenReadOnly opens an existing journal for reading only: no writer, no
-// migration, no run lock, and no file is created. It reads a journal the
-// user cannot write (a CI artifact, a read-only mount, another user's file)
-// and never changes one that a runner is writing. Every write returns
-// ErrReadOnly. A journal of an older or newer schema than this build's is
-// refused (ErrSchema): an older one is migrated by Open.
-func OpenReadOnly(ctx context.Context, path string, opts ...Option) (*Journal, error) {
-	j := &Journal{path: path, log: slog.Default(), readOnly: true, err: ErrReadOnly, staleAfter: DefaultStaleAfter,
-		quit: make(chan struct{}), done: make(chan struct{}), ckptDone: make(chan struct{}), held: map[string]*heldRun{}}
-	for _, o := range opts {
-		o(j)
-	}
-	close(j.done)
-	close(j.ckptDone)
-	j.host, _ = os.Hostname() // to tell whether a run's owner is alive (Abandoned)
-	st, err := os.Stat(path)
-	switch {
-	case err != nil:
-		return nil, j.errorf("open: %w", err)
-	case st.IsDir():
-		return nil, j.errorf("open: %w: is a directory", ErrInvalid)
-	}
-	// mode=ro reads a WAL journal whose -shm it may create; a journal in a
-	// directory it cannot write is read as immutable (nothing else may be
-	// writing to it then).
-	for _, params := range []string{"mode=ro&" + readerParams, "mode=ro&immutable=1&" + readerParams} {
-		var db *sql.DB
-		if db, err = openDB(path, params); err != nil {
-			continue
-		}
-		if err = checkVersion(ctx, db); err == nil {
-			db.SetMaxOpenConns(4)
-			j.rdb = db
-			return j, nil
-		}
-		db.Close()
-		if errors.Is(err, ErrSchema) || errors.Is(err, ErrInvalid) {
-			break // a fact about the file, not about how it was opened
-		}
-	}
-	return nil, j.errorf("open: %w", err)
-}
-
-// checkVersion reads the schema version of a journal opened read-only.
-func checkVersion(ctx context.Context, db *sql.DB) error {
-	var v int
-	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
-	}
-	var tables int
-	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'runs'").Scan(&tables); err != nil {
-		return fmt.Errorf("read schema: %w", err)
-	}
-	switch {
-	case v > len(migrations):
-		return fmt.Errorf("%w: version %d is newer than this build knows (%d): upgrade noderun", ErrSchema, v, len(migrations))
-	case v == 0 || tables == 0:
-		return fmt.Errorf("%w: not a noderun journal (no schema)", ErrInvalid)
-	case v < len(migrations):
-		return fmt.Errorf("%w: version %d is older than this build's (%d): open it for writing once to migrate it", ErrSchema, v, len(migrations))
-	}
-	return nil
-}
 
 // Path returns the journal's file path as given to Open.
 func (j *Journal) Path() string { return j.path }
@@ -313,6 +316,7 @@ func (j *Journal) Close() error {
 	j.closeOnce.Do(func() {
 		if j.readOnly {
 			j.closeErr = j.rdb.Close()
+			j.cleanup()
 			return
 		}
 		j.releaseAll()
@@ -333,9 +337,34 @@ func (j *Journal) Close() error {
 		if cerr := j.wdb.Close(); err == nil && cerr != nil {
 			err = j.errorf("close: %w", cerr)
 		}
+		if err == nil {
+			j.removeWAL()
+		}
 		j.closeErr = err
 	})
 	return j.closeErr
+}
+
+// removeWAL does again what the writer's last close did not: SQLite
+// checkpoints the WAL into the file and removes it and the -shm only when no
+// other connection has the file open, and a read command in another process
+// may have been mid-query at that moment (it holds the file only while it
+// reads: see readonly.go). A few tries over 100 ms; none succeeds while
+// another writer has the journal open, and then its own close cleans up.
+func (j *Journal) removeWAL() {
+	for _, wait := range []time.Duration{10, 20, 30, 40} {
+		if _, err := os.Lstat(j.path + "-wal"); err != nil {
+			return
+		}
+		time.Sleep(wait * time.Millisecond)
+		db, err := openDB(j.path, checkpointerParams)
+		if err != nil {
+			return
+		}
+		var n int
+		_ = db.QueryRow("SELECT count(*) FROM sqlite_master").Scan(&n) // opens the WAL
+		db.Close()
+	}
 }
 
 // errorf prefixes an error with the journal's path, so that a message in a
@@ -382,12 +411,17 @@ func setPageSize(path string, size int) error {
 // of an SQLite file: URI.
 var uriEscaper = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 
+// fileDSN is the data source name of the database at an absolute path.
+func fileDSN(abs, params string) string {
+	return "file:" + uriEscaper.Replace(filepath.ToSlash(abs)) + "?" + params
+}
+
 func openDB(path, params string) (*sql.DB, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("sqlite", "file:"+uriEscaper.Replace(filepath.ToSlash(abs))+"?"+params)
+	db, err := sql.Open("sqlite", fileDSN(abs, params))
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package journal
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 )
 
@@ -119,6 +120,9 @@ DROP INDEX events_provider_seq;
 `,
 }
 
+// errForeignDB: an SQLite database with tables but no journal schema.
+var errForeignDB = errors.New("an SQLite database without noderun's tables")
+
 // migrate brings db up to len(list) applied migrations. It runs in one
 // IMMEDIATE transaction, so two processes opening a new file at once
 // serialize here and the second finds the work done.
@@ -133,10 +137,20 @@ func migrate(ctx context.Context, db *sql.DB, list []string) error {
 		return fmt.Errorf("migrate: read version: %w", err)
 	}
 	if v > len(list) {
-		return fmt.Errorf("migrate: schema version %d is newer than this build knows (%d): upgrade noderun", v, len(list))
+		return fmt.Errorf("%w: version %d is newer than this build knows (%d): upgrade noderun", ErrSchema, v, len(list))
 	}
 	if v == len(list) {
 		return nil
+	}
+	if v == 0 {
+		// A new journal is empty: tables here are another program's.
+		var tables int
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&tables); err != nil {
+			return fmt.Errorf("migrate: read schema: %w", err)
+		}
+		if tables > 0 {
+			return errForeignDB
+		}
 	}
 	for i := v; i < len(list); i++ {
 		if _, err := tx.ExecContext(ctx, list[i]); err != nil {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -20,20 +22,24 @@ import (
 // openExisting opens a journal to continue its runs; it refuses to create one.
 func openExisting(c *cli.Context, opts ...journal.Option) (*journal.Journal, error) {
 	path := c.String("db")
-	if !fileExists(path) {
-		return nil, usageErr(fmt.Errorf("no journal at %s (use --db)", path))
+	if err := journalThere(path); err != nil {
+		return nil, err
+	}
+	if err := journal.Check(path); err != nil {
+		return nil, journalErr(err)
 	}
 	j, err := journal.Open(c.Context, path, opts...)
 	return j, journalErr(err)
 }
 
 // openForReading opens a journal only to read it: it works on a file the
-// user cannot write and never changes one. A journal of an older schema is
-// migrated first, when it can be.
+// user cannot write, and creates nothing beside it (no -wal, no -shm), even
+// while a runner writes it. A journal of an older schema is migrated first,
+// when it can be.
 func openForReading(c *cli.Context) (*journal.Journal, error) {
 	path := c.String("db")
-	if !fileExists(path) {
-		return nil, usageErr(fmt.Errorf("no journal at %s (use --db)", path))
+	if err := journalThere(path); err != nil {
+		return nil, err
 	}
 	j, err := journal.OpenReadOnly(c.Context, path)
 	if errors.Is(err, journal.ErrSchema) && strings.Contains(err.Error(), "older") {
@@ -43,6 +49,16 @@ func openForReading(c *cli.Context) (*journal.Journal, error) {
 		}
 	}
 	return j, journalErr(err)
+}
+
+// journalThere is the error of a --db that names no file (exit 2). Other
+// problems with the path (a directory, no permission) are the journal's to
+// word.
+func journalThere(path string) error {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return usageErr(fmt.Errorf("no journal at %s (use --db)", path))
+	}
+	return nil
 }
 
 // openRun opens the journal for reading and finds the run arg names (an
@@ -66,6 +82,9 @@ func openRun(c *cli.Context, arg string) (*journal.Journal, journal.Run, error) 
 func journalErr(err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, journal.ErrNotJournal) {
+		err = fmt.Errorf("%w; check --db", err)
 	}
 	return usageErr(err)
 }

@@ -209,6 +209,13 @@ func TestCLIFriction(t *testing.T) {
 		{"profiles durations", []string{"profiles"}, 0, "", true},
 		{"a graph file that does not exist", []string{"run", "nosuch.yaml", "--db", filepath.Join(t.TempDir(), "j.db")}, exitUsage, "graph nosuch.yaml: no such file or directory", false},
 		{"retry an unknown node starts nothing", []string{"resume", "last", "--retry", "deploy", "--sim", "--db", db}, exitUsage, `has no node "deploy"`, false},
+		// issue 24: read-only
+		{"a journal that is not SQLite", []string{"status", "--db", notAJournal(t, "notes")}, exitUsage, "notes.db is not a noderun journal (not an SQLite file); check --db", false},
+		{"a journal that is a directory", []string{"show", "last", "report", "--db", notAJournal(t, "dir")}, exitUsage, "dir.db is not a noderun journal (a directory)", false},
+		{"another program's database", []string{"events", "last", "--db", notAJournal(t, "other")}, exitUsage, "other.db is not a noderun journal (an SQLite database without noderun's tables)", false},
+		{"an empty journal file", []string{"diagnose", "last", "--db", notAJournal(t, "empty")}, exitUsage, "empty.db is not a noderun journal (an empty file)", false},
+		{"resume what is not a journal", []string{"resume", "last", "--db", notAJournal(t, "notes")}, exitUsage, "notes.db is not a noderun journal (not an SQLite file)", false},
+		{"show with no journal", []string{"show", "last", "report", "--db", "bad"}, exitUsage, "no journal at bad (use --db)", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -225,7 +232,8 @@ func TestCLIFriction(t *testing.T) {
 			if c.code == exitUsage && !strings.Contains(stderr, "usage:") && !strings.Contains(stderr, "must be one of") &&
 				!strings.Contains(stderr, "no node") && !strings.Contains(stderr, "no journal") &&
 				!strings.Contains(stderr, "nothing to retry") && !strings.Contains(stderr, "--prices") &&
-				!strings.Contains(stderr, "(known: ") && !strings.Contains(stderr, "no such file") {
+				!strings.Contains(stderr, "(known: ") && !strings.Contains(stderr, "no such file") &&
+				!strings.Contains(stderr, "not a noderun journal") {
 				t.Errorf("a usage error without a usage line:\n%s", stderr)
 			}
 			// issue 24: nothing starts before the arguments are checked, and Go's own words do not leak.
