@@ -709,7 +709,7 @@ func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.
 			key = "OPENAI_API_KEY"
 		}
 		// The fix first: a shortened line keeps its start.
-		d.Reason = fmt.Sprintf("authentication failed (HTTP %d): check the API key in %s (provider %s); not retried", ce.Status, key, x.provNm)
+		d.Reason = fmt.Sprintf("authentication failed (HTTP %d): check the API key in %s (provider %s's api_key_env); not retried", ce.Status, key, x.provNm)
 	}
 	if stopped { // interrupted, not failed: resumable
 		code := diagnostics.NodeCanceled

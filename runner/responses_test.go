@@ -527,7 +527,7 @@ func TestResponsesNodeUnauthorizedFailsAtOnce(t *testing.T) {
 		t.Fatalf("error = %v, want a deterministic NodeError", n.Err)
 	}
 	msg := n.Err.Error()
-	for _, want := range []string{"401", "authentication", "api_key_env", "not retried", diagnostics.DeterministicError.ID} {
+	for _, want := range []string{"401", "authentication", "api_key_env", "OPENAI_API_KEY", "not retried", diagnostics.DeterministicError.ID} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q does not say %q", msg, want)
 		}
