@@ -2,7 +2,6 @@ package journal
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -10,10 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/noderun/noderun/internal/dirstate"
 )
 
 func TestOpenReadOnly(t *testing.T) {
@@ -94,14 +94,14 @@ func TestOpenReadOnlyRefusals(t *testing.T) {
 			if c.make != nil {
 				check(t, c.make(path))
 			}
-			before := dirState(t, dir)
+			before := dirstate.Of(t, dir)
 			_, err := OpenReadOnly(ctx, path)
 			checkRefusal(t, err, path, c.is, c.says)
 			if c.write {
 				_, err := Open(ctx, path, WithLogger(quiet))
 				checkRefusal(t, err, path, c.is, c.says)
 			}
-			if after := dirState(t, dir); after != before {
+			if after := dirstate.Of(t, dir); after != before {
 				t.Errorf("files changed:\nbefore %s\nafter  %s", before, after)
 			}
 		})
@@ -150,35 +150,6 @@ func gapFree(t *testing.T, evs []Event) {
 			t.Fatalf("event %d has seq %d", i, e.Seq)
 		}
 	}
-}
-
-// dirState lists a directory: each file's name and size and, but for a -shm
-// (SQLite's shared memory, which a reader may write), a hash of its bytes.
-func dirState(t *testing.T, dir string) string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range ents {
-		p := filepath.Join(dir, e.Name())
-		st, err := os.Stat(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := fmt.Sprintf("%s(%d", e.Name(), st.Size())
-		if st.Mode().IsRegular() && !strings.HasSuffix(e.Name(), "-shm") {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s += fmt.Sprintf(" %x", sha256.Sum256(b))[:13]
-		}
-		out = append(out, s+")")
-	}
-	sort.Strings(out)
-	return strings.Join(out, " ")
 }
 
 // walHelperEnv makes the test binary a writer that crashes (exits without
@@ -338,11 +309,11 @@ func TestReadOnlyCreatesNothing(t *testing.T) {
 				if readOnly {
 					path = filepath.Join(readOnlyCopy(t, filepath.Dir(path)), filepath.Base(path))
 				}
-				before := dirState(t, filepath.Dir(path))
+				before := dirstate.Of(t, filepath.Dir(path))
 				if n := readAll(t, path); n != c.events {
 					t.Errorf("read %d events, want %d", n, c.events)
 				}
-				if after := dirState(t, filepath.Dir(path)); after != before {
+				if after := dirstate.Of(t, filepath.Dir(path)); after != before {
 					t.Errorf("files changed:\nbefore %s\nafter  %s", before, after)
 				}
 			})
@@ -448,7 +419,7 @@ func TestReadOnlyFollowsAWriter(t *testing.T) {
 	}
 
 	check(t, w.Close())
-	if got := dirState(t, dir); strings.Contains(got, "-wal") || strings.Contains(got, "-shm") {
+	if got := dirstate.Of(t, dir); strings.Contains(got, "-wal") || strings.Contains(got, "-shm") {
 		t.Errorf("the writer could not remove its files, a reader being open: %s", got)
 	}
 	if n := events(); n != 1015 {
@@ -467,7 +438,7 @@ func TestReadOnlyFollowsAWriter(t *testing.T) {
 		t.Fatalf("after a writer came and went: %d events, want 1022", n)
 	}
 	check(t, ro.Close())
-	if got := dirState(t, dir); strings.Contains(got, "-wal") || strings.Contains(got, "-shm") {
+	if got := dirstate.Of(t, dir); strings.Contains(got, "-wal") || strings.Contains(got, "-shm") {
 		t.Errorf("files left beside the journal: %s", got)
 	}
 }
@@ -479,11 +450,11 @@ func TestReadOnlyThroughASymlink(t *testing.T) {
 	path := crashedWriter(t, dir)
 	link := filepath.Join(t.TempDir(), "link.db")
 	check(t, os.Symlink(path, link))
-	before := dirState(t, dir)
+	before := dirstate.Of(t, dir)
 	if n := readAll(t, link); n != walEvents {
 		t.Errorf("read %d events through the link, want %d", n, walEvents)
 	}
-	if after := dirState(t, dir); after != before {
+	if after := dirstate.Of(t, dir); after != before {
 		t.Errorf("files changed:\nbefore %s\nafter  %s", before, after)
 	}
 }

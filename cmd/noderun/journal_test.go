@@ -18,6 +18,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/noderun/noderun/internal/dirstate"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
 )
@@ -131,7 +132,7 @@ func TestReadCommandsCreateNothing(t *testing.T) {
 				dir = readOnlyCopy(t, jn.dir)
 			}
 			db := filepath.Join(dir, "j.db")
-			before := dirState(t, dir)
+			before := dirstate.Of(t, dir)
 			for _, args := range reads {
 				args = append([]string(nil), args...)
 				if args[0] == "show" {
@@ -142,7 +143,7 @@ func TestReadCommandsCreateNothing(t *testing.T) {
 					if stdout == "" || code != exitOK && !(code == exitFailed && strings.Contains(stderr, "runner is gone")) {
 						t.Fatalf("exit %d\n%s", code, stderr)
 					}
-					if after := dirState(t, dir); after != before {
+					if after := dirstate.Of(t, dir); after != before {
 						t.Errorf("files changed:\nbefore %s\nafter  %s", before, after)
 					}
 					if args[0] == "events" && args[2] == "--json" {
@@ -250,7 +251,7 @@ func TestFollowLeavesNoFiles(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("the run: %v", err)
 	}
-	if got := dirState(t, dir); strings.Contains(got, "-wal") || strings.Contains(got, "-shm") {
+	if got := dirstate.Of(t, dir); strings.Contains(got, "-wal") || strings.Contains(got, "-shm") {
 		t.Errorf("files left beside the journal: %s", got)
 	}
 }

@@ -2,15 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"testing"
 
 	"github.com/noderun/noderun/internal/testkit"
@@ -45,35 +41,6 @@ func notAJournal(t *testing.T, kind string) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// dirState lists a directory: each file's name and size and, but for a -shm
-// (SQLite's shared memory, which a reader may write), a hash of its bytes.
-func dirState(t *testing.T, dir string) string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range ents {
-		p := filepath.Join(dir, e.Name())
-		st, err := os.Stat(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := fmt.Sprintf("%s(%d", e.Name(), st.Size())
-		if st.Mode().IsRegular() && !strings.HasSuffix(e.Name(), "-shm") {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s += fmt.Sprintf(" %x", sha256.Sum256(b))[:13]
-		}
-		out = append(out, s+")")
-	}
-	sort.Strings(out)
-	return strings.Join(out, " ")
 }
 
 // eventCount is how many events the journal dir/j.db holds, as a writer
