@@ -15,9 +15,14 @@ const KindUsage = "usage"
 type Usage struct {
 	InputTokens int `json:"input_tokens"`
 	// OutputTokens include ReasoningTokens, as the OpenAI APIs count them.
-	OutputTokens    int  `json:"output_tokens"`
-	ReasoningTokens int  `json:"reasoning_tokens"`
-	Estimated       bool `json:"estimated"`
+	OutputTokens    int `json:"output_tokens"`
+	ReasoningTokens int `json:"reasoning_tokens"`
+	// CacheReadTokens and CacheWriteTokens are input tokens read from and
+	// written to the provider's prompt cache, apart from InputTokens (as
+	// Anthropic counts them; 0 where InputTokens includes them).
+	CacheReadTokens  int  `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int  `json:"cache_write_tokens,omitempty"`
+	Estimated        bool `json:"estimated"`
 	// StreamedTokens are the output chunks this attempt received.
 	StreamedTokens int `json:"streamed_tokens"`
 	// PreservedTokens are output tokens kept by re-attaching to the work

@@ -86,6 +86,12 @@ type Usage struct {
 	InputTokens     int `json:"input_tokens"`
 	OutputTokens    int `json:"output_tokens"`
 	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
+	// CacheReadTokens and CacheWriteTokens are input tokens read from and
+	// written to the provider's prompt cache, where the provider counts
+	// them apart from InputTokens (Anthropic's cache_read_input_tokens and
+	// cache_creation_input_tokens); 0 where InputTokens includes them.
+	CacheReadTokens  int `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
 }
 
 // Emit receives events in order. An error from Emit aborts the stream and is

@@ -39,6 +39,7 @@ func (u *attemptUsage) record() journal.Usage {
 		// stream (a chunk a token): estimated. The input of the requests
 		// a continue replaced is not known (they never completed).
 		return journal.Usage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens + u.before, ReasoningTokens: r.ReasoningTokens,
+			CacheReadTokens: r.CacheReadTokens, CacheWriteTokens: r.CacheWriteTokens,
 			StreamedTokens: u.streamed, PreservedTokens: u.preserved, Chain: u.chain, Estimated: u.before > 0}
 	}
 	// Output tokens include reasoning tokens, as providers report them.

@@ -467,7 +467,7 @@ func showJSON(c *cli.Context, j *journal.Journal, runID string, n journal.Node, 
 				Outcome: string(a.Outcome), ErrorClass: a.ErrClass, Error: a.Error, Started: jsonTime(a.Started), Ended: jsonTime(a.Ended)}
 			if u, ok := usage[a.N]; ok {
 				aj.Usage = &usageJSON{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, ReasoningTokens: u.ReasoningTokens,
-					Estimated: u.Estimated, PreservedTokens: u.PreservedTokens}
+					CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens, Estimated: u.Estimated, PreservedTokens: u.PreservedTokens}
 			}
 			out.Attempts = append(out.Attempts, aj)
 		}

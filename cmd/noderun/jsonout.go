@@ -72,11 +72,14 @@ type attemptJSON struct {
 }
 
 type usageJSON struct {
-	InputTokens     int  `json:"input_tokens"`
-	OutputTokens    int  `json:"output_tokens"`
-	ReasoningTokens int  `json:"reasoning_tokens"`
-	Estimated       bool `json:"estimated"`
-	PreservedTokens int  `json:"preserved_tokens"`
+	InputTokens     int `json:"input_tokens"`
+	OutputTokens    int `json:"output_tokens"`
+	ReasoningTokens int `json:"reasoning_tokens"`
+	// Input tokens a provider counts apart (Anthropic's prompt cache).
+	CacheReadTokens  int  `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int  `json:"cache_write_tokens,omitempty"`
+	Estimated        bool `json:"estimated"`
+	PreservedTokens  int  `json:"preserved_tokens"`
 }
 
 // eventJSON is one journaled event; payload is always an object.

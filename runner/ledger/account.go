@@ -74,10 +74,14 @@ type Tokens struct {
 	Regenerated int `json:"regenerated"` // produced by attempts thrown away by a retry from scratch
 	// Preserved were kept by a re-attach, a thread resume or a continue:
 	// what a re-send would have produced again.
-	Preserved  int  `json:"preserved"`
-	Unfinished int  `json:"unfinished"` // produced by the last attempt of a node that did not complete
-	Input      int  `json:"input"`
-	Reasoning  int  `json:"reasoning"`
+	Preserved  int `json:"preserved"`
+	Unfinished int `json:"unfinished"` // produced by the last attempt of a node that did not complete
+	Input      int `json:"input"`
+	Reasoning  int `json:"reasoning"`
+	// CacheRead and CacheWrite are input tokens the provider counted apart,
+	// as read from and written to its prompt cache (not in Input).
+	CacheRead  int  `json:"cache_read"`
+	CacheWrite int  `json:"cache_write"`
 	Estimated  bool `json:"estimated"` // some figure was counted from the stream, not reported by the provider
 	// Hidden: an agent harness failed or retried a turn by itself, and what
 	// that turn generated never reached noderun (a CLI reports usage only
@@ -165,9 +169,11 @@ func (na *NodeAccount) tokens(nd *Node, prices Prices) {
 		t.Generated += visible
 		t.Input += u.InputTokens
 		t.Reasoning += u.ReasoningTokens
+		t.CacheRead += u.CacheReadTokens
+		t.CacheWrite += u.CacheWriteTokens
 		t.Preserved += u.PreservedTokens
 		t.Estimated = t.Estimated || u.Estimated
-		c := p.cost(u.InputTokens, visible, u.ReasoningTokens)
+		c := p.cost(u, visible)
 		cost += c
 		switch last := i == len(nd.Attempts)-1; {
 		case last && nd.State == journal.NodeCompleted:
@@ -262,6 +268,8 @@ func (f *Figures) add(o Figures) {
 	t.Unfinished += o.Tokens.Unfinished
 	t.Input += o.Tokens.Input
 	t.Reasoning += o.Tokens.Reasoning
+	t.CacheRead += o.Tokens.CacheRead
+	t.CacheWrite += o.Tokens.CacheWrite
 	t.Estimated = t.Estimated || o.Tokens.Estimated
 	t.Hidden = t.Hidden || o.Tokens.Hidden
 	if f.CostUSD != nil && o.CostUSD != nil { // unpriced nodes are left out, and warned of

@@ -207,7 +207,7 @@ func TestPricesErrorsNameFileLineAndField(t *testing.T) {
 	cases := []struct{ in, want string }{
 		{"gpt: [1, 2]\n", `p.yaml:1: gpt: want {input: USD, output: USD, reasoning: USD} per 1M tokens, not a list`},
 		{"- 1\n", `p.yaml:1: a price table is a mapping of model to prices, not a list`},
-		{"a: {input: 1}\ngpt: {inptu: 1}\n", `p.yaml:2: gpt: unknown field "inptu" (known: input, output, reasoning)`},
+		{"a: {input: 1}\ngpt: {inptu: 1}\n", `p.yaml:2: gpt: unknown field "inptu" (known: input, output, reasoning, cache_read, cache_write)`},
 		{"gpt:\n  input: 1\n  output: ten\n", `p.yaml:3: gpt: output: "ten" is not a number of USD per 1M tokens`},
 		{"gpt: {output: -1}\n", `p.yaml:1: gpt: output: -1: prices must be finite and not negative`},
 		{"a: {input: 1}\na: {input: 2}\n", `p.yaml:2: model "a" is given twice`},

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/noderun/noderun/journal"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -19,17 +20,31 @@ type Price struct {
 	Input     float64 `yaml:"input"`
 	Output    float64 `yaml:"output"`
 	Reasoning float64 `yaml:"reasoning"`
+	// CacheRead and CacheWrite price the input tokens a provider counts
+	// apart as read from or written to its prompt cache (Anthropic: a
+	// tenth of input, and 1.25 times it). Not given, they cost as input:
+	// an estimate never below the bill's.
+	CacheRead  *float64 `yaml:"cache_read"`
+	CacheWrite *float64 `yaml:"cache_write"`
 }
 
 // Prices maps a model, as the node's requests named it ("sim" on the
 // simulator), to its price.
 type Prices map[string]Price
 
-func (p Price) cost(input, output, reasoning int) float64 {
-	return (float64(input)*p.Input + float64(output)*p.Output + float64(reasoning)*p.Reasoning) / 1e6
+func (p Price) cost(u journal.Usage, output int) float64 {
+	read, write := p.Input, p.Input
+	if p.CacheRead != nil {
+		read = *p.CacheRead
+	}
+	if p.CacheWrite != nil {
+		write = *p.CacheWrite
+	}
+	return (float64(u.InputTokens)*p.Input + float64(output)*p.Output + float64(u.ReasoningTokens)*p.Reasoning +
+		float64(u.CacheReadTokens)*read + float64(u.CacheWriteTokens)*write) / 1e6
 }
 
-const pricesWant = "want: MODEL: {input: USD, output: USD, reasoning: USD} per 1M tokens"
+const pricesWant = "want: MODEL: {input: USD, output: USD, reasoning: USD} per 1M tokens (cache_read, cache_write optional)"
 
 // LoadPrices reads a price table file. Its errors name the file and the
 // line: "prices.yaml:3: gpt-5: output: "ten" is not a number (...)".
@@ -109,8 +124,14 @@ func ParsePrices(b []byte) (Prices, error) {
 				dst = &p.Output
 			case "reasoning":
 				dst = &p.Reasoning
+			case "cache_read":
+				p.CacheRead = new(float64)
+				dst = p.CacheRead
+			case "cache_write":
+				p.CacheWrite = new(float64)
+				dst = p.CacheWrite
 			default:
-				return nil, atLine(field, "%s: unknown field %q (known: input, output, reasoning)", model, field.Value)
+				return nil, atLine(field, "%s: unknown field %q (known: input, output, reasoning, cache_read, cache_write)", model, field.Value)
 			}
 			if v.Kind != yaml.ScalarNode || v.Decode(dst) != nil {
 				return nil, atLine(v, "%s: %s: %s is not a number of USD per 1M tokens", model, field.Value, yamlValue(v))
