@@ -145,9 +145,10 @@ const chainStartQuery = `SELECT CASE
 	ELSE ?3 END`
 
 const (
+	// Arguments: run id, node id, first and last attempt, the kind rebuilt.
 	rebuildQuery = `SELECT kind, payload FROM events INDEXED BY events_by_node
 		WHERE run = (SELECT key FROM runs WHERE id = ?) AND node = ? AND attempt BETWEEN ? AND ?
-			AND kind IN ('delta', 'reset')
+			AND kind IN (?, 'reset')
 		ORDER BY seq`
 	// The writer keeps each attempt's highest provider seq in
 	// provider_seq_tops, in the transaction that journals the events.
@@ -167,30 +168,41 @@ func (j *Journal) chainStart(ctx context.Context, runID, nodeID string, attempt 
 // it continues) concatenated in seq order, starting after the last reset.
 // It reads committed events only.
 func (j *Journal) RebuildOutput(ctx context.Context, runID, nodeID string, attempt int) (string, error) {
+	return j.rebuild(ctx, runID, nodeID, attempt, KindDelta)
+}
+
+// RebuildReasoning is RebuildOutput for the reasoning the attempt streamed
+// apart from its output (thinking, thought summaries): what went with the
+// output it rebuilds, after the same last reset.
+func (j *Journal) RebuildReasoning(ctx context.Context, runID, nodeID string, attempt int) (string, error) {
+	return j.rebuild(ctx, runID, nodeID, attempt, KindReasoning)
+}
+
+func (j *Journal) rebuild(ctx context.Context, runID, nodeID string, attempt int, kind string) (string, error) {
 	start, err := j.chainStart(ctx, runID, nodeID, attempt)
 	if err != nil {
-		return "", j.errorf("rebuild output of %s/%s#%d: %w", runID, nodeID, attempt, err)
+		return "", j.errorf("rebuild %s of %s/%s#%d: %w", kind, runID, nodeID, attempt, err)
 	}
-	rows, err := j.rdb.QueryContext(ctx, rebuildQuery, runID, nodeID, start, attempt)
+	rows, err := j.rdb.QueryContext(ctx, rebuildQuery, runID, nodeID, start, attempt, kind)
 	if err != nil {
-		return "", j.errorf("rebuild output of %s/%s#%d: %w", runID, nodeID, attempt, err)
+		return "", j.errorf("rebuild %s of %s/%s#%d: %w", kind, runID, nodeID, attempt, err)
 	}
 	defer rows.Close()
 	var b strings.Builder
-	var kind string
+	var got string
 	var payload sql.RawBytes
 	for rows.Next() {
-		if err := rows.Scan(&kind, &payload); err != nil {
-			return "", j.errorf("rebuild output of %s/%s#%d: %w", runID, nodeID, attempt, err)
+		if err := rows.Scan(&got, &payload); err != nil {
+			return "", j.errorf("rebuild %s of %s/%s#%d: %w", kind, runID, nodeID, attempt, err)
 		}
-		if kind == KindReset {
+		if got == KindReset {
 			b.Reset()
 			continue
 		}
 		b.Write(payload)
 	}
 	if err := rows.Err(); err != nil {
-		return "", j.errorf("rebuild output of %s/%s#%d: %w", runID, nodeID, attempt, err)
+		return "", j.errorf("rebuild %s of %s/%s#%d: %w", kind, runID, nodeID, attempt, err)
 	}
 	return b.String(), nil
 }

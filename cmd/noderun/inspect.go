@@ -380,8 +380,10 @@ func showCommand() *cli.Command {
 		Description: "Prints a node's output or, for an unfinished node, what its journal holds; --attempts lists its\n" +
 			"attempts instead: provider, response or thread id, cursor, outcome, tokens.\n\nExamples:\n  noderun show last report              # the node's output\n" +
 			"  noderun show last report --attempts   # its attempts, with what each cost\n" +
+			"  noderun show last report --thinking   # the thinking that went with the output (never in it)\n" +
 			"  noderun show last report --json       # as JSON (docs/json.md)",
-		Flags: append([]cli.Flag{dbFlag, jsonFlag, &cli.BoolFlag{Name: "attempts", Usage: "list the node's attempts instead"}}, temporalFlags()...),
+		Flags: append([]cli.Flag{dbFlag, jsonFlag, &cli.BoolFlag{Name: "attempts", Usage: "list the node's attempts instead"},
+			&cli.BoolFlag{Name: "thinking", Usage: "print the node's thinking (reasoning) instead of its output"}}, temporalFlags()...),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 2, 2, "give RUN (or last) and NODE"); err != nil {
 				return err
@@ -406,8 +408,14 @@ func showCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if c.Bool("thinking") && c.Bool("attempts") {
+				return usageErr(errors.New("show: --thinking and --attempts each print something else; give one"))
+			}
 			if c.Bool("json") {
 				return showJSON(c, j, r.ID, n, atts)
+			}
+			if c.Bool("thinking") {
+				return showThinking(c, j, r.ID, n, atts)
 			}
 			if c.Bool("attempts") {
 				usage, err := attemptUsage(c.Context, j, r.ID, id)
@@ -447,6 +455,25 @@ func showCommand() *cli.Command {
 	}
 }
 
+// showThinking prints the reasoning a node's last attempt streamed apart
+// from its output: thinking blocks, thought summaries, reasoning summaries.
+func showThinking(c *cli.Context, j *journal.Journal, runID string, n journal.Node, atts []journal.Attempt) error {
+	if len(atts) == 0 {
+		return &exitError{exitFailed, fmt.Errorf("node %s is %s and has no attempts", n.ID, n.State)}
+	}
+	last := atts[len(atts)-1]
+	text, err := j.RebuildReasoning(c.Context, runID, n.ID, last.N)
+	if err != nil {
+		return err
+	}
+	if text == "" {
+		fmt.Fprintf(c.App.ErrWriter, "noderun: node %s streamed no thinking (its provider sent none, or does not show it)\n", n.ID)
+		return nil
+	}
+	_, err = io.WriteString(c.App.Writer, text)
+	return err
+}
+
 var jsonFlag = &cli.BoolFlag{Name: "json", Usage: "print JSON on stdout (schema: docs/json.md)"}
 
 // showJSON prints a node, its output (or the partial output of its last
@@ -480,14 +507,23 @@ func showJSON(c *cli.Context, j *journal.Journal, runID string, n journal.Node, 
 		Partial bool   `json:"partial"`
 		Attempt int    `json:"attempt"`
 		Output  string `json:"output"`
+		// Thinking is what went with the output, apart from it.
+		Thinking string `json:"thinking,omitempty"`
 	}{RunID: runID, Node: n.ID, State: string(n.State), Attempt: n.Attempts, Output: n.Output}
-	if n.State != journal.NodeCompleted && len(atts) > 0 {
+	if len(atts) > 0 {
 		last := atts[len(atts)-1]
-		o, err := j.RebuildOutput(c.Context, runID, n.ID, last.N)
+		if n.State != journal.NodeCompleted {
+			o, err := j.RebuildOutput(c.Context, runID, n.ID, last.N)
+			if err != nil {
+				return err
+			}
+			out.Partial, out.Output = true, o
+		}
+		th, err := j.RebuildReasoning(c.Context, runID, n.ID, last.N)
 		if err != nil {
 			return err
 		}
-		out.Partial, out.Output = true, o
+		out.Thinking = th
 	}
 	return writeJSON(c.App.Writer, out)
 }

@@ -58,6 +58,9 @@ type Node struct {
 	// attempt (what `noderun show` prints for it); "" for a completed node,
 	// whose output is Output.
 	Partial string
+	// Thinking is the reasoning the node's last attempt streamed apart
+	// from its output (thinking blocks, thought or reasoning summaries).
+	Thinking string
 }
 
 // Attempt is one request (or re-attachment) of a node, with what it cost.
@@ -243,6 +246,13 @@ func (run *Run) finishNode(ctx context.Context, j *journal.Journal, nd *Node, la
 			n := provider.EstimateTokens(out)
 			a.Usage = journal.Usage{OutputTokens: n, StreamedTokens: n, Estimated: true}
 		}
+	}
+	if n := len(nd.Attempts); n > 0 {
+		th, err := j.RebuildReasoning(ctx, run.ID, nd.ID, nd.Attempts[n-1].N)
+		if err != nil {
+			return err
+		}
+		nd.Thinking = th
 	}
 	if nd.Model == "" {
 		nd.Model = run.modelOf(nd.ID)

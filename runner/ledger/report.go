@@ -116,6 +116,11 @@ type nodeDetail struct {
 	Shown              int
 	Cut                bool
 	ShowCmd            string
+	// Thinking went with the output, apart from it (cut like it).
+	Thinking      string
+	ThinkingBytes int
+	ThinkingCut   bool
+	ThinkingCmd   string
 }
 
 type attemptRow struct {
@@ -638,6 +643,10 @@ func nodeDetails(run *Run, acct *Account, opts ReportOptions, start time.Time) [
 		d.Shown = len(d.Output)
 		if d.Cut {
 			d.ShowCmd = opts.command("show", run.ID, nd.ID)
+		}
+		d.ThinkingBytes = len(nd.Thinking)
+		if d.Thinking, d.ThinkingCut = cut(nd.Thinking, limit); d.ThinkingCut {
+			d.ThinkingCmd = opts.command("show", run.ID, nd.ID, "--thinking")
 		}
 		out = append(out, d)
 	}

@@ -140,6 +140,10 @@ pre.output { background: #f6f7f9; border: 1px solid #e3e6ec; border-radius: 4px;
 {{if .Output}}<pre class="output" data-node="{{.ID}}" data-bytes="{{.OutputBytes}}" data-shown="{{.Shown}}">
 {{.Output}}</pre>{{end}}
 {{if .Cut}}<p class="cut" data-node="{{.ID}}">Cut at {{thousands .Shown}} of {{thousands .OutputBytes}} bytes; all of it: <code class="cmd" data-node="{{.ID}}" data-what="show">{{.ShowCmd}}</code></p>{{end}}
+{{if .Thinking}}<h4>Thinking <small>({{thousands .ThinkingBytes}} bytes; journaled apart, never in the output)</small></h4>
+<pre class="output thinking" data-node="{{.ID}}" data-bytes="{{.ThinkingBytes}}">
+{{.Thinking}}</pre>
+{{if .ThinkingCut}}<p class="cut" data-node="{{.ID}}">Cut; all of it: <code class="cmd" data-node="{{.ID}}" data-what="thinking">{{.ThinkingCmd}}</code></p>{{end}}{{end}}
 </details>
 {{end}}
 
