@@ -52,7 +52,7 @@ var (
 	graphSimAPIs        = []string{SimAPIChat, SimAPIResponses}
 	graphProviderKinds  = []string{ProviderKindSim, ProviderKindOpenAI, ProviderKindResponses, ProviderKindHarness}
 	graphInputTypes     = []string{InputString, InputInt, InputBool, InputFile}
-	graphFaultKinds     = []string{"close", "reset", "cut", "silence", "status", "queued", "refuse"}
+	graphFaultKinds     = []string{"close", "reset", "cut", "silence", "status", "queued", "refuse", "error_event"}
 )
 
 func sString() map[string]any { return map[string]any{"type": "string"} }
@@ -206,7 +206,7 @@ var fieldsSim = []Field{
 
 // fieldsFault are the fields of one entry of a sim block's `faults:`.
 var fieldsFault = []Field{
-	{Name: "kind", Type: "string", Required: true, Doc: "close, reset, cut, silence, status, queued or refuse (see `go doc ./provider/sim FaultKind`).", Example: "cut", schema: sEnum(graphFaultKinds)},
+	{Name: "kind", Type: "string", Required: true, Doc: "close, reset, cut, silence, status, queued, refuse or error_event (see `go doc ./provider/sim FaultKind`).", Example: "cut", schema: sEnum(graphFaultKinds)},
 	{Name: "endpoint", Type: "string", Default: "any", Doc: "chat, responses.create, responses.get, responses.stream, responses.cancel, models, messages, gemini.stream or gemini.generate.", Example: "responses.create", schema: sString()},
 	{Name: "node", Type: "string", Default: "any", Doc: "Only requests for this graph node; requests then counts that node's requests (request k of chat or responses.create is the node's attempt k).", Example: "plan", schema: sString()},
 	{Name: "requests", Type: "list of whole numbers", Default: "every request", Doc: "1-based request numbers, counted per endpoint (per node and endpoint with node; connections, for refuse).", Example: "[1, 3]", schema: map[string]any{"type": "array", "items": map[string]any{"type": "integer", "minimum": 1}}},
