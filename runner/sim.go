@@ -44,6 +44,8 @@ func simulate(spec *ProviderSpec, srv *sim.Server) (api string, out *ProviderSpe
 		return ProviderKindOpenAI, &cp, cleanup, nil
 	case ProviderKindResponses:
 		return ProviderKindResponses, &cp, cleanup, nil
+	case ProviderKindAnthropic: // the simulator's Messages API (/v1/messages)
+		return ProviderKindAnthropic, &cp, cleanup, nil
 	case ProviderKindSim:
 		if spec.API == SimAPIResponses {
 			return ProviderKindResponses, &cp, cleanup, nil
