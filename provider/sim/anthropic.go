@@ -266,9 +266,10 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		// A token whose frame a cut fault halves is never delivered: not
-		// counted, since a continuation generates it (once) again.
-		if !sw.cutNext {
+		// A token whose frame a cut fault halves, or that an error event
+		// replaces, is never delivered: not counted, since a continuation
+		// generates it (once) again.
+		if !sw.cutNext && (errEvent == nil || sw.events != errEvent.AfterEvents) {
 			count.add()
 		}
 		if send("content_block_delta", map[string]any{"index": block,
