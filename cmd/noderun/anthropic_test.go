@@ -37,6 +37,9 @@ nodes:
 	if code != exitOK || strings.Contains(out, thinking) || !strings.Contains(out, strings.Join(sim.Text("claude-sonnet-4-5", "hello", 2, 30), "")) {
 		t.Errorf("show: exit %d\n%s", code, out)
 	}
+	if code, out, _ := runCLI(t, "show", "last", "a", "--db", db, "--thinking"); code != exitOK || out != thinking {
+		t.Errorf("show --thinking: exit %d\n%q, want %q", code, out, thinking)
+	}
 }
 
 // `noderun chaos` on an Anthropic graph: every default case and the

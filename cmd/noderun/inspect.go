@@ -380,8 +380,10 @@ func showCommand() *cli.Command {
 		Description: "Prints a node's output or, for an unfinished node, what its journal holds; --attempts lists its\n" +
 			"attempts instead: provider, response or thread id, cursor, outcome, tokens.\n\nExamples:\n  noderun show last report              # the node's output\n" +
 			"  noderun show last report --attempts   # its attempts, with what each cost\n" +
-			"  noderun show last report --json       # as JSON (docs/json.md)",
-		Flags: append([]cli.Flag{dbFlag, jsonFlag, &cli.BoolFlag{Name: "attempts", Usage: "list the node's attempts instead"}}, temporalFlags()...),
+			"  noderun show last report --json       # as JSON (docs/json.md)\n" +
+			"  noderun show last report --thinking   # its reasoning (thinking, summaries), never part of the output",
+		Flags: append([]cli.Flag{dbFlag, jsonFlag, &cli.BoolFlag{Name: "attempts", Usage: "list the node's attempts instead"},
+			&cli.BoolFlag{Name: "thinking", Usage: "print the reasoning of its last attempt instead (never in the output)"}}, temporalFlags()...),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 2, 2, "give RUN (or last) and NODE"); err != nil {
 				return err
@@ -405,6 +407,9 @@ func showCommand() *cli.Command {
 			atts, err := j.Attempts(c.Context, r.ID, id)
 			if err != nil {
 				return err
+			}
+			if c.Bool("thinking") {
+				return showThinking(c, j, r.ID, id, atts)
 			}
 			if c.Bool("json") {
 				return showJSON(c, j, r.ID, n, atts)
@@ -445,6 +450,27 @@ func showCommand() *cli.Command {
 			return err
 		},
 	}
+}
+
+// showThinking prints the reasoning events of a node's last attempt: what
+// a provider streamed apart from the answer, which the output never holds.
+func showThinking(c *cli.Context, j *journal.Journal, runID, node string, atts []journal.Attempt) error {
+	if len(atts) == 0 {
+		return &exitError{exitFailed, fmt.Errorf("node %s has no attempts", node)}
+	}
+	last := atts[len(atts)-1].N
+	evs, err := j.Events(c.Context, runID, journal.EventFilter{Node: node, Kinds: []string{"reasoning"}})
+	if err != nil {
+		return err
+	}
+	for _, e := range evs {
+		if e.Attempt == last {
+			if _, err := c.App.Writer.Write(e.Payload); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 var jsonFlag = &cli.BoolFlag{Name: "json", Usage: "print JSON on stdout (schema: docs/json.md)"}
