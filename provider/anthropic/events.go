@@ -28,7 +28,6 @@ type decoder struct {
 	usage    provider.Usage
 	thinking int    // bytes of thinking text, to estimate reasoning tokens
 	stop     string // message_delta's stop_reason
-	tool     bool   // a tool_use block was started: its input is no answer text
 	done     bool   // message_stop after a stop_reason: terminal evidence
 }
 
@@ -112,9 +111,10 @@ func (d *decoder) event(data []byte, at time.Time, emit provider.Emit) error {
 		case "redacted_thinking":
 			// encrypted reasoning: nothing to show, but it must go back as it came
 			return emit(provider.Event{Kind: provider.KindRaw, Raw: redacted(ev.Index, ev.ContentBlock.Data), Seq: -1, Time: at})
-		case "tool_use", "server_tool_use":
-			d.tool = true
 		}
+		// tool_use blocks: noderun offers no tools, so none comes, and a
+		// tool's input (input_json_delta) is never answer text: ignored.
+		// A partial answer is therefore text alone, which a prefill carries.
 	case "content_block_delta":
 		if ev.Delta == nil {
 			return protocolf("content_block_delta %d without delta", ev.Index)
@@ -128,8 +128,6 @@ func (d *decoder) event(data []byte, at time.Time, emit provider.Emit) error {
 			if b := d.blocks[ev.Index]; b != nil {
 				b.sig.WriteString(ev.Delta.Signature)
 			}
-		case "input_json_delta":
-			d.tool = true // a tool's input is not the answer; no tools are offered, so it is unexpected
 		}
 	case "content_block_stop":
 		b := d.blocks[ev.Index]
