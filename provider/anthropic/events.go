@@ -101,6 +101,9 @@ func (d *decoder) event(data []byte, at time.Time, emit provider.Emit) error {
 		if d.blocks == nil {
 			d.blocks = map[int]*block{}
 		}
+		if len(d.blocks) >= maxOpenBlocks {
+			return limitf("more than %d content blocks open at once", maxOpenBlocks)
+		}
 		b := &block{typ: ev.ContentBlock.Type}
 		d.blocks[ev.Index] = b
 		switch b.typ {
@@ -126,6 +129,9 @@ func (d *decoder) event(data []byte, at time.Time, emit provider.Emit) error {
 			return d.emitText(provider.KindReasoning, ev.Delta.Thinking, at, emit)
 		case "signature_delta":
 			if b := d.blocks[ev.Index]; b != nil {
+				if b.sig.Len()+len(ev.Delta.Signature) > maxSignatureBytes {
+					return limitf("a thinking block's signature is longer than %d bytes", maxSignatureBytes)
+				}
 				b.sig.WriteString(ev.Delta.Signature)
 			}
 		}
@@ -200,6 +206,19 @@ func signature(index int, sig string) []byte {
 func redacted(index int, data string) []byte {
 	b, _ := json.Marshal(map[string]any{"anthropic": "redacted_thinking", "index": index, "data": data})
 	return b
+}
+
+// Bounds on what the decoder holds for a hostile or broken server: a
+// signature is a few hundred bytes, and blocks are opened and closed one
+// after another.
+const (
+	maxSignatureBytes = 1 << 20
+	maxOpenBlocks     = 1024
+)
+
+func limitf(format string, args ...any) error {
+	return &diagnostics.Error{Class: diagnostics.ClassLimit,
+		Err: fmt.Errorf("messages stream: %w: %s", diagnostics.ErrLimit, fmt.Sprintf(format, args...))}
 }
 
 func protocolf(format string, args ...any) error {
