@@ -1,10 +1,12 @@
 package runner
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
@@ -200,5 +202,41 @@ func TestAnthropicThinkingApart(t *testing.T) {
 	}
 	if st := srv.Stats(); st.ContinuedRequests != 0 {
 		t.Errorf("%d continued requests: a node with thinking must be retried", st.ContinuedRequests)
+	}
+}
+
+// Ctrl-C, then `noderun resume`: an interrupted anthropic answer with
+// continuation: prefill is continued from its journaled output; with
+// extended thinking on, it is retried (a prefill cannot follow thinking).
+func TestAnthropicResumeContinuesInterruptedNode(t *testing.T) {
+	for _, c := range []struct {
+		name, extra string
+		continued   int64
+	}{{"prefilled", "", 1}, {"thinking", "    reasoning_effort: low\n", 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("NODERUN_TEST_ANTHROPIC_KEY", "sk-ant-test")
+			srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: anthTokens, TokensPerSecond: 40})
+			g := anthGraph(t, srv.BaseURL(), "claude-sonnet-4-5", "prefill", "slow", c.extra)
+			j := openJournal(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(700*time.Millisecond, cancel)
+			res, err := Run(ctx, g, Options{Journal: j})
+			if err != nil || res.Status != journal.RunInterrupted {
+				t.Fatalf("run %v %v", res, err)
+			}
+			if part, err := j.RebuildOutput(context.Background(), res.RunID, "slow", 1); err != nil || part == "" {
+				t.Fatalf("journaled %q (%v): want a partial answer", part, err)
+			}
+			res, err = Resume(context.Background(), res.RunID, nil, Options{Journal: j})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := res.Nodes[0]; n.State != journal.NodeCompleted || n.Output != anthAnswer("claude-sonnet-4-5", "slow") {
+				t.Fatalf("resumed node %s (%v)\n got %q", n.State, n.Err, n.Output)
+			}
+			if st := srv.Stats(); st.ContinuedRequests != c.continued || st.Requests[sim.EndpointMessages] != 2 {
+				t.Errorf("%d requests, %d continued: want 2 and %d", st.Requests[sim.EndpointMessages], st.ContinuedRequests, c.continued)
+			}
+		})
 	}
 }
