@@ -76,3 +76,23 @@ func SplitWhole(s string) (prefix, tail string) {
 	}
 	return s, ""
 }
+
+// ContinuePrefill: the partial answer is sent as the final assistant turn
+// of an Anthropic Messages request (a "prefill"), which the model
+// continues. Only kind anthropic takes it, and only some models accept it
+// (docs/providers.md); it is not among Continuations(), the chat forms.
+const ContinuePrefill Continuation = "prefill"
+
+// RequestContinuer is implemented by a Continuer that can continue some
+// requests only (an Anthropic request with extended thinking cannot be
+// prefilled). The recovery loop asks it before choosing to continue.
+type RequestContinuer interface {
+	CanContinue(req Request) bool
+}
+
+// CanContinue reports whether p, which declares Capabilities.Continue, can
+// continue req: true unless p is a RequestContinuer that says otherwise.
+func CanContinue(p Provider, req Request) bool {
+	rc, ok := p.(RequestContinuer)
+	return !ok || rc.CanContinue(req)
+}

@@ -565,7 +565,7 @@ func (x *nodeExec) input(ce *diagnostics.Error) resume.Input {
 		Class:            ce.Class,
 		CanResume:        caps.Resume && x.cur.Ref != "",
 		CanCheck:         caps.Check && x.cur.Ref != "",
-		CanContinue:      caps.Continue && x.out.Len() > 0,
+		CanContinue:      caps.Continue && x.out.Len() > 0 && provider.CanContinue(x.prov, x.req),
 		ContinueRejected: errors.Is(ce, provider.ErrContinueRejected),
 		Checked:          x.checked,
 		Dispatched:       x.dispatched,

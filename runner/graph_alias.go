@@ -29,6 +29,7 @@ const (
 	ProviderKindOpenAI    = graph.ProviderKindOpenAI
 	ProviderKindResponses = graph.ProviderKindResponses
 	ProviderKindHarness   = graph.ProviderKindHarness
+	ProviderKindAnthropic = graph.ProviderKindAnthropic
 	SimAPIChat            = graph.SimAPIChat
 	SimAPIResponses       = graph.SimAPIResponses
 	SideNone              = graph.SideNone

@@ -112,7 +112,7 @@ func TestSimFieldsMatchPackageSim(t *testing.T) {
 	if err := json.Unmarshal(graph.Schema(), &schema); err != nil {
 		t.Fatal(err)
 	}
-	kinds := []sim.FaultKind{sim.FaultClose, sim.FaultReset, sim.FaultCut, sim.FaultSilence, sim.FaultStatus, sim.FaultQueued, sim.FaultRefuse}
+	kinds := []sim.FaultKind{sim.FaultClose, sim.FaultReset, sim.FaultCut, sim.FaultSilence, sim.FaultStatus, sim.FaultQueued, sim.FaultRefuse, sim.FaultErrorEvent}
 	enum := schema.Defs.Fault.Properties.Kind.Enum
 	if len(enum) != len(kinds) {
 		t.Errorf("the schema's fault kinds %v, package sim's %v", enum, kinds)

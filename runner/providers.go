@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/noderun/noderun/provider"
+	"github.com/noderun/noderun/provider/anthropic"
 	"github.com/noderun/noderun/provider/harness"
 	"github.com/noderun/noderun/provider/openai"
 	"github.com/noderun/noderun/provider/responses"
@@ -52,7 +53,8 @@ func Check(g *Graph, opts *Options) error {
 		if err == nil {
 			// Responses streams are polled and harnesses watch themselves;
 			// a chat stream has only the idle watchdog.
-			chat := spec.Kind == ProviderKindOpenAI || (spec.Kind == ProviderKindSim && spec.API != SimAPIResponses)
+			chat := spec.Kind == ProviderKindOpenAI || (spec.Kind == ProviderKindSim && spec.API != SimAPIResponses) ||
+				spec.Kind == ProviderKindAnthropic
 			err = prof.CheckIdle(!chat)
 		}
 		if err != nil {
@@ -99,6 +101,9 @@ func getenvOf(opts *Options) func(string) string {
 // endpoint resolves a provider's base URL and API key from the graph and the
 // environment (OPENAI_BASE_URL, OPENAI_API_KEY).
 func endpoint(spec *ProviderSpec, getenv func(string) string) (baseURL, key string, err error) {
+	if spec.Kind == ProviderKindAnthropic {
+		return anthropicEndpoint(spec, getenv)
+	}
 	if spec.Kind != ProviderKindOpenAI && spec.Kind != ProviderKindResponses {
 		return "", "", nil // sim, harness, and kinds registered in Options.Kinds
 	}
@@ -115,6 +120,27 @@ func endpoint(spec *ProviderSpec, getenv func(string) string) (baseURL, key stri
 	}
 	key = getenv(keyEnv)
 	if key == "" && (spec.APIKeyEnv != "" || baseURL == defaultOpenAIBaseURL) {
+		return "", "", fmt.Errorf("environment variable %s (api_key_env) is empty", keyEnv)
+	}
+	return baseURL, key, nil
+}
+
+// anthropicEndpoint resolves a kind anthropic provider's base URL and key
+// (ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY, as Anthropic's SDKs read them).
+func anthropicEndpoint(spec *ProviderSpec, getenv func(string) string) (baseURL, key string, err error) {
+	baseURL = spec.BaseURL
+	if baseURL == "" {
+		baseURL = getenv("ANTHROPIC_BASE_URL")
+	}
+	if baseURL == "" {
+		baseURL = anthropic.DefaultBaseURL
+	}
+	keyEnv := spec.APIKeyEnv
+	if keyEnv == "" {
+		keyEnv = "ANTHROPIC_API_KEY"
+	}
+	key = getenv(keyEnv)
+	if key == "" && (spec.APIKeyEnv != "" || baseURL == anthropic.DefaultBaseURL) {
 		return "", "", fmt.Errorf("environment variable %s (api_key_env) is empty", keyEnv)
 	}
 	return baseURL, key, nil
@@ -258,6 +284,9 @@ func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, l
 			bp.p = p
 		case ProviderKindOpenAI:
 			bp.p = openai.New(openai.Config{BaseURL: baseURL, APIKey: key, Continuation: provider.Continuation(spec.Continuation),
+				MaxDials: spec.MaxDials})
+		case ProviderKindAnthropic:
+			bp.p = anthropic.New(anthropic.Config{BaseURL: baseURL, APIKey: key, Continuation: provider.Continuation(spec.Continuation),
 				MaxDials: spec.MaxDials})
 		case ProviderKindResponses:
 			p, err := responses.New(responses.Config{BaseURL: baseURL, APIKey: key, Logger: log, MaxDials: spec.MaxDials})

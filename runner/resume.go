@@ -176,12 +176,15 @@ func (r *runState) retryBudget(n *Node) int {
 // stream whose request was sent. out is the output journaled so far, which
 // a chat answer continues from.
 func (r *runState) pickUp(n *Node, ref, out string, resumesLeft, retriesLeft int) resume.Decision {
-	caps := r.provs[n.Provider].p.Capabilities()
+	p := r.provs[n.Provider].p
+	caps := p.Capabilities()
+	// what an adapter needs to tell whether it can continue this node's request
+	req := provider.Request{Node: n.ID, Model: n.Model, ReasoningEffort: n.ReasoningEffort, MaxOutputTokens: n.MaxOutputTokens}
 	return resume.Decide(resume.Input{
 		Class:       diagnostics.ClassDisconnect,
 		CanResume:   caps.Resume && ref != "",
 		CanCheck:    caps.Check && ref != "",
-		CanContinue: caps.Continue && out != "",
+		CanContinue: caps.Continue && out != "" && provider.CanContinue(p, req),
 		Dispatched:  true,
 		SideEffects: resume.SideEffects(n.SideEffects),
 		ResumesLeft: resumesLeft,

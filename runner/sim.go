@@ -15,9 +15,9 @@ import (
 // SimOptions make a run talk to a simulator instead of the providers the
 // graph names (`noderun run --sim`, `noderun chaos`): no file edits, no API
 // keys. Every provider keeps its API: openai and chat sims are served the
-// Chat Completions API, responses and responses sims the Responses API, and
-// harness nodes run the real Codex CLI, Claude Code or Gemini CLI pointed at
-// the simulator.
+// Chat Completions API, responses and responses sims the Responses API,
+// anthropic the Messages API, and harness nodes run the real Codex CLI,
+// Claude Code or Gemini CLI pointed at the simulator.
 type SimOptions struct {
 	// Server is a running simulator every provider talks to, kind sim
 	// included (their own sim blocks are then ignored). Nil starts one
@@ -44,6 +44,8 @@ func simulate(spec *ProviderSpec, srv *sim.Server) (api string, out *ProviderSpe
 		return ProviderKindOpenAI, &cp, cleanup, nil
 	case ProviderKindResponses:
 		return ProviderKindResponses, &cp, cleanup, nil
+	case ProviderKindAnthropic: // the simulator's Messages API (/v1/messages)
+		return ProviderKindAnthropic, &cp, cleanup, nil
 	case ProviderKindSim:
 		if spec.API == SimAPIResponses {
 			return ProviderKindResponses, &cp, cleanup, nil

@@ -134,7 +134,7 @@ func TestContinuationFilter(t *testing.T) {
 	for _, c := range cases {
 		var out strings.Builder
 		reset, repeated := false, false
-		f := &continuation{prefix: c.prefix, tail: c.tail, out: func(ev provider.Event) error {
+		f := provider.NewContinueFilter(c.prefix, c.tail, func(ev provider.Event) error {
 			switch ev.Kind {
 			case provider.KindDelta:
 				out.WriteString(ev.Text)
@@ -149,13 +149,13 @@ func TestContinuationFilter(t *testing.T) {
 				}
 			}
 			return nil
-		}}
+		})
 		for _, ch := range c.chunks {
-			if err := f.emit(provider.Event{Kind: provider.KindDelta, Text: ch, Seq: -1}); err != nil {
+			if err := f.Emit(provider.Event{Kind: provider.KindDelta, Text: ch, Seq: -1}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := f.emit(provider.Event{Kind: provider.KindDone, Seq: -1}); err != nil {
+		if err := f.Emit(provider.Event{Kind: provider.KindDone, Seq: -1}); err != nil {
 			t.Fatal(err)
 		}
 		if out.String() != c.want || reset != c.reset || repeated != c.repeated {
@@ -204,7 +204,7 @@ func FuzzContinuation(f *testing.F) {
 		}
 		at := split % uint(len(sent)+1)
 		out := have
-		c := &continuation{prefix: prefix, tail: tail, out: func(ev provider.Event) error {
+		c := provider.NewContinueFilter(prefix, tail, func(ev provider.Event) error {
 			switch ev.Kind {
 			case provider.KindDelta:
 				out += ev.Text
@@ -212,13 +212,13 @@ func FuzzContinuation(f *testing.F) {
 				out = ""
 			}
 			return nil
-		}}
+		})
 		for _, chunk := range []string{sent[:at], sent[at:]} {
-			if err := c.emit(provider.Event{Kind: provider.KindDelta, Text: chunk, Seq: -1}); err != nil {
+			if err := c.Emit(provider.Event{Kind: provider.KindDelta, Text: chunk, Seq: -1}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := c.emit(provider.Event{Kind: provider.KindDone, Seq: -1}); err != nil {
+		if err := c.Emit(provider.Event{Kind: provider.KindDone, Seq: -1}); err != nil {
 			t.Fatal(err)
 		}
 		if out != full {

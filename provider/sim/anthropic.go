@@ -26,6 +26,14 @@ type messagesRequest struct {
 	Messages  []message `json:"messages"`
 	MaxTokens int       `json:"max_tokens"`
 	Stream    bool      `json:"stream"`
+	// System is a string or text blocks; a block with cache_control is
+	// counted as written to the prompt cache, and read from it when the
+	// same text comes again (cache.go).
+	System   content `json:"system"`
+	Thinking *struct {
+		Type         string `json:"type"`
+		BudgetTokens int    `json:"budget_tokens"`
+	} `json:"thinking"`
 }
 
 // MessagesInput derives the input of a Messages API request body: the text
@@ -152,27 +160,63 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	tokens := Text(req.Model, input, s.cfg.Seed, p.tokens)
 	id := newID("msg_")
 	in := provider.EstimateTokens(input)
+	prefill, status, msg := req.prefill()
+	if status != 0 {
+		writeAnthropicError(w, status, msg)
+		return
+	}
+	if prefill != "" {
+		s.stats.continued.Add(1)
+		tokens = s.rest(req.Model, input, tokens, prefill)
+		in += provider.EstimateTokens(prefill) // the partial answer is input again
+	}
+	cacheWrite, cacheRead := s.promptCache(req.System)
+	usage := map[string]any{"input_tokens": in, "output_tokens": 1,
+		"cache_creation_input_tokens": cacheWrite, "cache_read_input_tokens": cacheRead}
 	stop := "end_turn"
 	if p.cut {
 		stop = "max_tokens"
+	}
+	var thinking []string
+	if req.Thinking != nil && req.Thinking.Type == "enabled" {
+		thinking = Text(req.Model, "thinking:"+input, s.cfg.Seed, ThinkingTokens)
 	}
 	if !req.Stream {
 		if err := s.pace(r.Context(), p, len(tokens), count); err != nil {
 			return
 		}
+		var blocks []any
+		if thinking != nil {
+			s.stats.reasoning.Add(int64(len(thinking)))
+			blocks = append(blocks, map[string]any{"type": "thinking", "thinking": strings.Join(thinking, ""), "signature": signatureOf(id)})
+		}
+		usage["output_tokens"] = len(thinking) + len(tokens)
 		s.answer(w, r, ep, f, map[string]any{
 			"id": id, "type": "message", "role": "assistant", "model": req.Model,
-			"content":     []any{map[string]any{"type": "text", "text": strings.Join(tokens, "")}},
+			"content":     append(blocks, map[string]any{"type": "text", "text": strings.Join(tokens, "")}),
 			"stop_reason": stop, "stop_sequence": nil,
-			"usage": map[string]any{"input_tokens": in, "output_tokens": len(tokens)},
+			"usage": usage,
 		})
 		return
+	}
+	var errEvent *Fault // a mid-stream error event (FaultErrorEvent)
+	if f != nil && f.Kind == FaultErrorEvent {
+		errEvent = f
 	}
 	sw, err := s.startSSE(w, r, ep, f, p.keepalive, nil)
 	if err != nil {
 		return
 	}
 	send := func(typ string, v map[string]any) error {
+		if errEvent != nil && sw.events == errEvent.AfterEvents {
+			s.faultActed(errEvent, ep)
+			errEvent = nil
+			b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{"type": anthropicErrorType(f.Status),
+				"message": "sim: injected error event (" + anthropicErrorType(f.Status) + ")"}})
+			_ = sw.send(append(append([]byte("event: error\ndata: "), b...), "\n\n"...))
+			_ = sw.flush()
+			return errFaulted // the server ends the stream after an error event
+		}
 		v["type"] = typ
 		b, _ := json.Marshal(v)
 		frame := make([]byte, 0, len(b)+len(typ)+16)
@@ -181,12 +225,38 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	if send("message_start", map[string]any{"message": map[string]any{
 		"id": id, "type": "message", "role": "assistant", "model": req.Model, "content": []any{},
-		"stop_reason": nil, "stop_sequence": nil,
-		"usage": map[string]any{"input_tokens": in, "output_tokens": 1},
+		"stop_reason": nil, "stop_sequence": nil, "usage": usage,
 	}}) != nil {
 		return
 	}
-	if send("content_block_start", map[string]any{"index": 0,
+	block := 0
+	if thinking != nil {
+		if send("content_block_start", map[string]any{"index": block,
+			"content_block": map[string]any{"type": "thinking", "thinking": ""}}) != nil {
+			return
+		}
+		for i, tok := range thinking {
+			if d := p.wait(i, false); d > 0 {
+				if sw.idle(nil, d) != nil {
+					return
+				}
+			}
+			s.stats.reasoning.Add(1)
+			if send("content_block_delta", map[string]any{"index": block,
+				"delta": map[string]any{"type": "thinking_delta", "thinking": tok}}) != nil {
+				return
+			}
+		}
+		if send("content_block_delta", map[string]any{"index": block,
+			"delta": map[string]any{"type": "signature_delta", "signature": signatureOf(id)}}) != nil {
+			return
+		}
+		if send("content_block_stop", map[string]any{"index": block}) != nil {
+			return
+		}
+		block++
+	}
+	if send("content_block_start", map[string]any{"index": block,
 		"content_block": map[string]any{"type": "text", "text": ""}}) != nil {
 		return
 	}
@@ -196,17 +266,22 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		count.add()
-		if send("content_block_delta", map[string]any{"index": 0,
+		// A token whose frame a cut fault halves, or that an error event
+		// replaces, is never delivered: not counted, since a continuation
+		// generates it (once) again.
+		if !sw.cutNext && (errEvent == nil || sw.events != errEvent.AfterEvents) {
+			count.add()
+		}
+		if send("content_block_delta", map[string]any{"index": block,
 			"delta": map[string]any{"type": "text_delta", "text": tok}}) != nil {
 			return
 		}
 	}
-	if send("content_block_stop", map[string]any{"index": 0}) != nil {
+	if send("content_block_stop", map[string]any{"index": block}) != nil {
 		return
 	}
 	if send("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
-		"usage": map[string]any{"output_tokens": len(tokens)}}) != nil {
+		"usage": map[string]any{"output_tokens": len(thinking) + len(tokens)}}) != nil {
 		return
 	}
 	if send("message_stop", map[string]any{}) != nil {
@@ -214,3 +289,67 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = sw.flush()
 }
+
+// ThinkingTokens is the length of the thinking block the simulator streams
+// before the answer when a Messages request enables extended thinking.
+const ThinkingTokens = 12
+
+// PrefillRejected reports whether the simulator answers a prefilled
+// assistant turn for model with 400, as Claude 4.6 models do
+// ("Prefilling assistant messages is not supported for this model",
+// https://platform.claude.com/docs/en/about-claude/models/migration-guide):
+// model names with "-4-6" (claude-opus-4-6, claude-sonnet-4-6) or
+// "noprefill" in them. Every other model accepts a prefill.
+func PrefillRejected(model string) bool {
+	return strings.Contains(model, "-4-6") || strings.Contains(model, "noprefill")
+}
+
+// prefill is the partial answer a request prefills (its last message is
+// the assistant's), or an HTTP status and message for the 400 the real API
+// gives: a model that takes no prefill, a prefill with extended thinking
+// on, a prefill ending in whitespace.
+func (r *messagesRequest) prefill() (string, int, string) {
+	if len(r.Messages) == 0 || r.Messages[len(r.Messages)-1].Role != "assistant" {
+		return "", 0, ""
+	}
+	text, _ := r.Messages[len(r.Messages)-1].Content.text()
+	switch {
+	case PrefillRejected(r.Model):
+		return "", http.StatusBadRequest, "Prefilling assistant messages is not supported for this model."
+	case r.Thinking != nil && r.Thinking.Type == "enabled":
+		return "", http.StatusBadRequest, "messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text`. When `thinking` is enabled, a final `assistant` message must start with a thinking block."
+	case strings.TrimRight(text, " \t\r\n") != text:
+		return "", http.StatusBadRequest, "messages: final assistant content cannot end with trailing whitespace"
+	}
+	return text, 0, ""
+}
+
+// promptCache counts a system prompt marked with cache_control: written to
+// the cache the first time the server sees it, read from it after. It
+// returns the tokens written and read (0, 0 for a prompt not marked).
+func (s *Server) promptCache(system content) (write, read int) {
+	var blocks []struct {
+		Text         string          `json:"text"`
+		CacheControl json.RawMessage `json:"cache_control"`
+	}
+	if json.Unmarshal([]byte(system), &blocks) != nil {
+		return 0, 0
+	}
+	var text strings.Builder
+	marked := false
+	for _, b := range blocks {
+		text.WriteString(b.Text)
+		marked = marked || len(b.CacheControl) > 0 && string(b.CacheControl) != "null"
+	}
+	if !marked {
+		return 0, 0
+	}
+	n := provider.EstimateTokens(text.String())
+	if _, seen := s.prompts.LoadOrStore(text.String(), true); seen {
+		return 0, n
+	}
+	return n, 0
+}
+
+// signatureOf is a thinking block's signature: opaque, as the real one is.
+func signatureOf(id string) string { return "sim-signature-" + id }

@@ -50,6 +50,12 @@ const (
 	// outage ends. Aimed with Node, it starts a real outage at a chosen
 	// point of one node's life, whatever the scheduling of the others.
 	FaultOutage FaultKind = "outage"
+	// FaultErrorEvent sends an Anthropic `error` event after AfterEvents
+	// events of a Messages stream, then ends it, as the API does when it
+	// fails mid-stream: Status picks the error type (529 overloaded_error,
+	// 500 api_error, 429 rate_limit_error, 400 invalid_request_error ...).
+	// Only for the messages endpoint.
+	FaultErrorEvent FaultKind = "error_event"
 )
 
 // NodeHeader is the request header that names the graph node a request is
@@ -113,7 +119,7 @@ type Fault struct {
 // Validate reports whether the fault is well formed.
 func (f Fault) Validate() error {
 	switch f.Kind {
-	case FaultClose, FaultReset, FaultCut, FaultSilence, FaultStatus, FaultQueued, FaultRefuse, FaultOutage:
+	case FaultClose, FaultReset, FaultCut, FaultSilence, FaultStatus, FaultQueued, FaultRefuse, FaultOutage, FaultErrorEvent:
 	case "":
 		return fmt.Errorf("fault: kind is required (%s)", kindList)
 	default:
@@ -146,13 +152,20 @@ func (f Fault) Validate() error {
 		if f.Endpoint != "" && f.Endpoint != EndpointResponsesCreate {
 			return fmt.Errorf("fault: queued applies to %s only", EndpointResponsesCreate)
 		}
+	case FaultErrorEvent:
+		if f.Status < 400 || f.Status > 599 {
+			return fmt.Errorf("fault: status must be in 400-599, got %d", f.Status)
+		}
+		if f.Endpoint != "" && f.Endpoint != EndpointMessages {
+			return fmt.Errorf("fault: error_event applies to %s only", EndpointMessages)
+		}
 	case FaultRefuse:
 		if f.Endpoint != "" || f.ResponseID != "" || f.Node != "" {
 			return fmt.Errorf("fault: refuse acts on connections: endpoint, node and response_id must be empty (aim an outage at a node instead)")
 		}
 	}
-	if f.Status != 0 && f.Kind != FaultStatus || f.RetryAfter != "" && f.Kind != FaultStatus {
-		return fmt.Errorf("fault: status and retry_after are for kind status only")
+	if f.Status != 0 && f.Kind != FaultStatus && f.Kind != FaultErrorEvent || f.RetryAfter != "" && f.Kind != FaultStatus {
+		return fmt.Errorf("fault: status is for kinds status and error_event, retry_after for status only")
 	}
 	if f.Duration != 0 && f.Kind != FaultSilence && f.Kind != FaultOutage {
 		return fmt.Errorf("fault: duration is for kinds silence and outage only")
@@ -160,7 +173,7 @@ func (f Fault) Validate() error {
 	return nil
 }
 
-const kindList = "close, reset, cut, silence, status, queued, refuse, outage"
+const kindList = "close, reset, cut, silence, status, queued, refuse, outage, error_event"
 
 // faultJSON is Fault with Duration as a string, for POST /sim/faults.
 type faultJSON struct {
@@ -245,6 +258,7 @@ func (fs *faultSet) match(c call) *Fault {
 		switch {
 		case a.Kind == FaultRefuse,
 			a.Kind == FaultQueued && c.endpoint != EndpointResponsesCreate,
+			a.Kind == FaultErrorEvent && c.endpoint != EndpointMessages,
 			a.Endpoint != "" && a.Endpoint != c.endpoint,
 			a.Node != "" && a.Node != c.node,
 			a.ResponseID != "" && a.ResponseID != c.responseID,

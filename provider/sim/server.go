@@ -22,6 +22,8 @@ type Server struct {
 	stats  counters
 	store  store
 	mux    *http.ServeMux
+	// prompts are the system prompts written to the prompt cache (Messages API)
+	prompts sync.Map
 
 	ctx    context.Context // canceled by Close; the base of every request and generator
 	cancel context.CancelFunc

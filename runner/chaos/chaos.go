@@ -365,6 +365,8 @@ func (x *caseRun) streamEndpoint(n *runner.Node) string {
 		return sim.EndpointChat
 	case spec.Kind == runner.ProviderKindHarness:
 		return runner.HarnessSimEndpoint(spec)
+	case spec.Kind == runner.ProviderKindAnthropic:
+		return sim.EndpointMessages
 	}
 	return sim.EndpointResponsesCreate
 }

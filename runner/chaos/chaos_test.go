@@ -571,3 +571,42 @@ func (l *logRecords) has(tag string) bool {
 	defer l.tags.mu.Unlock()
 	return l.tags.set[tag]
 }
+
+// Kind anthropic under chaos: draft's model takes no prefill, so its drops
+// are retried (NR103); polish's does, so a drop after some output is
+// continued by prefill (NR110) with nothing regenerated; review thinks, so
+// it is retried; a mid-stream overloaded_error is recovered (NR105), an
+// invalid_request_error is not.
+func TestAnthropicUnderChaos(t *testing.T) {
+	g := loadGraph(t, "anthropic.yaml")
+	m, err := LoadMatrix(filepath.Join("..", "..", "testdata", "chaos", "anthropic-matrix.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Defaults = []string{"close-middle", "cut-late", "reset-early"}
+	rep, table, n := runMatrix(t, g, m, Options{Seed: 5, Getenv: func(string) string { return "" }})
+	if !rep.OK() || len(rep.Results) != 3*n { // three nodes
+		t.Fatalf("%d of %d failed\n%s", rep.Failed, len(rep.Results), table)
+	}
+	for _, r := range rep.Results {
+		continued := slices.Contains(r.Codes, "NR110")
+		switch {
+		case r.Case == "invalid-request-event":
+			if r.Outcome != OutcomeRejected || r.Retries != 0 {
+				t.Errorf("%s @ %s: %s after %d retries, want rejected at once", r.Case, r.Node, r.Outcome, r.Retries)
+			}
+		case r.Case == "reset-early", r.Case == "overloaded-529": // no output yet: nothing to prefill
+			if continued || r.Retries != 1 {
+				t.Errorf("%s @ %s: codes %v, retries %d: want one retry", r.Case, r.Node, r.Codes, r.Retries)
+			}
+		case r.Node == "polish":
+			if !continued || r.Retries != 0 || r.Regenerated != 0 {
+				t.Errorf("%s @ polish: codes %v, retries %d, regenerated %d: want a continue and nothing regenerated", r.Case, r.Codes, r.Retries, r.Regenerated)
+			}
+		default: // draft (no prefill on claude-opus-4-6), review (thinking)
+			if continued || r.Retries != 1 {
+				t.Errorf("%s @ %s: codes %v, retries %d: want one retry", r.Case, r.Node, r.Codes, r.Retries)
+			}
+		}
+	}
+}

@@ -290,10 +290,10 @@ func decodeCase(n *yaml.Node) (Case, error) {
 		return c, errAt(faultNode, "case %q: refuse cannot be aimed at a node; use kind outage", c.Name)
 	}
 	switch f.Kind {
-	case sim.FaultClose, sim.FaultReset, sim.FaultCut, sim.FaultSilence:
+	case sim.FaultClose, sim.FaultReset, sim.FaultCut, sim.FaultSilence, sim.FaultErrorEvent:
 	default:
 		if c.At != "" {
-			return c, errAt(n, "case %q: at places a close, reset, cut or silence in the stream, not a %s", c.Name, f.Kind)
+			return c, errAt(n, "case %q: at places a close, reset, cut, silence or error_event in the stream, not a %s", c.Name, f.Kind)
 		}
 	}
 	c.Fault = f

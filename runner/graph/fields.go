@@ -50,9 +50,9 @@ var (
 	graphReasoningLevel = []string{"none", "minimal", "low", "medium", "high"}
 	graphSideEffects    = []string{string(SideNone), string(SideIdempotent), string(SideUnsafe)}
 	graphSimAPIs        = []string{SimAPIChat, SimAPIResponses}
-	graphProviderKinds  = []string{ProviderKindSim, ProviderKindOpenAI, ProviderKindResponses, ProviderKindHarness}
+	graphProviderKinds  = []string{ProviderKindSim, ProviderKindOpenAI, ProviderKindResponses, ProviderKindHarness, ProviderKindAnthropic}
 	graphInputTypes     = []string{InputString, InputInt, InputBool, InputFile}
-	graphFaultKinds     = []string{"close", "reset", "cut", "silence", "status", "queued", "refuse"}
+	graphFaultKinds     = []string{"close", "reset", "cut", "silence", "status", "queued", "refuse", "error_event"}
 )
 
 func sString() map[string]any { return map[string]any{"type": "string"} }
@@ -127,14 +127,14 @@ var fieldsInput = []Field{
 
 // fieldsProvider are the fields of one entry of `providers:`.
 var fieldsProvider = []Field{
-	{Name: "kind", Type: "string", Required: true, Doc: "sim (the embedded simulator), openai (Chat Completions), responses (the Responses API in background mode) or harness (an agent CLI).",
+	{Name: "kind", Type: "string", Required: true, Doc: "sim (the embedded simulator), openai (Chat Completions), responses (the Responses API in background mode), harness (an agent CLI) or anthropic (the Anthropic Messages API).",
 		Example: "responses", schema: sEnum(graphProviderKinds)},
-	{Name: "model", Type: "string", Default: "none (sim: `sim`)", Doc: "The default model of the provider's nodes; openai and responses nodes need one here or on the node.",
+	{Name: "model", Type: "string", Default: "none (sim: `sim`)", Doc: "The default model of the provider's nodes; openai, responses and anthropic nodes need one here or on the node.",
 		Example: "gpt-5", schema: sString()},
-	{Name: "base_url", Type: "URL", Default: "$OPENAI_BASE_URL, else https://api.openai.com/v1", Doc: "The API's base URL (http or https, with a host).",
-		Example: "https://api.openai.com/v1", Kinds: []string{ProviderKindOpenAI, ProviderKindResponses}, schema: map[string]any{"type": "string", "pattern": `^https?://[^/]+`}},
-	{Name: "api_key_env", Type: "string", Default: "OPENAI_API_KEY", Doc: "The environment variable holding the API key (never the key itself).",
-		Example: "OPENAI_API_KEY", Kinds: []string{ProviderKindOpenAI, ProviderKindResponses}, schema: map[string]any{"type": "string", "pattern": `^[A-Za-z_][A-Za-z0-9_]*$`}},
+	{Name: "base_url", Type: "URL", Default: "$OPENAI_BASE_URL, else https://api.openai.com/v1 (anthropic: $ANTHROPIC_BASE_URL, else https://api.anthropic.com)", Doc: "The API's base URL (http or https, with a host).",
+		Example: "https://api.openai.com/v1", Kinds: []string{ProviderKindOpenAI, ProviderKindResponses, ProviderKindAnthropic}, schema: map[string]any{"type": "string", "pattern": `^https?://[^/]+`}},
+	{Name: "api_key_env", Type: "string", Default: "OPENAI_API_KEY (anthropic: ANTHROPIC_API_KEY)", Doc: "The environment variable holding the API key (never the key itself).",
+		Example: "OPENAI_API_KEY", Kinds: []string{ProviderKindOpenAI, ProviderKindResponses, ProviderKindAnthropic}, schema: map[string]any{"type": "string", "pattern": `^[A-Za-z_][A-Za-z0-9_]*$`}},
 	{Name: "api", Type: "string", Default: "chat", Doc: "The API the simulator speaks: chat or responses.",
 		Example: "responses", Kinds: []string{ProviderKindSim}, schema: sEnum(graphSimAPIs)},
 	{Name: "sim", Type: "simulator block", Doc: "How the embedded simulator generates and fails (see the simulator block).",
@@ -152,10 +152,10 @@ var fieldsProvider = []Field{
 	{Name: "state_dir", Type: "path", Default: "~/.local/state/noderun/harness", Doc: "Each node's harness state (Claude Code and Gemini CLI session stores); relative to the graph file.",
 		Example: ".noderun-state", Kinds: []string{ProviderKindHarness}, schema: sNonEmpty()},
 	{Name: "continuation", Type: "string", Default: "none", Doc: "How the chat server continues a partial answer after a dropped stream: " +
-		"prefix (DeepSeek, Mistral), continue_final_message (vLLM), assistant_last (Ollama, llama.cpp); see docs/providers.md.",
-		Example: "prefix", Kinds: []string{ProviderKindOpenAI, ProviderKindSim}, schema: sEnum(graphContinuations)},
+		"prefix (DeepSeek, Mistral), continue_final_message (vLLM), assistant_last (Ollama, llama.cpp); for kind anthropic only prefill (the partial answer as a prefilled assistant turn, on models that accept it); see docs/providers.md.",
+		Example: "prefix", Kinds: []string{ProviderKindOpenAI, ProviderKindSim, ProviderKindAnthropic}, schema: sEnum(append(slices.Clone(graphContinuations), graphPrefill))},
 	{Name: "max_dials", Type: "whole number > 0", Default: "32", Doc: "How many connects to the provider's host may be in flight at once; the rest wait their turn, so a wide graph's start or a breaker closing never overflows the server's listen backlog.",
-		Example: "64", Kinds: []string{ProviderKindOpenAI, ProviderKindResponses}, schema: sInt(1)},
+		Example: "64", Kinds: []string{ProviderKindOpenAI, ProviderKindResponses, ProviderKindAnthropic}, schema: sInt(1)},
 }
 
 // fieldsNode are the fields of one entry of `nodes:`.
@@ -206,7 +206,7 @@ var fieldsSim = []Field{
 
 // fieldsFault are the fields of one entry of a sim block's `faults:`.
 var fieldsFault = []Field{
-	{Name: "kind", Type: "string", Required: true, Doc: "close, reset, cut, silence, status, queued or refuse (see `go doc ./provider/sim FaultKind`).", Example: "cut", schema: sEnum(graphFaultKinds)},
+	{Name: "kind", Type: "string", Required: true, Doc: "close, reset, cut, silence, status, queued, refuse or error_event (see `go doc ./provider/sim FaultKind`).", Example: "cut", schema: sEnum(graphFaultKinds)},
 	{Name: "endpoint", Type: "string", Default: "any", Doc: "chat, responses.create, responses.get, responses.stream, responses.cancel, models, messages, gemini.stream or gemini.generate.", Example: "responses.create", schema: sString()},
 	{Name: "node", Type: "string", Default: "any", Doc: "Only requests for this graph node; requests then counts that node's requests (request k of chat or responses.create is the node's attempt k).", Example: "plan", schema: sString()},
 	{Name: "requests", Type: "list of whole numbers", Default: "every request", Doc: "1-based request numbers, counted per endpoint (per node and endpoint with node; connections, for refuse).", Example: "[1, 3]", schema: map[string]any{"type": "array", "items": map[string]any{"type": "integer", "minimum": 1}}},

@@ -53,6 +53,8 @@ const (
 	ProviderKindOpenAI    = "openai"
 	ProviderKindResponses = "responses"
 	ProviderKindHarness   = "harness"
+	// ProviderKindAnthropic: the Anthropic Messages API (provider/anthropic).
+	ProviderKindAnthropic = "anthropic"
 )
 
 // APIs a sim provider can speak (ProviderSpec.API).

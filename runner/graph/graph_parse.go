@@ -42,6 +42,8 @@ var (
 	}()
 	// graphContinuations are provider.Continuations() (a runner test checks).
 	graphContinuations = []string{"none", "prefix", "continue_final_message", "assistant_last"}
+	// graphPrefill is provider.ContinuePrefill, kind anthropic's only form.
+	graphPrefill = "prefill"
 )
 
 // graphMergeBudget bounds the work merge keys (<<) can cause in one file.
@@ -654,7 +656,12 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 			}
 		case "continuation":
 			if c, ok := p.str(s, f); ok {
-				if !slices.Contains(graphContinuations, c) {
+				switch {
+				case spec.Kind == ProviderKindAnthropic && c != "none" && c != graphPrefill:
+					p.report(s, f.val.Line, name, "kind anthropic continues a partial answer only by prefill: continuation must be none or prefill, not %s", graphQuote(c))
+				case spec.Kind != ProviderKindAnthropic && c == graphPrefill:
+					p.report(s, f.val.Line, name, "continuation prefill is for kind anthropic (a prefilled assistant turn of the Messages API), not kind %s; a chat server takes one of %s", graphQuote(spec.Kind), strings.Join(graphContinuations, ", "))
+				case spec.Kind != ProviderKindAnthropic && !slices.Contains(graphContinuations, c):
 					p.report(s, f.val.Line, name, "continuation must be one of %s, not %s", strings.Join(graphContinuations, ", "), graphQuote(c))
 				}
 				spec.Continuation = c
@@ -796,7 +803,7 @@ func (p *graphParser) node(g *Graph, idx int, item *yaml.Node) {
 	if n.Model == "" && spec != nil {
 		n.Model = spec.Model
 	}
-	if n.Model == "" && spec != nil && (spec.Kind == ProviderKindOpenAI || spec.Kind == ProviderKindResponses) {
+	if n.Model == "" && spec != nil && (spec.Kind == ProviderKindOpenAI || spec.Kind == ProviderKindResponses || spec.Kind == ProviderKindAnthropic) {
 		p.report(s, item.Line, "model", "no model: set model on the node or on provider %s", graphQuote(spec.Name))
 	}
 
