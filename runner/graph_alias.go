@@ -29,6 +29,7 @@ const (
 	ProviderKindOpenAI    = graph.ProviderKindOpenAI
 	ProviderKindResponses = graph.ProviderKindResponses
 	ProviderKindHarness   = graph.ProviderKindHarness
+	ProviderKindGemini    = graph.ProviderKindGemini
 	SimAPIChat            = graph.SimAPIChat
 	SimAPIResponses       = graph.SimAPIResponses
 	SideNone              = graph.SideNone

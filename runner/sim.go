@@ -15,7 +15,8 @@ import (
 // SimOptions make a run talk to a simulator instead of the providers the
 // graph names (`noderun run --sim`, `noderun chaos`): no file edits, no API
 // keys. Every provider keeps its API: openai and chat sims are served the
-// Chat Completions API, responses and responses sims the Responses API, and
+// Chat Completions API, responses and responses sims the Responses API, gemini providers the
+// Interactions API, and
 // harness nodes run the real Codex CLI, Claude Code or Gemini CLI pointed at
 // the simulator.
 type SimOptions struct {
@@ -44,6 +45,8 @@ func simulate(spec *ProviderSpec, srv *sim.Server) (api string, out *ProviderSpe
 		return ProviderKindOpenAI, &cp, cleanup, nil
 	case ProviderKindResponses:
 		return ProviderKindResponses, &cp, cleanup, nil
+	case ProviderKindGemini:
+		return ProviderKindGemini, &cp, cleanup, nil
 	case ProviderKindSim:
 		if spec.API == SimAPIResponses {
 			return ProviderKindResponses, &cp, cleanup, nil

@@ -53,6 +53,8 @@ const (
 	ProviderKindOpenAI    = "openai"
 	ProviderKindResponses = "responses"
 	ProviderKindHarness   = "harness"
+	// ProviderKindGemini is the Gemini Interactions API in background mode.
+	ProviderKindGemini = "gemini"
 )
 
 // APIs a sim provider can speak (ProviderSpec.API).
@@ -73,6 +75,9 @@ type ProviderSpec struct {
 	APIKeyEnv string
 	// Model is the default model of the provider's nodes.
 	Model string
+	// Agent (gemini) is the default agent of the provider's nodes, run
+	// instead of a model (the Interactions API takes one or the other).
+	Agent string
 	// MaxDials (openai, responses) bounds the connects to the
 	// provider's host in flight at once; 0 means conns.DefaultMaxDials.
 	MaxDials int
@@ -126,6 +131,9 @@ type Node struct {
 	Provider string
 	// Model is the node's model, or when the file omits it the provider's.
 	Model string
+	// Agent (gemini) is the node's agent, or when the file omits it (and
+	// sets no model) the provider's; a node with an agent sends no model.
+	Agent string
 	// System and Prompt are Go text/templates (see RenderPrompt).
 	System string
 	Prompt string
