@@ -249,11 +249,13 @@ func (p *Provider) body(req provider.Request) createRequest {
 	var gc generationConfig
 	gc.MaxOutputTokens = req.MaxOutputTokens
 	if req.ReasoningEffort != "" {
-		// Thinking levels are low and high; summaries make thoughts visible
-		// (journaled as reasoning, never output).
+		// Thinking levels are minimal, low, medium and high
+		// (https://ai.google.dev/gemini-api/docs/interactions/thinking);
+		// summaries make thoughts visible (journaled as reasoning, never
+		// output).
 		gc.ThinkingLevel = req.ReasoningEffort
-		if gc.ThinkingLevel == "medium" {
-			gc.ThinkingLevel = "high"
+		if gc.ThinkingLevel == "none" {
+			gc.ThinkingLevel = "minimal"
 		}
 		gc.ThinkingSummaries = "auto"
 	}
