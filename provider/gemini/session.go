@@ -100,13 +100,14 @@ func (s *session) read(ctx context.Context, c *conn) (idle bool, err error) {
 			}
 			return false, fmt.Errorf("gemini %s: stream broke at event %d: %w: %w", s.ref, s.seq, diagnostics.ErrDisconnected, err)
 		}
-		accepted, done, err := s.handle(ev)
+		_, done, err := s.handle(ev)
 		if err != nil || done {
 			return false, err
 		}
-		if accepted {
-			c.dog.kick()
-		}
+		// Every event kicks, replayed ones too: a re-attach from the start
+		// re-reads the generated part before anything new, and that is a
+		// live stream, not silence.
+		c.dog.kick()
 	}
 }
 
