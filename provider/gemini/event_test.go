@@ -129,10 +129,10 @@ func TestErrorEventClass(t *testing.T) {
 	}
 }
 
-// FuzzStream feeds untrusted bytes through the SSE reader and the event
+// FuzzInteractionsStream feeds untrusted bytes through the SSE reader and the event
 // parser of a session: it must never panic, never emit output after a
 // terminal event, and keep the cursor strictly increasing.
-func FuzzStream(f *testing.F) {
+func FuzzInteractionsStream(f *testing.F) {
 	f.Add([]byte(sseOf(docEvents)))
 	f.Add([]byte(sseOf(legacyEvents)))
 	f.Add([]byte("event: step.delta\ndata: {\"delta\":{\"type\":\"text\",\"text\":\"x\"}}\n\n"))
