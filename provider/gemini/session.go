@@ -165,7 +165,7 @@ func (s *session) afterRef(ev event) error {
 		s.state = ev.Status
 	}
 	if terminalStatus(s.state) {
-		return terminalError(s.ref, s.state, s.state)
+		return s.ended(s.ref, s.state, s.state)
 	}
 	return nil
 }
@@ -192,7 +192,7 @@ func (s *session) apply(ev event) (accepted, done bool, err error) {
 			s.state = ev.Status
 		}
 		if terminalStatus(s.state) {
-			return true, false, terminalError(s.ref, s.state, "status update: "+s.state)
+			return true, false, s.ended(s.ref, s.state, "status update: "+s.state)
 		}
 	case evStepDelta, evContentDelta:
 		switch {
@@ -218,7 +218,7 @@ func (s *session) apply(ev event) (accepted, done bool, err error) {
 			if it != nil {
 				msg = it.failureText()
 			}
-			return true, false, terminalError(s.ref, status, msg)
+			return true, false, s.ended(s.ref, status, msg)
 		}
 		return true, true, s.complete(it)
 	case evError:
@@ -265,6 +265,13 @@ func (s *session) complete(it *interaction) error {
 	}
 	s.p.forget(s.ref)
 	return s.emit(provider.Event{Kind: provider.KindDone, Ref: s.ref, Seq: s.seq, Usage: u, Time: time.Now()})
+}
+
+// ended is terminalError for an interaction that is over: this process
+// will not re-attach to it, so its mark goes.
+func (s *session) ended(ref, status, msg string) error {
+	s.p.forget(ref)
+	return terminalError(ref, status, msg)
 }
 
 func (s *session) send(k provider.Kind, text string) error {
@@ -351,7 +358,7 @@ func (s *session) poll(ctx context.Context) (completed bool, err error) {
 			if err := checked(fmt.Sprintf("interaction %s is %s", s.ref, it.Status)); err != nil {
 				return false, err
 			}
-			return false, terminalError(s.ref, it.Status, it.failureText())
+			return false, s.ended(s.ref, it.Status, it.failureText())
 		case prev != nil && m != *prev:
 			reason = "progress"
 		case prev == nil && s.state != "" && it.Status != "" && it.Status != s.state:
