@@ -15,8 +15,11 @@ import (
 
 // Request is one node's call, independent of the wire protocol.
 type Request struct {
-	Node            string
-	Model           string
+	Node  string
+	Model string
+	// Agent names a provider-side agent run instead of a model (the Gemini
+	// Interactions API's agent, e.g. Deep Research); "" for a model.
+	Agent           string
 	System          string
 	Prompt          string
 	ReasoningEffort string // "", "low", "medium", "high"

@@ -29,7 +29,7 @@ func ParseGraphWith(path string, src []byte, opts Options) (*Graph, error) {
 func checkKinds(kinds map[string]ProviderFunc) error {
 	for _, k := range kindNames(kinds) {
 		switch k {
-		case ProviderKindSim, ProviderKindOpenAI, ProviderKindResponses, ProviderKindHarness:
+		case ProviderKindSim, ProviderKindOpenAI, ProviderKindResponses, ProviderKindHarness, ProviderKindGemini:
 			return fmt.Errorf("runner: Options.Kinds: %q is a built-in provider kind", k)
 		}
 		if kinds[k] == nil {

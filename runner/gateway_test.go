@@ -327,3 +327,79 @@ func TestGatewayShorterThanPollAfter(t *testing.T) {
 		})
 	}
 }
+
+// Issue 25: a gemini node behind the same nginx (2 s idle timeout) meets
+// three drops at different points of one interaction: its create stream cut
+// after interaction.created, the re-attach held through the model's 60 s of
+// silence and cut by nginx (the cut is learnt, NR109, and the rest of the
+// silence is polled: in_progress is progress), and a re-attach reset while
+// the text streams after the silence. It completes byte-identical with one
+// interaction created and no token regenerated. It runs beside the other
+// parallel tests: its minute is mostly waiting.
+func TestGatewayGeminiDropsAroundLongSilence(t *testing.T) {
+	t.Parallel()
+	const T = 60
+	const silence = 60 * time.Second
+	srv := simtest.Start(t, sim.Config{Seed: respSeed, Tokens: T, TokensPerSecond: 10, Silence: silence, Faults: []sim.Fault{
+		{Endpoint: sim.EndpointInteractionsCreate, Requests: []int{1}, Kind: sim.FaultCut, AfterEvents: 1},
+	}})
+	gw := startNginx(t, upstreamOf(t, srv))
+	// The third drop: once the silence is over (the first token generated),
+	// the next re-attach is reset ten events in.
+	armed := make(chan struct{})
+	go func() {
+		defer close(armed)
+		deadline := time.Now().Add(silence + time.Minute)
+		for srv.Stats().TokensGenerated == 0 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		srv.AddFault(sim.Fault{Endpoint: sim.EndpointInteractionsStream, Kind: sim.FaultReset, AfterEvents: 10, Times: 1})
+	}()
+	g := parseTestGraph(t, fmt.Sprintf(`name: t
+profile: default
+providers:
+  p:
+    kind: gemini
+    base_url: %s
+    model: sim
+nodes:
+  - id: %s
+    prompt: %s
+`, strings.TrimSuffix(gw.BaseURL, "/v1"), respNode, respPrompt))
+	j := openJournal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), silence+2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	res, err := Run(ctx, g, Options{Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	<-armed
+	ds := diagRecs(t, j, res.RunID, respNode)
+	t.Logf("took %s; nginx cut %d idle stream(s); journal:\n%s", took.Round(time.Millisecond), gw.timeouts(t), dumpDiags(ds))
+	checkOutput(t, j, res, wantText(T))
+	st := srv.Stats()
+	if st.InteractionsCreated != 1 || st.Requests[sim.EndpointInteractionsCreate] != 1 || st.TokensGenerated != T {
+		t.Errorf("sim: %d interactions (%d creates), %d tokens generated; want 1, 1, %d", st.InteractionsCreated,
+			st.Requests[sim.EndpointInteractionsCreate], st.TokensGenerated, T)
+	}
+	if took < silence {
+		t.Errorf("completed in %s, before the %s silence ended", took, silence)
+	}
+	if st.Faults[string(sim.FaultCut)] != 1 || st.Faults[string(sim.FaultReset)] != 1 || gw.timeouts(t) < 1 {
+		t.Errorf("faults %v, nginx cuts %d: want the cut, the reset and at least one gateway cut", st.Faults, gw.timeouts(t))
+	}
+	if n := count(ds, diagnostics.DisconnectDetected); n < 3 {
+		t.Errorf("%d disconnects, want at least 3", n)
+	}
+	if len(withCode(ds, diagnostics.IdleCutLearnt)) != 1 || count(ds, diagnostics.PollingStarted) < 1 {
+		t.Errorf("want one NR109 and polling through the silence")
+	}
+	if n := count(ds, diagnostics.RetryStarted) + count(ds, diagnostics.FellBackToRetry) + count(ds, diagnostics.WorkCancelled); n != 0 {
+		t.Errorf("retried or cancelled (%d)", n)
+	}
+	if n := st.Requests[sim.EndpointInteractionsCancel]; n != 0 {
+		t.Errorf("%d cancels of healthy work", n)
+	}
+}

@@ -30,6 +30,7 @@ const (
 	ProviderKindResponses = graph.ProviderKindResponses
 	ProviderKindHarness   = graph.ProviderKindHarness
 	ProviderKindAnthropic = graph.ProviderKindAnthropic
+	ProviderKindGemini    = graph.ProviderKindGemini
 	SimAPIChat            = graph.SimAPIChat
 	SimAPIResponses       = graph.SimAPIResponses
 	SideNone              = graph.SideNone

@@ -14,6 +14,7 @@ import (
 
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/anthropic"
+	"github.com/noderun/noderun/provider/gemini"
 	"github.com/noderun/noderun/provider/harness"
 	"github.com/noderun/noderun/provider/openai"
 	"github.com/noderun/noderun/provider/responses"
@@ -104,6 +105,9 @@ func endpoint(spec *ProviderSpec, getenv func(string) string) (baseURL, key stri
 	if spec.Kind == ProviderKindAnthropic {
 		return anthropicEndpoint(spec, getenv)
 	}
+	if spec.Kind == ProviderKindGemini {
+		return geminiEndpoint(spec, getenv)
+	}
 	if spec.Kind != ProviderKindOpenAI && spec.Kind != ProviderKindResponses {
 		return "", "", nil // sim, harness, and kinds registered in Options.Kinds
 	}
@@ -144,6 +148,21 @@ func anthropicEndpoint(spec *ProviderSpec, getenv func(string) string) (baseURL,
 		return "", "", fmt.Errorf("environment variable %s (api_key_env) is empty", keyEnv)
 	}
 	return baseURL, key, nil
+}
+
+// geminiEndpoint resolves a gemini provider's base URL (the adapter's
+// default when empty) and its key (GEMINI_API_KEY unless api_key_env says
+// otherwise), required for Google's own endpoint.
+func geminiEndpoint(spec *ProviderSpec, getenv func(string) string) (baseURL, key string, err error) {
+	keyEnv := spec.APIKeyEnv
+	if keyEnv == "" {
+		keyEnv = "GEMINI_API_KEY"
+	}
+	key = getenv(keyEnv)
+	if key == "" && (spec.APIKeyEnv != "" || spec.BaseURL == "" || spec.BaseURL == gemini.DefaultBaseURL) {
+		return "", "", fmt.Errorf("environment variable %s (api_key_env) is empty", keyEnv)
+	}
+	return spec.BaseURL, key, nil
 }
 
 // secrets lists the credentials a run of g may send or hand to a harness:
@@ -264,6 +283,9 @@ func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, l
 			}
 			closers = append(closers, func() error { cleanup(); return nil })
 			baseURL = shared.BaseURL()
+			if api == ProviderKindGemini {
+				baseURL = strings.TrimSuffix(baseURL, "/v1") // the Gemini API's paths start at /v1beta
+			}
 		default:
 			var err error
 			if baseURL, key, err = endpoint(spec, getenv); err != nil {
@@ -288,6 +310,12 @@ func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, l
 		case ProviderKindAnthropic:
 			bp.p = anthropic.New(anthropic.Config{BaseURL: baseURL, APIKey: key, Continuation: provider.Continuation(spec.Continuation),
 				MaxDials: spec.MaxDials})
+		case ProviderKindGemini:
+			p, err := gemini.New(gemini.Config{BaseURL: baseURL, APIKey: key, Agent: spec.Agent, Logger: log, MaxDials: spec.MaxDials})
+			if err != nil {
+				return fail(err)
+			}
+			bp.p = p
 		case ProviderKindResponses:
 			p, err := responses.New(responses.Config{BaseURL: baseURL, APIKey: key, Logger: log, MaxDials: spec.MaxDials})
 			if err != nil {

@@ -326,7 +326,7 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 	x := &nodeExec{run: r, node: n, prov: bp.p, provNm: n.Provider, inProcess: bp.inProcess, prof: r.prof, side: resume.SideEffects(n.SideEffects),
 		chunks: coalescer{j: r.j}, total: total, retries: total, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		req: provider.Request{Node: n.ID, Model: model, System: system, Prompt: prompt,
-			ReasoningEffort: n.ReasoningEffort, MaxOutputTokens: n.MaxOutputTokens, WorkDir: bp.workDir, Env: n.Env, Policy: r.prof}}
+			Agent: n.Agent, ReasoningEffort: n.ReasoningEffort, MaxOutputTokens: n.MaxOutputTokens, WorkDir: bp.workDir, Env: n.Env, Policy: r.prof}}
 	// adapters name the node on the wire (provider.NodeHeader)
 	out, err := x.execute(provider.WithNode(ctx, n.ID), r.entries[n.ID])
 	var ne *NodeError

@@ -16,8 +16,8 @@ import (
 // graph names (`noderun run --sim`, `noderun chaos`): no file edits, no API
 // keys. Every provider keeps its API: openai and chat sims are served the
 // Chat Completions API, responses and responses sims the Responses API,
-// anthropic the Messages API, and harness nodes run the real Codex CLI,
-// Claude Code or Gemini CLI pointed at the simulator.
+// anthropic the Messages API, gemini the Interactions API, and harness nodes
+// run the real Codex CLI, Claude Code or Gemini CLI pointed at the simulator.
 type SimOptions struct {
 	// Server is a running simulator every provider talks to, kind sim
 	// included (their own sim blocks are then ignored). Nil starts one
@@ -46,6 +46,8 @@ func simulate(spec *ProviderSpec, srv *sim.Server) (api string, out *ProviderSpe
 		return ProviderKindResponses, &cp, cleanup, nil
 	case ProviderKindAnthropic: // the simulator's Messages API (/v1/messages)
 		return ProviderKindAnthropic, &cp, cleanup, nil
+	case ProviderKindGemini:
+		return ProviderKindGemini, &cp, cleanup, nil
 	case ProviderKindSim:
 		if spec.API == SimAPIResponses {
 			return ProviderKindResponses, &cp, cleanup, nil

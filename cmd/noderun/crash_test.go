@@ -310,3 +310,49 @@ func waitStreaming(t *testing.T, srv *sim.Server, n int64) {
 		}
 	}
 }
+
+// Issue 25: kill -9 the runner while a gemini node streams, at several
+// points of its interaction; `noderun resume` re-attaches to the journaled
+// interaction from the journaled cursor (from the start of its stream,
+// since the new process never saw an event_id, dropping what the journal
+// has) and completes byte-identical to the simulator's text, one
+// interaction created, no token regenerated, no event journaled twice.
+func TestKill9GeminiNodeThenResume(t *testing.T) {
+	bin := noderunBinary(t)
+	const T = 300
+	const prompt = "reason at length"
+	want := strings.Join(sim.Text("sim", prompt, 5, T), "")
+	for _, killAfter := range []int64{1, T / 3, 2 * T / 3} {
+		t.Run(fmt.Sprint(killAfter), func(t *testing.T) {
+			srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: T, TokensPerSecond: 400})
+			dir := t.TempDir()
+			cmd, db := startRun(t, dir, fmt.Sprintf(`name: gemini-crash
+profile: ci
+providers:
+  gem: {kind: gemini, base_url: 'http://%s', model: sim}
+nodes:
+  - {id: g1, provider: gem, reasoning_effort: low, prompt: %s}
+`, srv.Addr(), prompt))
+			waitStreaming(t, srv, killAfter)
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			_ = cmd.Wait()
+			if out, err := exec.Command(bin, "resume", "--db", db, "last").CombinedOutput(); err != nil {
+				t.Fatalf("resume: %v\n%s", err, out)
+			}
+			run, got := nodeOutputs(t, db)
+			if run.Status != journal.RunCompleted || got["g1"] != want {
+				t.Fatalf("run %s; output (%d bytes) differs from the simulator's text (%d bytes)", run.Status, len(got["g1"]), len(want))
+			}
+			checkJournal(t, db, run.ID)
+			atts := attempts(t, db, run.ID, "g1")
+			for _, a := range atts {
+				if a.Ref != atts[0].Ref || !strings.HasPrefix(a.Ref, "v1_") {
+					t.Fatalf("attempts %+v: the node was not re-attached to its one interaction", atts)
+				}
+			}
+			if st := srv.Stats(); st.InteractionsCreated != 1 || st.TokensGenerated != T {
+				t.Fatalf("sim: %d interactions created, %d tokens generated; want 1 and %d (none regenerated)", st.InteractionsCreated, st.TokensGenerated, T)
+			}
+		})
+	}
+}

@@ -15,6 +15,10 @@
 //	GET  /v1/responses/{id}             poll                            endpoint "responses.get"
 //	GET  /v1/responses/{id}?stream=true resume (starting_after=N)       endpoint "responses.stream"
 //	POST /v1/responses/{id}/cancel      cancel a background response    endpoint "responses.cancel"
+//	POST /v1beta/interactions           Gemini Interactions create      endpoint "interactions.create"
+//	GET  /v1beta/interactions/{id}      poll; stream=true resumes       endpoints "interactions.get", "interactions.stream"
+//	                                    (last_event_id=E, else from the start)
+//	POST /v1beta/interactions/{id}/cancel cancel an interaction         endpoint "interactions.cancel"
 //	GET  /v1/models                     lists the model "sim"           endpoint "models"
 //	GET  /sim/stats                     Stats as JSON
 //	POST /sim/faults                    add a Fault, or a list of them (JSON, same schema as YAML)

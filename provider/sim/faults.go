@@ -78,7 +78,8 @@ const (
 
 var endpoints = []string{EndpointChat, EndpointResponsesCreate, EndpointResponsesGet,
 	EndpointResponsesStream, EndpointResponsesCancel, EndpointModels,
-	EndpointMessages, EndpointGeminiStream, EndpointGeminiGenerate}
+	EndpointMessages, EndpointGeminiStream, EndpointGeminiGenerate,
+	EndpointInteractionsCreate, EndpointInteractionsGet, EndpointInteractionsStream, EndpointInteractionsCancel}
 
 // Fault is one scripted failure. A request is matched against the faults in
 // the order they were added; the first that matches and has uses left

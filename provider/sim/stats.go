@@ -19,6 +19,9 @@ type Stats struct {
 	// ResponsesCreated counts Responses API responses that were created
 	// (a status fault creates none).
 	ResponsesCreated int64 `json:"responses_created"`
+	// InteractionsCreated counts Gemini interactions that were created (a
+	// status fault creates none).
+	InteractionsCreated int64 `json:"interactions_created"`
 	// TokensGenerated counts output tokens as the generators produce them:
 	// a chat retry produces its tokens again, a background resume replays
 	// without producing any. Reasoning summary tokens are not included.
@@ -47,15 +50,16 @@ type NodeStats struct {
 
 // counters are the live Stats.
 type counters struct {
-	mu          sync.Mutex
-	requests    map[string]int64
-	faults      map[string]int64
-	connections atomic.Int64
-	responses   atomic.Int64
-	tokens      atomic.Int64
-	reasoning   atomic.Int64
-	continued   atomic.Int64
-	nodes       map[string]*nodeCounters
+	mu           sync.Mutex
+	requests     map[string]int64
+	faults       map[string]int64
+	connections  atomic.Int64
+	responses    atomic.Int64
+	interactions atomic.Int64
+	tokens       atomic.Int64
+	reasoning    atomic.Int64
+	continued    atomic.Int64
+	nodes        map[string]*nodeCounters
 }
 
 type nodeCounters struct {
@@ -143,6 +147,7 @@ func (c *counters) reset() {
 	c.requests, c.faults, c.nodes = nil, nil, nil
 	c.connections.Store(0)
 	c.responses.Store(0)
+	c.interactions.Store(0)
 	c.tokens.Store(0)
 	c.reasoning.Store(0)
 	c.continued.Store(0)
@@ -161,14 +166,15 @@ func (c *counters) snapshot() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := Stats{
-		Requests:          maps.Clone(c.requests),
-		Connections:       c.connections.Load(),
-		ResponsesCreated:  c.responses.Load(),
-		TokensGenerated:   c.tokens.Load(),
-		ReasoningTokens:   c.reasoning.Load(),
-		ContinuedRequests: c.continued.Load(),
-		Faults:            maps.Clone(c.faults),
-		Nodes:             make(map[string]NodeStats, len(c.nodes)),
+		Requests:            maps.Clone(c.requests),
+		Connections:         c.connections.Load(),
+		ResponsesCreated:    c.responses.Load(),
+		InteractionsCreated: c.interactions.Load(),
+		TokensGenerated:     c.tokens.Load(),
+		ReasoningTokens:     c.reasoning.Load(),
+		ContinuedRequests:   c.continued.Load(),
+		Faults:              maps.Clone(c.faults),
+		Nodes:               make(map[string]NodeStats, len(c.nodes)),
 	}
 	for name, nc := range c.nodes {
 		st.Nodes[name] = NodeStats{Requests: maps.Clone(nc.requests), TokensGenerated: nc.tokens.Load(), Events: nc.events.Load()}

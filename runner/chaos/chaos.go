@@ -367,18 +367,21 @@ func (x *caseRun) streamEndpoint(n *runner.Node) string {
 		return runner.HarnessSimEndpoint(spec)
 	case spec.Kind == runner.ProviderKindAnthropic:
 		return sim.EndpointMessages
+	case spec.Kind == runner.ProviderKindGemini:
+		return sim.EndpointInteractionsCreate
 	}
 	return sim.EndpointResponsesCreate
 }
 
-// resumable reports whether n's provider re-attaches (Responses) or
+// resumable reports whether n's provider re-attaches (Responses, Gemini) or
 // continues (a chat server with a continuation form) without regenerating.
 func (x *caseRun) resumable(n *runner.Node) bool {
 	spec := x.g.Providers[n.Provider]
 	if spec.Continuation != "" && spec.Continuation != "none" {
 		return true
 	}
-	return spec.Kind == runner.ProviderKindResponses || spec.Kind == runner.ProviderKindSim && spec.API == runner.SimAPIResponses
+	return spec.Kind == runner.ProviderKindResponses || spec.Kind == runner.ProviderKindSim && spec.API == runner.SimAPIResponses ||
+		spec.Kind == runner.ProviderKindGemini
 }
 
 // aim makes c's fault for target n, placing it in n's stream.
@@ -528,7 +531,8 @@ func (x *caseRun) expected(c Case, n *runner.Node) time.Duration {
 		// the node waits out the silence or its idle window; a Responses
 		// stream is let go after poll_after and polled instead
 		d := min(f.Duration, x.prof.IdleTimeout.D())
-		if x.streamEndpoint(n) == sim.EndpointResponsesCreate && x.g.Providers[n.Provider].Kind != runner.ProviderKindHarness {
+		if ep := x.streamEndpoint(n); ep == sim.EndpointResponsesCreate && x.g.Providers[n.Provider].Kind != runner.ProviderKindHarness ||
+			ep == sim.EndpointInteractionsCreate {
 			d = min(d, x.prof.PollAfter.D())
 		}
 		return d

@@ -610,3 +610,18 @@ func TestAnthropicUnderChaos(t *testing.T) {
 		}
 	}
 }
+
+// Gemini nodes re-attach by interaction id after the last event_id: the
+// whole default matrix passes, and no drop regenerates a token.
+func TestGeminiUnderChaos(t *testing.T) {
+	g := loadGraph(t, "gemini.yaml")
+	rep, table, n := runMatrix(t, g, nil, Options{Seed: 3, Getenv: func(string) string { return "" }})
+	if !rep.OK() || len(rep.Results) != 2*n { // every case on both nodes
+		t.Fatalf("%d of %d failed\n%s", rep.Failed, len(rep.Results), table)
+	}
+	for _, r := range rep.Results {
+		if r.Regenerated != 0 && r.Retries == 0 {
+			t.Errorf("%s on %s: %d tokens regenerated without a retry", r.Case, r.Node, r.Regenerated)
+		}
+	}
+}

@@ -67,7 +67,7 @@ func (g *Graph) MarshalYAML() ([]byte, error) {
 		}
 		m := ymap()
 		ykv(m, "kind", yscalar(p.Kind))
-		for _, kv := range [][2]string{{"model", p.Model}, {"base_url", p.BaseURL}, {"api_key_env", p.APIKeyEnv}, {"api", p.API},
+		for _, kv := range [][2]string{{"model", p.Model}, {"agent", p.Agent}, {"base_url", p.BaseURL}, {"api_key_env", p.APIKeyEnv}, {"api", p.API},
 			{"harness", p.Harness}, {"command", p.Command}, {"workdir", p.WorkDir}, {"state_dir", p.StateDir}} {
 			if kv[1] != "" {
 				ykv(m, kv[0], yscalar(kv[1]))
@@ -95,7 +95,7 @@ func (g *Graph) MarshalYAML() ([]byte, error) {
 		if len(n.Needs) > 0 {
 			ykv(m, "needs", ylist(n.Needs))
 		}
-		for _, kv := range [][2]string{{"provider", n.Provider}, {"model", n.Model}, {"system", n.System}, {"prompt", n.Prompt},
+		for _, kv := range [][2]string{{"provider", n.Provider}, {"model", n.Model}, {"agent", n.Agent}, {"system", n.System}, {"prompt", n.Prompt},
 			{"reasoning_effort", n.ReasoningEffort}, {"side_effects", string(n.SideEffects)}} {
 			if kv[1] != "" || kv[0] == "prompt" {
 				ykv(m, kv[0], yscalar(kv[1]))

@@ -50,7 +50,7 @@ var (
 	graphReasoningLevel = []string{"none", "minimal", "low", "medium", "high"}
 	graphSideEffects    = []string{string(SideNone), string(SideIdempotent), string(SideUnsafe)}
 	graphSimAPIs        = []string{SimAPIChat, SimAPIResponses}
-	graphProviderKinds  = []string{ProviderKindSim, ProviderKindOpenAI, ProviderKindResponses, ProviderKindHarness, ProviderKindAnthropic}
+	graphProviderKinds  = []string{ProviderKindSim, ProviderKindOpenAI, ProviderKindResponses, ProviderKindHarness, ProviderKindAnthropic, ProviderKindGemini}
 	graphInputTypes     = []string{InputString, InputInt, InputBool, InputFile}
 	graphFaultKinds     = []string{"close", "reset", "cut", "silence", "status", "queued", "refuse", "error_event"}
 )
@@ -127,14 +127,14 @@ var fieldsInput = []Field{
 
 // fieldsProvider are the fields of one entry of `providers:`.
 var fieldsProvider = []Field{
-	{Name: "kind", Type: "string", Required: true, Doc: "sim (the embedded simulator), openai (Chat Completions), responses (the Responses API in background mode), harness (an agent CLI) or anthropic (the Anthropic Messages API).",
+	{Name: "kind", Type: "string", Required: true, Doc: "sim (the embedded simulator), openai (Chat Completions), responses (the Responses API in background mode), harness (an agent CLI), anthropic (the Anthropic Messages API) or gemini (the Gemini Interactions API in background mode).",
 		Example: "responses", schema: sEnum(graphProviderKinds)},
-	{Name: "model", Type: "string", Default: "none (sim: `sim`)", Doc: "The default model of the provider's nodes; openai, responses and anthropic nodes need one here or on the node.",
+	{Name: "model", Type: "string", Default: "none (sim: `sim`)", Doc: "The default model of the provider's nodes; openai, responses and anthropic nodes need one here or on the node, gemini nodes a model or an agent.",
 		Example: "gpt-5", schema: sString()},
-	{Name: "base_url", Type: "URL", Default: "$OPENAI_BASE_URL, else https://api.openai.com/v1 (anthropic: $ANTHROPIC_BASE_URL, else https://api.anthropic.com)", Doc: "The API's base URL (http or https, with a host).",
-		Example: "https://api.openai.com/v1", Kinds: []string{ProviderKindOpenAI, ProviderKindResponses, ProviderKindAnthropic}, schema: map[string]any{"type": "string", "pattern": `^https?://[^/]+`}},
-	{Name: "api_key_env", Type: "string", Default: "OPENAI_API_KEY (anthropic: ANTHROPIC_API_KEY)", Doc: "The environment variable holding the API key (never the key itself).",
-		Example: "OPENAI_API_KEY", Kinds: []string{ProviderKindOpenAI, ProviderKindResponses, ProviderKindAnthropic}, schema: map[string]any{"type": "string", "pattern": `^[A-Za-z_][A-Za-z0-9_]*$`}},
+	{Name: "base_url", Type: "URL", Default: "$OPENAI_BASE_URL, else https://api.openai.com/v1 (anthropic: $ANTHROPIC_BASE_URL, else https://api.anthropic.com; gemini: https://generativelanguage.googleapis.com)", Doc: "The API's base URL (http or https, with a host).",
+		Example: "https://api.openai.com/v1", Kinds: []string{ProviderKindOpenAI, ProviderKindResponses, ProviderKindAnthropic, ProviderKindGemini}, schema: map[string]any{"type": "string", "pattern": `^https?://[^/]+`}},
+	{Name: "api_key_env", Type: "string", Default: "OPENAI_API_KEY (anthropic: ANTHROPIC_API_KEY; gemini: GEMINI_API_KEY)", Doc: "The environment variable holding the API key (never the key itself).",
+		Example: "OPENAI_API_KEY", Kinds: []string{ProviderKindOpenAI, ProviderKindResponses, ProviderKindAnthropic, ProviderKindGemini}, schema: map[string]any{"type": "string", "pattern": `^[A-Za-z_][A-Za-z0-9_]*$`}},
 	{Name: "api", Type: "string", Default: "chat", Doc: "The API the simulator speaks: chat or responses.",
 		Example: "responses", Kinds: []string{ProviderKindSim}, schema: sEnum(graphSimAPIs)},
 	{Name: "sim", Type: "simulator block", Doc: "How the embedded simulator generates and fails (see the simulator block).",
@@ -155,7 +155,9 @@ var fieldsProvider = []Field{
 		"prefix (DeepSeek, Mistral), continue_final_message (vLLM), assistant_last (Ollama, llama.cpp); for kind anthropic only prefill (the partial answer as a prefilled assistant turn, on models that accept it); see docs/providers.md.",
 		Example: "prefix", Kinds: []string{ProviderKindOpenAI, ProviderKindSim, ProviderKindAnthropic}, schema: sEnum(append(slices.Clone(graphContinuations), graphPrefill))},
 	{Name: "max_dials", Type: "whole number > 0", Default: "32", Doc: "How many connects to the provider's host may be in flight at once; the rest wait their turn, so a wide graph's start or a breaker closing never overflows the server's listen backlog.",
-		Example: "64", Kinds: []string{ProviderKindOpenAI, ProviderKindResponses, ProviderKindAnthropic}, schema: sInt(1)},
+		Example: "64", Kinds: []string{ProviderKindOpenAI, ProviderKindResponses, ProviderKindAnthropic, ProviderKindGemini}, schema: sInt(1)},
+	{Name: "agent", Type: "string", Doc: "The Gemini agent (e.g. a Deep Research agent) the provider's nodes run instead of a model; a node's own model or agent wins.",
+		Example: "deep-research-pro-preview-12-2025", Kinds: []string{ProviderKindGemini}, schema: sNonEmpty()},
 }
 
 // fieldsNode are the fields of one entry of `nodes:`.
@@ -168,6 +170,8 @@ var fieldsNode = []Field{
 		Example: "gpt", schema: sNonEmpty()},
 	{Name: "model", Type: "string", Default: "the provider's model", Doc: "The model of this node.",
 		Example: "gpt-5-mini", schema: sString()},
+	{Name: "agent", Type: "string", Default: "the provider's agent, unless the node sets a model", Doc: "The Gemini agent this node runs instead of a model (gemini providers only); agent and model exclude each other.",
+		Example: "deep-research-pro-preview-12-2025", schema: sNonEmpty()},
 	{Name: "system", Type: "template", Doc: "The system prompt, a Go template like prompt.",
 		Example: "You plan research.", schema: sString()},
 	{Name: "prompt", Type: "template", Required: true, Doc: "The prompt, a Go text/template: `{{ output \"plan\" }}` (or `{{ .Outputs.plan }}`) is a need's output, `{{ input \"goal\" }}` (or `{{ .Inputs.goal }}`) an input, `{{ if failed \"lint\" }}` tests whether a need failed under continue_on_failure.",

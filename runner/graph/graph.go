@@ -55,6 +55,8 @@ const (
 	ProviderKindHarness   = "harness"
 	// ProviderKindAnthropic: the Anthropic Messages API (provider/anthropic).
 	ProviderKindAnthropic = "anthropic"
+	// ProviderKindGemini is the Gemini Interactions API in background mode.
+	ProviderKindGemini = "gemini"
 )
 
 // APIs a sim provider can speak (ProviderSpec.API).
@@ -75,6 +77,9 @@ type ProviderSpec struct {
 	APIKeyEnv string
 	// Model is the default model of the provider's nodes.
 	Model string
+	// Agent (gemini) is the default agent of the provider's nodes, run
+	// instead of a model (the Interactions API takes one or the other).
+	Agent string
 	// MaxDials (openai, responses) bounds the connects to the
 	// provider's host in flight at once; 0 means conns.DefaultMaxDials.
 	MaxDials int
@@ -128,6 +133,9 @@ type Node struct {
 	Provider string
 	// Model is the node's model, or when the file omits it the provider's.
 	Model string
+	// Agent (gemini) is the node's agent, or when the file omits it (and
+	// sets no model) the provider's; a node with an agent sends no model.
+	Agent string
 	// System and Prompt are Go text/templates (see RenderPrompt).
 	System string
 	Prompt string

@@ -592,6 +592,8 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 		case "kind":
 		case "model":
 			spec.Model, _ = p.str(s, f)
+		case "agent":
+			spec.Agent, _ = p.filled(s, f, name, "name a Gemini agent, or omit it for a model")
 		case "base_url":
 			if u, ok := p.str(s, f); ok {
 				pu, err := url.Parse(u)
@@ -800,8 +802,23 @@ func (p *graphParser) node(g *Graph, idx int, item *yaml.Node) {
 	if f, ok := byName["model"]; ok {
 		n.Model, _ = p.str(s, f)
 	}
-	if n.Model == "" && spec != nil {
+	if f, ok := byName["agent"]; ok {
+		n.Agent, _ = p.filled(s, f, "agent", "name a Gemini agent, or omit it for a model")
+		if spec != nil && spec.Kind != ProviderKindGemini {
+			p.report(s, f.key.Line, "agent", "agent is only for nodes of gemini providers (provider %s is %s)", graphQuote(spec.Name), spec.Kind)
+		}
+		if n.Agent != "" && n.Model != "" {
+			p.report(s, f.key.Line, "agent", "set agent or model, not both: the Interactions API runs one or the other")
+		}
+	}
+	if n.Agent == "" && n.Model == "" && spec != nil && spec.Kind == ProviderKindGemini {
+		n.Agent = spec.Agent
+	}
+	if n.Model == "" && n.Agent == "" && spec != nil {
 		n.Model = spec.Model
+	}
+	if n.Model == "" && n.Agent == "" && spec != nil && spec.Kind == ProviderKindGemini {
+		p.report(s, item.Line, "model", "no model or agent: set model or agent on the node or on provider %s", graphQuote(spec.Name))
 	}
 	if n.Model == "" && spec != nil && (spec.Kind == ProviderKindOpenAI || spec.Kind == ProviderKindResponses || spec.Kind == ProviderKindAnthropic) {
 		p.report(s, item.Line, "model", "no model: set model on the node or on provider %s", graphQuote(spec.Name))

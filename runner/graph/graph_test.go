@@ -55,7 +55,7 @@ func TestParseGraphRejects(t *testing.T) {
 		{"providers not a mapping", "name: t\nproviders: [a]\nnodes:\n  - {id: a, prompt: x}\n", 2, "providers must be a mapping"},
 
 		// providers
-		{"unknown kind", "name: t\nproviders:\n  p: {kind: bedrock}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": unknown kind "bedrock" (want one of sim, openai, responses, harness, anthropic)`},
+		{"unknown kind", "name: t\nproviders:\n  p: {kind: bedrock}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": unknown kind "bedrock" (want one of sim, openai, responses, harness, anthropic, gemini)`},
 		{"missing kind", "name: t\nproviders:\n  p: {model: x}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": missing kind`},
 		{"unknown continuation", "name: t\nproviders:\n  p: {kind: openai, model: m, continuation: prefil}\nnodes:\n  - {id: a, prompt: x}\n", 3, `continuation must be one of none, prefix, continue_final_message, assistant_last, not "prefil"`},
 		{"prefill on openai", "name: t\nproviders:\n  p: {kind: openai, model: m, continuation: prefill}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": continuation prefill is for kind anthropic (a prefilled assistant turn of the Messages API), not kind "openai"`},
@@ -67,7 +67,7 @@ func TestParseGraphRejects(t *testing.T) {
 		{"misspelt kind", "name: t\nproviders:\n  p: {knd: sim}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": unknown field "knd" (did you mean "kind"?)`},
 		{"unknown provider field", "name: t\nproviders:\n  p: {kind: sim, colour: red}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": unknown field "colour" (known fields: api, continuation, kind, model, sim)`},
 		{"sim on openai", "name: t\nproviders:\n  p:\n    kind: openai\n    model: m\n    sim: {}\nnodes:\n  - {id: a, prompt: x}\n", 6, `provider "p": field "sim" is not valid for kind "openai" (it is for sim)`},
-		{"base_url on sim", "name: t\nproviders:\n  p: {kind: sim, base_url: 'http://x'}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": field "base_url" is not valid for kind "sim" (it is for openai, responses, anthropic)`},
+		{"base_url on sim", "name: t\nproviders:\n  p: {kind: sim, base_url: 'http://x'}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": field "base_url" is not valid for kind "sim" (it is for openai, responses, anthropic, gemini)`},
 		{"command on openai", "name: t\nproviders:\n  p: {kind: openai, model: m, command: codex}\nnodes:\n  - {id: a, prompt: x}\n", 3, `field "command" is not valid for kind "openai" (it is for harness)`},
 		{"api on responses", "name: t\nproviders:\n  p: {kind: responses, model: m, api: chat}\nnodes:\n  - {id: a, prompt: x}\n", 3, `field "api" is not valid for kind "responses"`},
 		{"bad base_url", "name: t\nproviders:\n  p: {kind: openai, model: m, base_url: 'localhost:8080'}\nnodes:\n  - {id: a, prompt: x}\n", 3, "base_url must be an http:// or https:// URL with a host"},
@@ -211,7 +211,7 @@ nodes:
 		t.Fatalf("want *Error, got %v", err)
 	}
 	want := []string{
-		`g.yaml:4: provider "q": unknown kind "nope" (want one of sim, openai, responses, harness, anthropic)`,
+		`g.yaml:4: provider "q": unknown kind "nope" (want one of sim, openai, responses, harness, anthropic, gemini)`,
 		`g.yaml:6: node "a": no provider: the graph defines several (p, q), so the node must name one`,
 		`g.yaml:7: node "a": unknown field "promt" (did you mean "prompt"?)`,
 		`g.yaml:8: node "b": no provider: the graph defines several (p, q), so the node must name one`,

@@ -35,14 +35,16 @@ const (
 	chatTokens = 120
 )
 
-// simConfigs: the Responses node streams respTokens at 200 tokens/s.
+// simConfigs: the Responses node (and the gemini node, on the same
+// simulator) streams respTokens at 200 tokens/s.
 func simConfigs(respTokens int) (chat, resp sim.Config) {
 	return sim.Config{Seed: 11, Tokens: chatTokens, TokensPerSecond: 3000},
 		sim.Config{Seed: 11, Tokens: respTokens, TokensPerSecond: 200}
 }
 
-// fleetGraph: chat and Responses nodes on external simulators, which outlive
-// the workers that are killed.
+// fleetGraph: chat, Responses and gemini nodes on external simulators, which
+// outlive the workers that are killed. The gemini node (ponder) runs beside
+// the Responses node (reason), on the same simulator (its Interactions API).
 func fleetGraph(t *testing.T, dir, chatURL, respURL string) string {
 	t.Helper()
 	src := fmt.Sprintf(`name: fleet
@@ -50,12 +52,14 @@ profile: ci
 providers:
   chat: {kind: openai, base_url: %s, model: sim}
   resp: {kind: responses, base_url: %s, model: sim}
+  gem: {kind: gemini, base_url: '%s', model: sim}
 nodes:
   - {id: plan, provider: chat, prompt: plan a study of sockets}
   - {id: reason, provider: resp, needs: [plan], prompt: 'reason about {{ output "plan" }}'}
   - {id: critique, provider: chat, needs: [plan], prompt: 'critique {{ output "plan" }}'}
   - {id: report, provider: chat, needs: [reason, critique], prompt: 'report {{ output "reason" }} and {{ output "critique" }}'}
-`, chatURL, respURL)
+  - {id: ponder, provider: gem, needs: [plan], prompt: 'ponder {{ output "plan" }}'}
+`, chatURL, respURL, strings.TrimSuffix(respURL, "/v1"))
 	return writeGraph(t, dir, "fleet.yaml", src)
 }
 
@@ -167,17 +171,27 @@ func fleet(t *testing.T, bin, hostPort, queue, dir string, ids []string, runArgs
 // graph; the worker streaming the Responses node is killed -9 mid-stream and
 // the other one finishes the node by re-attaching to the same response.
 func TestKill9WorkerMidStreamOtherWorkerReattaches(t *testing.T) {
-	crossWorker(t, syscall.SIGKILL, 2000) // 10 s: a dead worker is noticed after the 5 s heartbeat timeout
+	crossWorker(t, syscall.SIGKILL, 2000, "reason") // 10 s: a dead worker is noticed after the 5 s heartbeat timeout
+}
+
+// Issue 25: the same for a gemini node: the worker streaming it is killed -9
+// and the other one re-attaches to the same interaction by its journaled id
+// and heartbeated cursor (NR210): one interaction, nothing regenerated.
+func TestKill9WorkerMidStreamGeminiNodeOtherWorkerReattaches(t *testing.T) {
+	crossWorker(t, syscall.SIGKILL, 2000, "ponder")
 }
 
 // A worker that is stopped (SIGTERM: a deploy, an eviction) hands its node
 // over at once: the other worker re-attaches the same way, without waiting
 // for a heartbeat timeout.
 func TestStoppedWorkerHandsNodeOver(t *testing.T) {
-	crossWorker(t, syscall.SIGTERM, 1000) // 5 s: the hand-over takes about a second
+	crossWorker(t, syscall.SIGTERM, 1000, "reason") // 5 s: the hand-over takes about a second
 }
 
-func crossWorker(t *testing.T, sig syscall.Signal, respTokens int) {
+// crossWorker kills (sig) the worker streaming node (reason, a Responses
+// node, or ponder, a gemini node) and checks that the other worker finishes
+// it by re-attaching.
+func crossWorker(t *testing.T, sig syscall.Signal, respTokens int, node string) {
 	want := localOutputs(t, respTokens)
 	hostPort := devServer(t)
 	bin := noderun.Path(t)
@@ -189,15 +203,15 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int) {
 
 	workers, run, runID := fleet(t, bin, hostPort, queue, dir, []string{"w1", "w2"}, "--json", graph)
 	c := dialDev(t)
-	// Wait until Temporal holds the Responses node's response id in a
+	// Wait until Temporal holds the node's response or interaction id in a
 	// heartbeat, let it stream a little, and kill its worker.
-	victim := waitFor(t, 60*time.Second, "a heartbeat of node reason with its response id", func() (string, bool) {
+	victim := waitFor(t, 60*time.Second, "a heartbeat of node "+node+" with its response id", func() (string, bool) {
 		pend, err := ntemporal.PendingNodes(context.Background(), c, runID)
 		if err != nil {
 			return "", false
 		}
 		for _, p := range pend {
-			if p.Node == "reason" && p.Cursor.Ref != "" && p.Worker != "" {
+			if p.Node == node && p.Cursor.Ref != "" && p.Worker != "" {
 				return p.Worker, true
 			}
 		}
@@ -205,14 +219,14 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int) {
 	})
 	time.Sleep(800 * time.Millisecond)
 	before := resp.Stats()
-	if before.TokensGenerated >= int64(respTokens) {
+	if before.Nodes[node].TokensGenerated >= int64(respTokens) {
 		t.Fatalf("the response finished before the kill (%d tokens): the test did not kill mid-stream", before.TokensGenerated)
 	}
 	if err := workers[victim].cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	<-workers[victim].done
-	t.Logf("%s worker %s streaming node reason after %d of %d tokens", sig, victim, before.TokensGenerated, respTokens)
+	t.Logf("%s worker %s streaming node %s after %d of %d tokens", sig, victim, node, before.Nodes[node].TokensGenerated, respTokens)
 
 	run.wait(t, 120*time.Second, "did not finish")
 	if run.err != nil {
@@ -225,9 +239,10 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int) {
 		}
 	}
 	st := resp.Stats()
-	if st.ResponsesCreated != 1 || st.TokensGenerated != int64(respTokens) {
-		t.Fatalf("Responses sim: %d responses created, %d tokens generated; want 1 and %d (nothing regenerated)",
-			st.ResponsesCreated, st.TokensGenerated, respTokens)
+	if st.ResponsesCreated != 1 || st.InteractionsCreated != 1 || st.Nodes["reason"].TokensGenerated != int64(respTokens) ||
+		st.Nodes["ponder"].TokensGenerated != int64(respTokens) {
+		t.Fatalf("Responses and Interactions sim: %d responses and %d interactions created, %d and %d tokens generated; want 1, 1, %d, %d (nothing regenerated)",
+			st.ResponsesCreated, st.InteractionsCreated, st.Nodes["reason"].TokensGenerated, st.Nodes["ponder"].TokensGenerated, respTokens, respTokens)
 	}
 
 	// The workflow's activity result and the survivor's diagnostics show the
@@ -236,30 +251,30 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var reason ntemporal.NodeOutcome
+	var reason ntemporal.NodeOutcome // the killed node's outcome
 	for _, n := range state.Nodes {
-		if n.Node == "reason" {
+		if n.Node == node {
 			reason = n
 		}
 	}
 	if reason.Worker == victim || reason.Worker == "" || reason.TemporalAttempt < 2 {
-		t.Fatalf("node reason finished on worker %q (activity attempt %d); the killed one was %s", reason.Worker, reason.TemporalAttempt, victim)
+		t.Fatalf("node "+node+" finished on worker %q (activity attempt %d); the killed one was %s", reason.Worker, reason.TemporalAttempt, victim)
 	}
 	codes := map[string]bool{}
 	for _, d := range reason.Diagnostics {
 		codes[d.Code] = true
 	}
 	if !codes["NR210"] {
-		t.Fatalf("node reason's diagnostics lack NR210 cross_worker_resume: %+v", reason.Diagnostics)
+		t.Fatalf("node "+node+"'s diagnostics lack NR210 cross_worker_resume: %+v", reason.Diagnostics)
 	}
 	if !codes["NR201"] && !codes["NR206"] {
-		t.Fatalf("node reason was neither re-attached (NR201) nor taken from its status (NR206): %+v", reason.Diagnostics)
+		t.Fatalf("node "+node+" was neither re-attached (NR201) nor taken from its status (NR206): %+v", reason.Diagnostics)
 	}
 	survivor := workers[reason.Worker]
 	if !strings.Contains(survivor.out.String(), "  NR210") {
 		t.Fatalf("worker %s's stderr lacks NR210:\n%s", reason.Worker, survivor.out.String())
 	}
-	t.Logf("node reason: %+v\nrun --temporal said:\n%s", reason.Diagnostics, run.out.String())
+	t.Logf("node %s: %+v\nrun --temporal said:\n%s", node, reason.Diagnostics, run.out.String())
 
 	// The run as `noderun status --temporal` shows it to an operator.
 	out, err := exec.Command(bin, "status", "--temporal", hostPort, runID).CombinedOutput()
@@ -267,9 +282,9 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int) {
 		!strings.Contains(string(out), "recovered from 1 lost worker by ") { // the survivor's ledger accounts the hand-over
 		t.Fatalf("status --temporal: %v\n%s", err, out)
 	}
-	out, err = exec.Command(bin, "show", "--temporal", hostPort, runID, "reason").Output()
-	if err != nil || string(out) != want["reason"] {
-		t.Fatalf("show --temporal: %v (%d bytes, want %d)", err, len(out), len(want["reason"]))
+	out, err = exec.Command(bin, "show", "--temporal", hostPort, runID, node).Output()
+	if err != nil || string(out) != want[node] {
+		t.Fatalf("show --temporal: %v (%d bytes, want %d)", err, len(out), len(want[node]))
 	}
 
 	// The history of this run, kill included, replays deterministically.
@@ -279,7 +294,7 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int) {
 	if err := replayer.ReplayWorkflowHistory(nil, hist); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
-	if *updateHistory && sig == syscall.SIGKILL {
+	if *updateHistory && sig == syscall.SIGKILL && node == "reason" {
 		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
 		if err != nil {
 			t.Fatal(err)
@@ -294,7 +309,7 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int) {
 	<-survivor.done
 	j := testkit.OpenJournal(t, filepath.Join(dir, reason.Worker+".db"))
 	defer j.Close()
-	evs, err := j.Events(context.Background(), runID, journal.EventFilter{Node: "reason", Kinds: []string{"diagnostic"}})
+	evs, err := j.Events(context.Background(), runID, journal.EventFilter{Node: node, Kinds: []string{"diagnostic"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +318,7 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int) {
 		found = found || ev.Code == "NR210"
 	}
 	if !found {
-		t.Fatalf("worker %s's journal has no NR210 for node reason", reason.Worker)
+		t.Fatalf("worker %s's journal has no NR210 for node %s", reason.Worker, node)
 	}
 }
 

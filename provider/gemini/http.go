@@ -1,0 +1,187 @@
+package gemini
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/provider/guard"
+)
+
+// maxObjectBytes bounds one non-streamed interaction read by a status check.
+const maxObjectBytes = 64 << 20
+
+// apiError is an HTTP error answer: Google's {"error": {"code", "message",
+// "status"}} body, or whatever the body was.
+type apiError struct {
+	StatusCode int
+	Status     string // e.g. RESOURCE_EXHAUSTED, from the body
+	Message    string
+}
+
+func (e *apiError) Error() string {
+	s := fmt.Sprintf("HTTP %d", e.StatusCode)
+	if e.Status != "" {
+		s += " " + e.Status
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	return s
+}
+
+// statusError classifies a non-200 answer by its HTTP status (401/403/400/
+// 404 deterministic, 429 rate limited with Retry-After, 5xx transient), the
+// way every adapter does through diagnostics.FromStatus.
+func statusError(op string, resp *http.Response) error {
+	guard.BoundErrorBody(resp)
+	body, _ := io.ReadAll(resp.Body)
+	ae := &apiError{StatusCode: resp.StatusCode}
+	var eb struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &eb) == nil && len(eb.Error) > 0 {
+		var e struct {
+			Message string `json:"message"`
+			Status  string `json:"status"`
+		}
+		if json.Unmarshal(eb.Error, &e) == nil {
+			ae.Message, ae.Status = e.Message, e.Status
+		} else {
+			ae.Message = strings.TrimSpace(string(eb.Error))
+		}
+	} else {
+		ae.Message = strings.TrimSpace(string(body))
+	}
+	class := diagnostics.FromStatus(resp.StatusCode)
+	if class == diagnostics.ClassNone {
+		class = diagnostics.ClassDeterministic // e.g. 204 "stop reconnecting"
+	}
+	return &diagnostics.Error{
+		Class:      class,
+		Status:     resp.StatusCode,
+		RetryAfter: diagnostics.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+		Err:        fmt.Errorf("gemini %s: %w", op, ae),
+	}
+}
+
+// checkEventStream fails a 200 answer that is not an event stream.
+func checkEventStream(op string, resp *http.Response) error {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt == "text/event-stream" {
+		return nil
+	}
+	return guard.NotEventStream("gemini "+op, resp)
+}
+
+// conn is one open event stream.
+type conn struct {
+	body   io.ReadCloser
+	cancel context.CancelFunc
+	dog    *watchdog
+}
+
+func (c *conn) close() {
+	c.dog.stop()
+	_ = c.body.Close()
+	c.cancel()
+}
+
+// watchdog ends a connection that shows no event for the idle window,
+// counted from the moment the request is sent. Keepalive comments do not
+// kick it.
+type watchdog struct {
+	window time.Duration
+	timer  *time.Timer
+	fired  atomic.Bool
+}
+
+func newWatchdog(window time.Duration, cancel context.CancelFunc) *watchdog {
+	w := &watchdog{window: window}
+	if window > 0 {
+		w.timer = time.AfterFunc(window, func() {
+			w.fired.Store(true)
+			cancel()
+		})
+	}
+	return w
+}
+
+func (w *watchdog) kick() {
+	if w.timer != nil {
+		w.timer.Reset(w.window)
+	}
+}
+
+func (w *watchdog) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
+func (w *watchdog) idle() bool { return w.fired.Load() }
+
+// errSilent: the server sent no answer within the idle window.
+var errSilent = errors.New("no answer within the idle window")
+
+// attach opens GET /v1beta/interactions/{id}?stream=true[&last_event_id=…].
+func (s *session) attach(ctx context.Context) (*conn, error) {
+	p := s.p
+	q := url.Values{"stream": {"true"}}
+	from := "the start"
+	// Resume after the latest event whose event_id is known at or before the
+	// cursor: this session's, else this process's (an earlier session on the
+	// same interaction); without one, from the start (ordinal -1).
+	s.ord = -1
+	if s.lastID == "" || s.lastIDSeq > s.seq {
+		s.lastID, s.lastIDSeq = "", -1
+		if m, ok := p.markOf(s.ref); ok && m.id != "" && m.seq <= s.seq {
+			s.lastID, s.lastIDSeq = m.id, m.seq
+		}
+	}
+	if s.lastID != "" {
+		q.Set("last_event_id", s.lastID)
+		s.ord = s.lastIDSeq
+		from = fmt.Sprintf("event %d (event_id %s)", s.lastIDSeq, s.lastID)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	dog := newWatchdog(s.req.Policy.PollAfter.D(), cancel)
+	resp, err := p.do(cctx, http.MethodGet, "/v1beta/interactions/"+url.PathEscape(s.ref)+"?"+q.Encode(), nil,
+		http.Header{"Accept": {"text/event-stream"}, "Cache-Control": {"no-cache"}})
+	if err != nil {
+		dog.stop()
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("gemini re-attach %s: %w", s.ref, ctx.Err())
+		case dog.idle():
+			return nil, errSilent
+		}
+		return nil, fmt.Errorf("gemini re-attach %s: %w", s.ref, err)
+	}
+	c := &conn{body: resp.Body, cancel: cancel, dog: dog}
+	if resp.StatusCode != http.StatusOK {
+		err := statusError("re-attach "+s.ref, resp)
+		c.close()
+		return nil, err
+	}
+	if err := checkEventStream("re-attach "+s.ref, resp); err != nil {
+		c.close()
+		return nil, err
+	}
+	s.lastEventAt = time.Now()
+	if err := s.diag(diagnostics.Reattached, fmt.Sprintf("re-attached to interaction %s from %s", s.ref, from)); err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
+}
