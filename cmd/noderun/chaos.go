@@ -203,7 +203,11 @@ func printCases(c *cli.Context, cases []chaos.Case, prof profile.Profile) error 
 			}
 			expect += ": " + strings.Join(names, "|")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cs.Name, expect, f, cs.Description)
+		desc := cs.Description
+		if len(cs.Kinds) > 0 {
+			desc += " [" + strings.Join(cs.Kinds, ", ") + " nodes only]"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cs.Name, expect, f, desc)
 	}
 	return tw.Flush()
 }

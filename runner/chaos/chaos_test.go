@@ -583,7 +583,7 @@ func TestAnthropicUnderChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Defaults = []string{"close-middle", "cut-late", "reset-early"}
+	m.Defaults = []string{"close-middle", "cut-late", "reset-early", "overloaded-event", "overloaded-529"}
 	rep, table, n := runMatrix(t, g, m, Options{Seed: 5, Getenv: func(string) string { return "" }})
 	if !rep.OK() || len(rep.Results) != 3*n { // three nodes
 		t.Fatalf("%d of %d failed\n%s", rep.Failed, len(rep.Results), table)

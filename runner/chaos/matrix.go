@@ -22,6 +22,7 @@ import (
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/runner"
 )
 
 // Point is where in a node's stream a stream fault acts.
@@ -81,6 +82,10 @@ type Case struct {
 	HarnessCodes []string `json:"harness_codes,omitempty"`
 	// Nodes, when set, are the only targets.
 	Nodes []string `json:"nodes,omitempty"`
+	// Kinds, when set, are the only provider kinds whose nodes it targets:
+	// a fault only one API has (Anthropic's mid-stream error events, its
+	// 529).
+	Kinds []string `json:"kinds,omitempty"`
 }
 
 // DefaultCases is the default matrix for profile p: what real networks do
@@ -113,6 +118,12 @@ func DefaultCases(p profile.Profile) []Case {
 			Fault: sim.Fault{Kind: sim.FaultStatus, Status: 500}, Expect: ExpectRecover},
 		Case{Name: "unavailable", Description: "the first request is answered 503",
 			Fault: sim.Fault{Kind: sim.FaultStatus, Status: 503}, Expect: ExpectRecover},
+		// Anthropic's overload, as an error event mid-stream and as HTTP 529:
+		// transient, recovered like a 5xx.
+		Case{Name: "overloaded-event", Description: "an overloaded_error event mid-stream (Anthropic; transient, like HTTP 529)",
+			Fault: sim.Fault{Kind: sim.FaultErrorEvent, Status: 529}, At: PointMiddle, Expect: ExpectRecover, Kinds: []string{runner.ProviderKindAnthropic}},
+		Case{Name: "overloaded-529", Description: "the first request is answered HTTP 529, overloaded (Anthropic)",
+			Fault: sim.Fault{Kind: sim.FaultStatus, Status: 529}, Expect: ExpectRecover, Kinds: []string{runner.ProviderKindAnthropic}},
 		Case{Name: "outage-brief", Description: "the server goes down at the node's request and refuses connections until the node has retried into the outage once",
 			Fault: sim.Fault{Kind: sim.FaultOutage, Duration: p.Deadline.D() + time.Second}, Expect: ExpectRecover},
 		// The node must give up within its bounds, having met the outage as
@@ -249,10 +260,12 @@ func decodeCase(n *yaml.Node) (Case, error) {
 			}
 		case "nodes":
 			err = v.Decode(&c.Nodes)
+		case "kinds":
+			err = v.Decode(&c.Kinds)
 		case "fault":
 			faultNode = v
 		default:
-			return c, errAt(k, "unknown case field %q (want name, description, at, expect, outcomes, codes, harness_codes, nodes, fault)", k.Value)
+			return c, errAt(k, "unknown case field %q (want name, description, at, expect, outcomes, codes, harness_codes, nodes, kinds, fault)", k.Value)
 		}
 		var lerr *lineError
 		switch {
