@@ -199,7 +199,7 @@ func Run(ctx context.Context, g *runner.Graph, opts Options) (*Report, error) {
 	var jobs []job
 	for _, c := range cases {
 		for _, n := range g.Nodes {
-			if (len(c.Nodes) == 0 || slices.Contains(c.Nodes, n.ID)) && (len(c.Kinds) == 0 || slices.Contains(c.Kinds, g.Providers[n.Provider].Kind)) {
+			if c.Aims(g, n) {
 				jobs = append(jobs, job{i: len(jobs), c: c, n: n, expected: x.expected(c, n)})
 			}
 		}

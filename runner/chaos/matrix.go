@@ -88,6 +88,30 @@ type Case struct {
 	Kinds []string `json:"kinds,omitempty"`
 }
 
+// Aims reports whether case c is aimed at node n of graph g: its nodes and
+// provider kinds, when it names any, include n's.
+func (c Case) Aims(g *runner.Graph, n *runner.Node) bool {
+	if len(c.Nodes) > 0 && !slices.Contains(c.Nodes, n.ID) {
+		return false
+	}
+	spec := g.Providers[n.Provider]
+	return len(c.Kinds) == 0 || spec != nil && slices.Contains(c.Kinds, spec.Kind)
+}
+
+// CaseRuns is how many case runs cases make on g: each case once per node
+// it is aimed at.
+func CaseRuns(g *runner.Graph, cases []Case) int {
+	n := 0
+	for _, c := range cases {
+		for _, nd := range g.Nodes {
+			if c.Aims(g, nd) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // DefaultCases is the default matrix for profile p: what real networks do
 // to a long stream, at several points of it. Durations follow the profile:
 // the silence outlasts its idle window, the long outage its deadline.
