@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/shell"
 	"github.com/noderun/noderun/journal"
 )
 
@@ -24,6 +25,12 @@ func openExisting(c *cli.Context, opts ...journal.Option) (*journal.Journal, err
 	path := c.String("db")
 	if err := journalThere(path); err != nil {
 		return nil, err
+	}
+	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() && st.Size() == 0 {
+		// noderun creates the file, then writes its schema: a runner
+		// killed in between leaves it empty, with nothing to go on from.
+		return nil, usageErr(fmt.Errorf("journal %s has no runs: it is empty (its runner was stopped before it wrote one); run the graph again with --db %s",
+			path, shell.Quote(path)))
 	}
 	if err := journal.Check(path); err != nil {
 		return nil, journalErr(err)

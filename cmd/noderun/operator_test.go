@@ -214,6 +214,7 @@ func TestCLIFriction(t *testing.T) {
 		{"a journal that is a directory", []string{"show", "last", "report", "--db", notAJournal(t, "dir")}, exitUsage, "dir.db is not a noderun journal (a directory)", false},
 		{"another program's database", []string{"events", "last", "--db", notAJournal(t, "other")}, exitUsage, "other.db is not a noderun journal (an SQLite database without noderun's tables)", false},
 		{"an empty journal file", []string{"diagnose", "last", "--db", notAJournal(t, "empty")}, exitUsage, "empty.db is not a noderun journal (an empty file)", false},
+		{"resume a journal its runner left empty", []string{"resume", "last", "--db", notAJournal(t, "empty")}, exitUsage, "has no runs: it is empty", false},
 		{"resume what is not a journal", []string{"resume", "last", "--db", notAJournal(t, "notes")}, exitUsage, "notes.db is not a noderun journal (not an SQLite file)", false},
 		{"show with no journal", []string{"show", "last", "report", "--db", "bad"}, exitUsage, "no journal at bad (use --db)", false},
 	}
@@ -233,7 +234,7 @@ func TestCLIFriction(t *testing.T) {
 				!strings.Contains(stderr, "no node") && !strings.Contains(stderr, "no journal") &&
 				!strings.Contains(stderr, "nothing to retry") && !strings.Contains(stderr, "--prices") &&
 				!strings.Contains(stderr, "(known: ") && !strings.Contains(stderr, "no such file") &&
-				!strings.Contains(stderr, "not a noderun journal") {
+				!strings.Contains(stderr, "not a noderun journal") && !strings.Contains(stderr, "has no runs") {
 				t.Errorf("a usage error without a usage line:\n%s", stderr)
 			}
 			// issue 24: nothing starts before the arguments are checked, and Go's own words do not leak.
