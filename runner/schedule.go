@@ -57,10 +57,12 @@ func (r *runState) record(res *NodeResult) {
 		r.outputs[res.ID] = res.Output
 	}
 	r.mu.Unlock()
-	switch res.State {
-	case journal.NodeCompleted:
+	switch {
+	case res.State == journal.NodeCompleted && res.FromCache != "":
+		r.progress(res.ID, ProgressDone, fmt.Sprintf("done from the cache (%d bytes, from %s)", len(res.Output), res.FromCache))
+	case res.State == journal.NodeCompleted:
 		r.progress(res.ID, ProgressDone, fmt.Sprintf("done (%d bytes)", len(res.Output)))
-	case journal.NodeCanceled:
+	case res.State == journal.NodeCanceled:
 		r.progress(res.ID, ProgressInterrupted, "interrupted")
 	default:
 		r.progress(res.ID, ProgressFailed, "failed: "+res.Reason)
