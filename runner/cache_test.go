@@ -11,6 +11,7 @@ import (
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
+	"github.com/noderun/noderun/runner/ledger"
 )
 
 // keyOf is node id's cache key in graph src, for a rendered prompt.
@@ -197,6 +198,35 @@ func TestCacheEditAndRerun(t *testing.T) {
 	if len(recs) != 1 || recs[0].Code != diagnostics.CacheHit.ID || recs[0].Attrs["from_run"] != first.RunID || recs[0].Attrs["from_node"] != "d" ||
 		recs[0].Attrs["saved_output_tokens"] == float64(0) {
 		t.Errorf("d's records: %+v", recs)
+	}
+
+	// diagnose: the hits' tokens and cost are the first run's for those
+	// nodes, priced by the same table, and not in this run's cost.
+	prices := ledger.Prices{"sim": {Input: 1, Output: 10}}
+	account := func(runID string) *ledger.Account {
+		run, err := ledger.Load(context.Background(), j, runID, ledger.LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ledger.AccountOf(run, prices)
+	}
+	was, now := account(first.RunID), account(edited.RunID)
+	var wantOut, wantIn int
+	var wantUSD float64
+	for i, na := range was.Nodes {
+		if strings.Contains("abdf", na.ID) {
+			wantOut, wantIn, wantUSD = wantOut+na.Tokens.Needed, wantIn+na.Tokens.Input, wantUSD+*na.CostUSD
+			if now.Nodes[i].CachedFrom != first.RunID+"/"+na.ID || !strings.HasPrefix(now.Nodes[i].Verdict, "from the cache") {
+				t.Errorf("node %s: cached_from %q, verdict %q", na.ID, now.Nodes[i].CachedFrom, now.Nodes[i].Verdict)
+			}
+		}
+	}
+	sv := now.Totals.Saved
+	if now.Totals.Cached != 4 || sv.Output != wantOut || sv.Input != wantIn || wantOut == 0 || sv.CostUSD == nil || fmt.Sprintf("%.9f", *sv.CostUSD) != fmt.Sprintf("%.9f", wantUSD) {
+		t.Errorf("saved %+v (cost %v), want 4 nodes, %d output, %d input, $%f", now.Totals, sv.CostUSD, wantOut, wantIn, wantUSD)
+	}
+	if *now.Totals.CostUSD >= *was.Totals.CostUSD {
+		t.Errorf("cost %v not below the first run's %v", *now.Totals.CostUSD, *was.Totals.CostUSD)
 	}
 
 	// The simulator answers the same prompt the same: c's output is

@@ -21,6 +21,10 @@ func verdictOf(nd *Node, na NodeAccount) string {
 	figures := fmt.Sprintf("%s, %s preserved, %s lost", regen, Thousands(na.Tokens.Preserved), Seconds(na.TimeLostMS))
 	switch nd.State {
 	case journal.NodeCompleted:
+		if na.CachedFrom != "" {
+			return fmt.Sprintf("from the cache: the output of %s, reused; %s output tokens not paid again",
+				na.CachedFrom, Thousands(na.Saved.Output))
+		}
 		faults := faultPhrase(na.Faults)
 		if faults == "" && na.Attempts <= 1 {
 			return fmt.Sprintf("clean: %s tokens, no recovery needed", Thousands(na.Tokens.Needed))
