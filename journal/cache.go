@@ -138,3 +138,28 @@ func (j *Journal) completingUsage(ctx context.Context, runID, nodeID string) (Us
 	}
 	return by[nodeID][int(n.Int64)], nil
 }
+
+// CacheOrigins returns, for each node of a run completed from the cache,
+// where its output was first produced.
+func (j *Journal) CacheOrigins(ctx context.Context, runID string) (map[string]CacheOrigin, error) {
+	rows, err := j.rdb.QueryContext(ctx, `SELECT id, cache_origin FROM nodes WHERE run = ? AND cache_origin != ''`, runID)
+	if err != nil {
+		return nil, j.errorf("cache origins of run %q: %w", runID, err)
+	}
+	defer rows.Close()
+	out := map[string]CacheOrigin{}
+	for rows.Next() {
+		var id, origin string
+		if err := rows.Scan(&id, &origin); err != nil {
+			return nil, j.errorf("cache origins of run %q: %w", runID, err)
+		}
+		var o CacheOrigin
+		if json.Unmarshal([]byte(origin), &o) == nil {
+			out[id] = o
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, j.errorf("cache origins of run %q: %w", runID, err)
+	}
+	return out, nil
+}

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
@@ -59,7 +60,11 @@ func (r *runState) record(res *NodeResult) {
 	r.mu.Unlock()
 	switch {
 	case res.State == journal.NodeCompleted && res.FromCache != "":
-		r.progress(res.ID, ProgressDone, fmt.Sprintf("done from the cache (%d bytes, from %s)", len(res.Output), res.FromCache))
+		run, node, _ := strings.Cut(res.FromCache, "/")
+		if len(run) > 8 {
+			run = run[:8] // a unique prefix, as the CLI shows run ids
+		}
+		r.progress(res.ID, ProgressDone, fmt.Sprintf("done from the cache (%d bytes: node %s of run %s)", len(res.Output), node, run))
 	case res.State == journal.NodeCompleted:
 		r.progress(res.ID, ProgressDone, fmt.Sprintf("done (%d bytes)", len(res.Output)))
 	case res.State == journal.NodeCanceled:
