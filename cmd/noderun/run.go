@@ -146,9 +146,9 @@ func resumeCommand() *cli.Command {
 // cacheFlags are run's switches of the node cache (docs/graph.md, cache).
 func cacheFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.BoolFlag{Name: "no-cache", Usage: "call every node: reuse no output of an earlier run (this run's outputs are still kept for later ones)"},
-		&cli.StringSliceFlag{Name: "refresh", Usage: "call `NODE` again, and every node that needs it, whatever the cache holds (repeatable)"},
-		&cli.StringSliceFlag{Name: "cache-from", Usage: "reuse the outputs of another journal `FILE` too, opened read-only (repeatable)", TakesFile: true},
+		&cli.BoolFlag{Name: "no-cache", Usage: "call every node: reuse no output of an earlier run"},
+		&cli.StringSliceFlag{Name: "refresh", Usage: "call `NODE` and every node that needs it again (repeatable)"},
+		&cli.StringSliceFlag{Name: "cache-from", Usage: "reuse the outputs of journal `FILE` too, read-only (repeatable)", TakesFile: true},
 	}
 }
 
