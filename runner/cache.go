@@ -152,6 +152,12 @@ func (r *runState) fromCache(ctx context.Context, n *Node, key string) *NodeResu
 	if !on || r.cache.off || r.cache.refresh[n.ID] {
 		return nil
 	}
+	if e := r.entries[n.ID]; e != nil && !e.fresh {
+		// A resumed node picks up its own work (a response to re-attach,
+		// a thread to resume): a hit would leave that work running, and
+		// billing, at the provider.
+		return nil
+	}
 	var notBefore time.Time
 	if ttl > 0 {
 		notBefore = time.Now().Add(-ttl)
