@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -92,6 +93,11 @@ func newRunCache(g *Graph, opts *Options) (*runCache, error) {
 		down(id)
 	}
 	for name, spec := range g.Providers {
+		if spec.Kind == ProviderKindHarness && spec.WorkDir == "" {
+			cp := *spec
+			cp.WorkDir = filepath.Dir(g.Path) // where newHarness runs it
+			spec = &cp
+		}
 		c.endpoints[name] = cacheEndpoint(spec, getenvOf(opts), opts.Sim)
 	}
 	return c, nil

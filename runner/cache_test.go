@@ -55,7 +55,6 @@ nodes:
 		{"the base URL", edit("http://h/v1", "http://other/v1"), "a", "hi", true},
 		{"the kind", edit("kind: openai", "kind: responses"), "a", "hi", true},
 		{"the rendered prompt (an upstream output or an input)", base, "a", "hi there", true},
-		{"the system prompt", edit("prompt: hi}", "prompt: hi, system: be brief}"), "a", "hi", false}, // keyOf renders no system: see below
 		{"reasoning_effort", edit("prompt: hi}", "prompt: hi, reasoning_effort: high}"), "a", "hi", true},
 		{"max_output_tokens", edit("prompt: hi}", "prompt: hi, max_output_tokens: 9}"), "a", "hi", true},
 		{"the node's id", edit("id: a", "id: b"), "b", "hi", true},

@@ -199,10 +199,11 @@ var fieldsNode = []Field{
 // The cache's field docs: why it is on by default, and what a hit is.
 const (
 	cacheGraphDoc = "Whether a node's output is reused from an earlier run when everything that determines its answer is unchanged " +
-		"(provider kind, base URL, model, rendered system and prompt, request parameters): a hit completes the node from the journal " +
+		"(provider kind, base URL, model, node id, rendered system and prompt, request parameters): a hit completes the node from the journal " +
 		"without a provider call (NR407 `cache_hit`). On by default because a node without side effects is a function of its request: " +
 		"calling it again buys another sample at full price, and people who edit one prompt and run again expect to pay for that node " +
-		"and its dependents only. `noderun run --no-cache` and `--refresh NODE` call nodes again; `--cache-from other.db` reuses another journal."
+		"and its dependents only. `noderun run --no-cache` calls every node, `--refresh NODE` a node and every node downstream of it; " +
+		"`--cache-from other.db` reuses another journal, read-only."
 	cacheNodeDoc = "Whether this node's output may be reused from an earlier run (see the graph's `cache`). A harness node, or one with " +
 		"side_effects idempotent or unsafe, is never cached unless it says `cache: true` itself: its request acts on the world, " +
 		"and a hit would skip the action. `cache: false` calls the node every run (a node sampled for variety)."
