@@ -134,8 +134,12 @@ func cacheEndpoint(spec *ProviderSpec, getenv func(string) string, simOpt *SimOp
 	return spec.BaseURL // a kind registered in Options.Kinds
 }
 
-// cacheKey is node n's key for the request it is about to send.
-func (r *runState) cacheKey(n *Node, model, system, prompt string) string {
+// cacheKey is node n's key for the request it is about to send on bp.
+func (r *runState) cacheKey(n *Node, bp builtProvider, system, prompt string) string {
+	model := n.Model // as runNode sends it
+	if model == "" {
+		model = bp.model
+	}
 	req := CacheRequest{Node: n.ID, Endpoint: r.cache.endpoints[n.Provider], Model: model, System: system, Prompt: prompt,
 		ReasoningEffort: n.ReasoningEffort, MaxOutputTokens: n.MaxOutputTokens}
 	spec := r.g.Providers[n.Provider]

@@ -23,12 +23,8 @@ func keyOf(t *testing.T, src, id, prompt string) string {
 		t.Fatal(err)
 	}
 	n := g.Node(id)
-	model := n.Model
-	if model == "" {
-		model = g.Providers[n.Provider].Model
-	}
 	r := &runState{g: g, cache: c}
-	return r.cacheKey(n, model, "", prompt)
+	return r.cacheKey(n, builtProvider{model: g.Providers[n.Provider].Model}, "", prompt)
 }
 
 // What changes a node's cache key, and what does not.
@@ -72,12 +68,13 @@ nodes:
 	// The rendered system prompt is in the key.
 	g := parseTestGraph(t, base)
 	r := &runState{g: g, cache: &runCache{endpoints: map[string]string{"p": "http://h/v1"}}}
-	if r.cacheKey(g.Node("a"), "m1", "", "hi") == r.cacheKey(g.Node("a"), "m1", "be brief", "hi") {
+	bp := builtProvider{model: "m1"}
+	if r.cacheKey(g.Node("a"), bp, "", "hi") == r.cacheKey(g.Node("a"), bp, "be brief", "hi") {
 		t.Error("the system prompt does not change the key")
 	}
 	// A simulated run never shares keys with a real one.
 	c, _ := newRunCache(g, &Options{Sim: &SimOptions{}, Getenv: func(string) string { return "" }})
-	if (&runState{g: g, cache: c}).cacheKey(g.Node("a"), "m1", "", "hi") == want {
+	if (&runState{g: g, cache: c}).cacheKey(g.Node("a"), bp, "", "hi") == want {
 		t.Error("a --sim run has the real run's key")
 	}
 }

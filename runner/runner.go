@@ -327,11 +327,7 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 		_ = r.j.FailNode(bg(ctx), r.id, n.ID, string(class), res.Reason)
 		return res
 	}
-	model := n.Model // the graph fills in the provider's model
-	if model == "" {
-		model = bp.model
-	}
-	key := r.cacheKey(n, model, system, prompt)
+	key := r.cacheKey(n, bp, system, prompt)
 	if hit := r.fromCache(ctx, n, key); hit != nil {
 		return hit
 	}
@@ -340,6 +336,10 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 	// decides by its own whether to reuse this output.
 	_ = r.j.SetNodeCacheKey(bg(ctx), r.id, n.ID, key)
 	total := r.retryBudget(n)
+	model := n.Model // the graph fills in the provider's model
+	if model == "" {
+		model = bp.model
+	}
 	x := &nodeExec{run: r, node: n, prov: bp.p, provNm: n.Provider, inProcess: bp.inProcess, prof: r.prof, side: resume.SideEffects(n.SideEffects),
 		chunks: coalescer{j: r.j}, total: total, retries: total, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		req: provider.Request{Node: n.ID, Model: model, System: system, Prompt: prompt,
