@@ -274,3 +274,32 @@ func TestCacheFrom(t *testing.T) {
 		}
 	}
 }
+
+// A resumed node picks up its own work (a response to re-attach): it never
+// takes a cached answer, which would leave that work billing at the
+// provider. A fresh start does.
+func TestCacheNotForAResumedNode(t *testing.T) {
+	srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: 10})
+	j := openJournal(t)
+	g := chatGraph(t, srv.BaseURL(), "a")
+	runCached(t, g, Options{Journal: j})
+	r, closeProvs, err := newRunState(context.Background(), g, &Options{Journal: j, RunID: "later"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeProvs()
+	n := g.Node("a")
+	system, prompt, err := r.render(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := r.cacheKey(n, r.provs[n.Provider], system, prompt)
+	r.entries["a"] = &entry{attempt: 1, action: "resume"}
+	if hit := r.fromCache(context.Background(), n, key); hit != nil {
+		t.Errorf("a resumed node took the cache: %+v", hit)
+	}
+	r.entries["a"] = &entry{fresh: true}
+	if hit := r.fromCache(context.Background(), n, key); hit == nil {
+		t.Error("a fresh start missed the cache")
+	}
+}
