@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -184,7 +185,19 @@ func TestCacheEditAndRerun(t *testing.T) {
 		return res
 	}
 
-	edited := check("edit c", sixGraph(t, srv.BaseURL(), "elaborate", ""), Options{}, "c", "e")
+	var mu sync.Mutex
+	done := map[string]string{} // what the live view and the log are told
+	edited := check("edit c", sixGraph(t, srv.BaseURL(), "elaborate", ""), Options{OnProgress: func(p Progress) {
+		if p.State == ProgressDone {
+			mu.Lock()
+			done[p.Node] = p.Text
+			mu.Unlock()
+		}
+	}}, "c", "e")
+	if want := "done from the cache (" + fmt.Sprint(len(outputs(first)["d"])) + " bytes: node d of run " + first.RunID[:8] + ")"; done["d"] != want ||
+		strings.Contains(done["c"], "cache") {
+		t.Errorf("progress: d %q (want %q), c %q", done["d"], want, done["c"])
+	}
 	for _, id := range []string{"a", "b", "d", "f"} {
 		if outputs(edited)[id] != outputs(first)[id] {
 			t.Errorf("node %s: output differs from the first run's", id)
