@@ -207,6 +207,13 @@ var (
 	NodeResumed = Code{ID: "NR406", Name: "node_resumed", Level: slog.LevelWarn, Role: RoleFault, Noun: "interruption",
 		Attrs:   Keys(KeyAction, KeyRef, KeyCursor, KeyOutputBytes),
 		Summary: "a resumed run picks up a node its earlier runner left unfinished (interrupted, killed, disk full): re-attached, checked, continued or retried as its journal allows"}
+	// CacheHit is a record, not an outcome: the node completed as any
+	// other (no fault, nothing to recover); what is kept is where its output
+	// came from and what that call cost, for `diagnose` to count as saved.
+	CacheHit = Code{ID: "NR407", Name: "cache_hit", Level: slog.LevelInfo, Role: RoleRecord,
+		Attrs: Keys(KeyCacheKey, KeyFromRun, KeyFromNode, KeyFromJournal, KeyModel,
+			KeySavedInput, KeySavedOutput, KeySavedReasoning, KeySavedCacheRead, KeySavedCacheWrite),
+		Summary: "the node's request was unchanged since a completed run (same cache key): its output is that run's node's, taken from the journal (or --cache-from) without a provider call; the saved_* tokens are what that call cost"}
 
 	LimitExceeded = Code{ID: "NR501", Name: "limit_exceeded", Level: slog.LevelError, Role: RoleOutcome, Ends: "an input or answer exceeded a limit", Noun: "exceeded limit", Attrs: failAttrs,
 		Summary: "an input or an answer exceeded a documented bound (graph file, prompt, stream event); not retried"}
@@ -238,7 +245,7 @@ func Codes() []Code {
 		ContinueScheduled, ContinueAccepted, ContinueRejected, ContinueRealigned,
 		Reattached, PollingStarted, StatusChecked, StuckCancelled, FellBackToRetry, OutputFromStatus, ResponseCreated, WorkCancelled, WorkDetached, CrossWorkerResume,
 		ThreadStarted, HarnessRetrying, ThreadResumed, ThreadMismatch, HarnessFailed, ThreadDropped,
-		RunStarted, RunFinished, RunInterrupted, NodeSkipped, BreakerOpen, NodeResumed,
+		RunStarted, RunFinished, RunInterrupted, NodeSkipped, BreakerOpen, NodeResumed, CacheHit,
 		LimitExceeded, ProtocolViolation, JournalUnavailable,
 		NodeFailed, DeterministicError, BudgetExhausted, DeadlineExceeded, UnsafeReplayRefused, NodeCanceled, NodeTimeout,
 	}

@@ -76,6 +76,18 @@ var (
 	KeyResumed   = Key[bool]{"resumed", kindBool}
 	// KeyCause is the node whose failure skipped this one.
 	KeyCause = Key[string]{"cause", kindString}
+	// A cache hit: where its output was first produced, and what that
+	// provider call cost, which the hit does not pay again.
+	KeyCacheKey        = Key[string]{"cache_key", kindString}
+	KeyFromRun         = Key[string]{"from_run", kindString}
+	KeyFromNode        = Key[string]{"from_node", kindString}
+	KeyFromJournal     = Key[string]{"from_journal", kindString}
+	KeyModel           = Key[string]{"model", kindString}
+	KeySavedInput      = Key[int]{"saved_input_tokens", kindInt}
+	KeySavedOutput     = Key[int]{"saved_output_tokens", kindInt}
+	KeySavedReasoning  = Key[int]{"saved_reasoning_tokens", kindInt}
+	KeySavedCacheRead  = Key[int]{"saved_cache_read_tokens", kindInt}
+	KeySavedCacheWrite = Key[int]{"saved_cache_write_tokens", kindInt}
 )
 
 // anyKey is a key of any type.
@@ -94,6 +106,8 @@ var allKeys = []anyKey{
 	KeyLostAttempt, KeyLostCursor,
 	KeyThreadID, KeyWant, KeyGot, KeyExitCode, KeySignal, KeyStderr, KeyEffects, KeyInARow,
 	KeyGraph, KeyProfile, KeyNodes, KeyRunStatus, KeyResumed, KeyCause,
+	KeyCacheKey, KeyFromRun, KeyFromNode, KeyFromJournal, KeyModel,
+	KeySavedInput, KeySavedOutput, KeySavedReasoning, KeySavedCacheRead, KeySavedCacheWrite,
 }
 
 // keyKinds types every attribute by its name, for Decode and CheckAttrs.

@@ -118,6 +118,17 @@ INSERT INTO provider_seq_tops (run, node, attempt, top, first_seq)
 	WHERE provider_seq >= 0 AND attempt > 0 GROUP BY run, node, attempt;
 DROP INDEX events_provider_seq;
 `,
+	// 4: the node cache (issue 27). cache_key is the hash of what determines
+	// a node's answer (set when the node starts, so a completed node of a
+	// crashed run is found too); cache_origin is, for a node completed from
+	// the cache, where its output was first produced (JSON, see
+	// CacheOrigin), '' for a node that called its provider. The index is
+	// partial: nodes that are never cached cost it nothing.
+	`
+ALTER TABLE nodes ADD COLUMN cache_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE nodes ADD COLUMN cache_origin TEXT NOT NULL DEFAULT '';
+CREATE INDEX nodes_by_cache_key ON nodes (cache_key) WHERE cache_key != '';
+`,
 }
 
 // errForeignDB: an SQLite database with tables but no journal schema.

@@ -105,6 +105,9 @@ func RunNode(ctx context.Context, g *Graph, nodeID string, opts NodeOptions) (*N
 		return &NodeResult{ID: n.ID, State: journal.NodeAttention, Reason: reason}, r.j.Flush(bg(ctx))
 	}
 	r.entries[n.ID] = e
+	if opts.Force { // the operator asked for a call, not a cached answer
+		r.cache.refresh[n.ID] = true
+	}
 	res := r.runNode(ctx, n)
 	if caps := r.provs[n.Provider].p.Capabilities(); res.State == journal.NodeFailed && opts.From != nil &&
 		e.action == resume.ActResume && caps.Resume && !caps.Check {

@@ -30,6 +30,9 @@ func Resume(ctx context.Context, runID string, force []string, opts Options) (*R
 		return nil, err
 	}
 	defer release()
+	for _, id := range force { // the operator asked for a call, not a cached answer
+		r.cache.refresh[id] = true
+	}
 	j, g := r.j, r.g
 	if err := j.SetRunStatus(bg(ctx), runID, journal.RunRunning); err != nil {
 		return nil, err

@@ -91,6 +91,8 @@ type Options struct {
 	RunID string
 	// Sim, when set, runs every provider on a simulator (see SimOptions).
 	Sim *SimOptions
+	// Cache says how the run reuses outputs of earlier runs (CacheOptions).
+	Cache CacheOptions
 }
 
 // Result is what a run did.
@@ -110,6 +112,9 @@ type NodeResult struct {
 	// Running is the response an interruption left running at the provider
 	// (re-attached by Resume, stopped by Cancel); empty otherwise.
 	Running string
+	// FromCache is "run/node", where a cache hit's output was produced;
+	// empty when the node called its provider.
+	FromCache string
 }
 
 // Failed reports whether any node failed or was skipped.
@@ -128,6 +133,7 @@ type runState struct {
 	owner    journal.Owner       // this process, holding the run's lock
 	entries  map[string]*entry   // where resumed nodes pick up (noderun resume)
 	onProg   *progressSink       // nil without Options.OnProgress
+	cache    *runCache
 	// journalArg names the journal in the commands messages quote (Options.JournalArg).
 	journalArg string
 	inputs     map[string]string // resolved; templates read them
@@ -250,6 +256,10 @@ func newRunState(ctx context.Context, g *Graph, opts *Options) (*runState, func(
 	if opts.Parallel <= 0 {
 		opts.Parallel = 4
 	}
+	cache, err := newRunCache(g, opts)
+	if err != nil {
+		return nil, nil, err
+	}
 	provs, closeProvs, err := buildProviders(ctx, g, opts.Getenv, opts.Logger, opts.Sim, opts.Kinds)
 	if err != nil {
 		return nil, nil, err
@@ -257,7 +267,7 @@ func newRunState(ctx context.Context, g *Graph, opts *Options) (*runState, func(
 	r := &runState{id: opts.RunID, g: g, j: opts.Journal, log: opts.Logger.With("run", opts.RunID), red: red, prof: prof,
 		provs: provs, onProg: newProgressSink(opts.OnProgress), parallel: opts.Parallel, owner: journal.NewOwner(),
 		outputs: map[string]string{}, results: map[string]*NodeResult{}, breakers: map[string]*breaker{},
-		entries: map[string]*entry{}, journalArg: opts.JournalArg}
+		entries: map[string]*entry{}, journalArg: opts.JournalArg, cache: cache}
 	for name := range provs {
 		r.breakers[name] = newBreaker(prof.Breaker, prof.BreakerCooldown.D())
 	}
@@ -317,7 +327,14 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 		_ = r.j.FailNode(bg(ctx), r.id, n.ID, string(class), res.Reason)
 		return res
 	}
+	key := r.cacheKey(n, bp, system, prompt)
+	if hit := r.fromCache(ctx, n, key); hit != nil {
+		return hit
+	}
 	_ = r.j.SetNodeState(bg(ctx), r.id, n.ID, journal.NodeRunning, "")
+	// Recorded for every node, whatever its cache policy: a later run
+	// decides by its own whether to reuse this output.
+	_ = r.j.SetNodeCacheKey(bg(ctx), r.id, n.ID, key)
 	total := r.retryBudget(n)
 	model := n.Model // the graph fills in the provider's model
 	if model == "" {

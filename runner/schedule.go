@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
@@ -57,10 +58,16 @@ func (r *runState) record(res *NodeResult) {
 		r.outputs[res.ID] = res.Output
 	}
 	r.mu.Unlock()
-	switch res.State {
-	case journal.NodeCompleted:
+	switch {
+	case res.State == journal.NodeCompleted && res.FromCache != "":
+		run, node, _ := strings.Cut(res.FromCache, "/")
+		if len(run) > 8 {
+			run = run[:8] // a unique prefix, as the CLI shows run ids
+		}
+		r.progress(res.ID, ProgressDone, fmt.Sprintf("done from the cache (%d bytes: node %s of run %s)", len(res.Output), node, run))
+	case res.State == journal.NodeCompleted:
 		r.progress(res.ID, ProgressDone, fmt.Sprintf("done (%d bytes)", len(res.Output)))
-	case journal.NodeCanceled:
+	case res.State == journal.NodeCanceled:
 		r.progress(res.ID, ProgressInterrupted, "interrupted")
 	default:
 		r.progress(res.ID, ProgressFailed, "failed: "+res.Reason)

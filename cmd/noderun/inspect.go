@@ -18,6 +18,7 @@ import (
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/internal/shell"
 	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/runner/ledger"
 )
 
 // openExisting opens a journal to continue its runs; it refuses to create one.
@@ -177,6 +178,10 @@ func statusCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			cached, err := j.CacheOrigins(c.Context, r.ID)
+			if err != nil {
+				return err
+			}
 			// A running node's bytes are what its journal holds so far.
 			bytes := make(map[string]int, len(nodes))
 			for _, n := range nodes {
@@ -195,6 +200,9 @@ func statusCommand() *cli.Command {
 				for _, n := range nodes {
 					out.Nodes = append(out.Nodes, nodeJSON{ID: n.ID, State: string(n.State), Attempts: n.Attempts, Bytes: bytes[n.ID],
 						ErrorClass: n.ErrClass, Error: n.Error, Reason: n.Reason, Started: jsonTime(n.Started), Finished: jsonTime(n.Finished)})
+					if o, ok := cached[n.ID]; ok {
+						out.Nodes[len(out.Nodes)-1].CachedFrom = o.Run + "/" + o.Node
+					}
 				}
 				return writeJSON(c.App.Writer, out)
 			}
@@ -211,6 +219,9 @@ func statusCommand() *cli.Command {
 				note := n.Reason
 				if n.Error != "" {
 					note = n.ErrClass + ": " + n.Error
+				}
+				if o, ok := cached[n.ID]; ok {
+					note = fmt.Sprintf("from the cache: node %s of run %s", o.Node, ledger.ShortRunID(o.Run))
 				}
 				whole := strings.Join(strings.Fields(note), " ")
 				short := fitText(whole, 80)

@@ -55,6 +55,8 @@ type nodeJSON struct {
 	Reason     string  `json:"reason,omitempty"`
 	Started    *string `json:"started,omitempty"`
 	Finished   *string `json:"finished,omitempty"`
+	// CachedFrom is "run/node" whose output a cache hit reused.
+	CachedFrom string `json:"cached_from,omitempty"`
 }
 
 type attemptJSON struct {

@@ -217,6 +217,17 @@ func TestCLIFriction(t *testing.T) {
 		{"resume a journal its runner left empty", []string{"resume", "last", "--db", notAJournal(t, "empty")}, exitUsage, "has no runs: it is empty", false},
 		{"resume what is not a journal", []string{"resume", "last", "--db", notAJournal(t, "notes")}, exitUsage, "notes.db is not a noderun journal (not an SQLite file)", false},
 		{"show with no journal", []string{"show", "last", "report", "--db", "bad"}, exitUsage, "no journal at bad (use --db)", false},
+		// issue 27: cache
+		{"refresh a node that does not exist", []string{"run", tiny, "--refresh", "onyl", "--db", filepath.Join(t.TempDir(), "j.db")}, exitUsage,
+			`--refresh onyl: graph ` + tiny + ` has no node "onyl"; did you mean "only"?`, false},
+		{"a cache_ttl that is not a duration", []string{"run", tempFile(t, "ttl.yaml", "name: t\nproviders: {s: {kind: sim}}\nnodes:\n  - {id: only, prompt: hi,\n     cache_ttl: a week}\n"),
+			"--db", filepath.Join(t.TempDir(), "j.db")}, exitUsage, `ttl.yaml:5: node "only": cache_ttl must be a duration like 30m, 24h or 168h, not "a week"`, false},
+		{"cache from a journal that does not exist", []string{"run", tiny, "--cache-from", "nosuch.db", "--db", filepath.Join(t.TempDir(), "j.db")}, exitUsage,
+			"--cache-from nosuch.db: no such file", false},
+		{"cache from a file that is not a journal", []string{"run", tiny, "--cache-from", notAJournal(t, "notes"), "--db", filepath.Join(t.TempDir(), "j.db")}, exitUsage,
+			"notes.db is not a noderun journal (not an SQLite file)", false},
+		{"cache switches on Temporal", []string{"run", tiny, "--refresh", "only", "--temporal", "127.0.0.1:1"}, exitUsage,
+			"--no-cache, --refresh and --cache-from are for local runs", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -234,7 +245,8 @@ func TestCLIFriction(t *testing.T) {
 				!strings.Contains(stderr, "no node") && !strings.Contains(stderr, "no journal") &&
 				!strings.Contains(stderr, "nothing to retry") && !strings.Contains(stderr, "--prices") &&
 				!strings.Contains(stderr, "(known: ") && !strings.Contains(stderr, "no such file") &&
-				!strings.Contains(stderr, "not a noderun journal") && !strings.Contains(stderr, "has no runs") {
+				!strings.Contains(stderr, "not a noderun journal") && !strings.Contains(stderr, "has no runs") &&
+				!strings.Contains(stderr, ".yaml:") && !strings.Contains(stderr, "for local runs") {
 				t.Errorf("a usage error without a usage line:\n%s", stderr)
 			}
 			// issue 24: nothing starts before the arguments are checked, and Go's own words do not leak.

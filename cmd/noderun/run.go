@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strconv"
@@ -32,9 +33,12 @@ func runCommand() *cli.Command {
 		Description: "Examples:\n  noderun run testdata/graphs/demo.yaml               # journal: ./noderun.db\n" +
 			"  noderun run g.yaml --db ci.db --profile ci --json    # the result as JSON (docs/json.md)\n" +
 			"  noderun run testdata/graphs/goal.yaml --input goal=\"why streams drop\" --input depth=5\n" +
-			"  noderun run g.yaml --sim                            # every provider simulated (docs/simulator.md)",
-		Flags: append(append(execFlags("the recovery `PROFILE` (overrides the graph's; see: noderun profiles)"), temporalFlags()...),
+			"  noderun run g.yaml --sim                            # every provider simulated (docs/simulator.md)\n" +
+			"  noderun run g.yaml --refresh fetch                  # call fetch and what needs it again; reuse the rest\n" +
+			"  noderun run g.yaml --cache-from previous.db         # reuse a CI artifact's outputs (read only)",
+		Flags: append(append(append(execFlags("the recovery `PROFILE` (overrides the graph's; see: noderun profiles)"), temporalFlags()...),
 			&cli.GenericFlag{Name: "input", Value: &inputFlag{}, Usage: "a graph input, `KEY=VALUE`; KEY=@FILE reads a file (repeatable)"}),
+			cacheFlags()...),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, 1, "give exactly one graph file"); err != nil {
 				return err
@@ -56,6 +60,9 @@ func runCommand() *cli.Command {
 				return usageErr(err)
 			}
 			if c.String("temporal") != "" { // the environment that matters is the workers'
+				if c.Bool("no-cache") || len(c.StringSlice("refresh")) > 0 || len(c.StringSlice("cache-from")) > 0 {
+					return usageErr(errors.New("--no-cache, --refresh and --cache-from are for local runs: on Temporal each worker consults its own journal (docs/temporal.md)"))
+				}
 				if err := runner.Check(g, &opts); err != nil {
 					return usageErr(err)
 				}
@@ -64,6 +71,11 @@ func runCommand() *cli.Command {
 			if err := errors.Join(runner.Check(g, &opts), runner.CheckEnvironment(g, &opts)); err != nil {
 				return usageErr(err)
 			}
+			closeCache, err := cacheOptions(c, g, &opts)
+			if err != nil {
+				return err
+			}
+			defer closeCache()
 			j, err := journal.Open(c.Context, c.String("db"), journal.WithLogger(opts.Logger))
 			if err != nil {
 				return journalErr(err)
@@ -129,6 +141,48 @@ func resumeCommand() *cli.Command {
 			return report(c, opts, res, nil)
 		},
 	}
+}
+
+// cacheFlags are run's switches of the node cache (docs/graph.md, cache).
+func cacheFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "no-cache", Usage: "call every node: reuse no output of an earlier run"},
+		&cli.StringSliceFlag{Name: "refresh", Usage: "call `NODE` and every node that needs it again (repeatable)"},
+		&cli.StringSliceFlag{Name: "cache-from", Usage: "reuse the outputs of journal `FILE` too, read-only (repeatable)", TakesFile: true},
+	}
+}
+
+// cacheOptions reads cacheFlags into opts, checking every name and file
+// before the journal is touched; close closes the --cache-from journals.
+func cacheOptions(c *cli.Context, g *runner.Graph, opts *runner.Options) (closeAll func(), err error) {
+	opts.Cache.Off = c.Bool("no-cache")
+	ids := make([]string, len(g.Nodes))
+	for i, n := range g.Nodes {
+		ids[i] = n.ID
+	}
+	for _, id := range c.StringSlice("refresh") {
+		if g.Node(id) == nil {
+			return nil, usageErr(fmt.Errorf("--refresh %s: graph %s has no node %q%s", id, g.Path, id, didYouMean(id, ids)))
+		}
+	}
+	opts.Cache.Refresh = c.StringSlice("refresh")
+	closeAll = func() {
+		for _, j := range opts.Cache.From {
+			_ = j.Close()
+		}
+	}
+	for _, path := range c.StringSlice("cache-from") {
+		j, err := journal.OpenReadOnly(c.Context, path)
+		if err != nil {
+			closeAll()
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, usageErr(fmt.Errorf("--cache-from %s: no such file", path))
+			}
+			return nil, usageErr(fmt.Errorf("--cache-from %s: %w", path, err))
+		}
+		opts.Cache.From = append(opts.Cache.From, j)
+	}
+	return closeAll, nil
 }
 
 // execFlags are the flags of the commands that execute nodes (run, resume).
@@ -492,6 +546,8 @@ func printResultJSON(w io.Writer, res *runner.Result, d *ledger.Account) error {
 		State  string `json:"state"`
 		Output string `json:"output,omitempty"`
 		Reason string `json:"reason,omitempty"`
+		// CachedFrom is "run/node" whose output a cache hit reused.
+		CachedFrom string `json:"cached_from,omitempty"`
 	}
 	out := struct {
 		RunID   string   `json:"run_id"`
@@ -500,7 +556,7 @@ func printResultJSON(w io.Writer, res *runner.Result, d *ledger.Account) error {
 		Summary []string `json:"summary"`
 	}{RunID: res.RunID, Status: string(res.Status), Nodes: []node{}, Summary: []string{}}
 	for _, n := range res.Nodes {
-		out.Nodes = append(out.Nodes, node{n.ID, string(n.State), n.Output, n.Reason})
+		out.Nodes = append(out.Nodes, node{n.ID, string(n.State), n.Output, n.Reason, n.FromCache})
 	}
 	if d != nil {
 		out.Summary = d.Summary

@@ -59,6 +59,12 @@ func (g *Graph) MarshalYAML() ([]byte, error) {
 		}
 		ykv(root, "inputs", ins)
 	}
+	if g.Cache != nil {
+		ykv(root, "cache", ybool(*g.Cache))
+	}
+	if g.CacheTTL != 0 {
+		ykv(root, "cache_ttl", yscalar(g.CacheTTL.String()))
+	}
 	provs := ymap()
 	for _, name := range graphSortedKeys(g.Providers) {
 		p := g.Providers[name]
@@ -115,6 +121,12 @@ func (g *Graph) MarshalYAML() ([]byte, error) {
 		}
 		if len(n.Env) > 0 {
 			ykv(m, "env", ystrmap(n.Env))
+		}
+		if n.Cache != nil {
+			ykv(m, "cache", ybool(*n.Cache))
+		}
+		if n.CacheTTL != 0 {
+			ykv(m, "cache_ttl", yscalar(n.CacheTTL.String()))
 		}
 		nodes.Content = append(nodes.Content, m)
 	}

@@ -100,6 +100,10 @@ var fieldsGraph = []Field{
 			"propertyNames": map[string]any{"pattern": `^[A-Za-z0-9_-]+$`}, "additionalProperties": sRef("provider")}},
 	{Name: "nodes", Type: "list of nodes", Required: true, Doc: "The nodes, each one model call or agent turn; they run in dependency order (`needs`).",
 		Example: "[{id: plan, prompt: Plan it.}]", schema: map[string]any{"type": "array", "minItems": 1, "items": sRef("node")}},
+	{Name: "cache", Type: "boolean", Default: "true", Doc: cacheGraphDoc,
+		Example: "false", schema: sBool()},
+	{Name: "cache_ttl", Type: "duration", Default: "none (a cached output never goes stale)", Doc: "How old a cached output may be to be reused, for every node that sets no `cache_ttl` of its own: answers that go stale (news, prices) set one.",
+		Example: "24h", schema: sDuration()},
 }
 
 // Input types.
@@ -190,7 +194,24 @@ var fieldsNode = []Field{
 		Example: "true", schema: sBool()},
 	{Name: "env", Type: "mapping of strings", Doc: "Environment variables of this node's harness process, over the provider's env (harness providers only).",
 		Example: "{CODEX_PROFILE: review}", schema: sEnv()},
+	{Name: "cache", Type: "boolean", Default: "the graph's `cache` for a node of an API provider with side_effects none; false for a harness node and a node with side effects", Doc: cacheNodeDoc,
+		Example: "false", schema: sBool()},
+	{Name: "cache_ttl", Type: "duration", Default: "the graph's `cache_ttl`", Doc: "How old a cached output of this node may be to be reused; an older one is a miss and the node is called again.",
+		Example: "1h", schema: sDuration()},
 }
+
+// The cache's field docs: why it is on by default, and what a hit is.
+const (
+	cacheGraphDoc = "Whether a node's output is reused from an earlier run when everything that determines its answer is unchanged " +
+		"(provider kind, base URL, model, node id, rendered system and prompt, request parameters): a hit completes the node from the journal " +
+		"without a provider call (NR407 `cache_hit`). On by default because a node without side effects is a function of its request: " +
+		"calling it again buys another sample at full price, and people who edit one prompt and run again expect to pay for that node " +
+		"and its dependents only. `noderun run --no-cache` calls every node, `--refresh NODE` a node and every node downstream of it; " +
+		"`--cache-from other.db` reuses another journal, read-only."
+	cacheNodeDoc = "Whether this node's output may be reused from an earlier run (see the graph's `cache`). A harness node, or one with " +
+		"side_effects idempotent or unsafe, is never cached unless it says `cache: true` itself: its request acts on the world, " +
+		"and a hit would skip the action. `cache: false` calls the node every run (a node sampled for variety)."
+)
 
 // fieldsSim are the fields of a sim provider's `sim:` block (package
 // provider/sim decodes it; a test checks this table against it).

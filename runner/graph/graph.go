@@ -41,6 +41,10 @@ type Graph struct {
 	Providers map[string]*ProviderSpec
 	// Nodes in file order.
 	Nodes []*Node
+	// Cache and CacheTTL are the graph's `cache` and `cache_ttl`: the
+	// defaults of its nodes (see CachePolicy); Cache is nil when omitted.
+	Cache    *bool
+	CacheTTL time.Duration
 
 	byID       map[string]*Node
 	dependents map[string][]string
@@ -156,6 +160,10 @@ type Node struct {
 	// Env is added to the environment of the node's harness process, over
 	// the provider's Env (harness providers only).
 	Env map[string]string
+	// Cache is the node's own `cache` (nil when omitted: see
+	// Graph.CachePolicy); CacheTTL its `cache_ttl` (0: the graph's).
+	Cache    *bool
+	CacheTTL time.Duration
 	// Line is where the node's entry starts in the file.
 	Line int
 

@@ -492,6 +492,7 @@ func (p *graphParser) graph(g *Graph, root *yaml.Node) {
 	if f, ok := fields["inputs"]; ok {
 		p.inputsBlock(g, f)
 	}
+	g.Cache, g.CacheTTL = p.cacheFields(top, fields)
 
 	if f, ok := fields["providers"]; ok {
 		switch v := graphResolve(f.val); {
@@ -534,6 +535,52 @@ func (p *graphParser) graph(g *Graph, root *yaml.Node) {
 		p.node(g, i+1, item)
 	}
 	p.crossCheck(g)
+}
+
+// cacheFields reads `cache` and `cache_ttl` of a graph or a node.
+func (p *graphParser) cacheFields(s graphScope, fields map[string]graphPair) (cache *bool, ttl time.Duration) {
+	if f, ok := fields["cache"]; ok {
+		if v, ok := p.boolean(s, f); ok {
+			cache = &v
+		}
+	}
+	if f, ok := fields["cache_ttl"]; ok {
+		if v, ok := p.str(s, f); ok {
+			d, err := time.ParseDuration(v)
+			switch {
+			case err != nil:
+				p.report(s, f.val.Line, "cache_ttl", "cache_ttl must be a duration like 30m, 24h or 168h, not %s", graphQuote(v))
+			case d <= 0:
+				p.report(s, f.val.Line, "cache_ttl", "cache_ttl must be > 0 (omit it: a cached output then never goes stale)")
+			default:
+				ttl = d
+			}
+		}
+	}
+	return cache, ttl
+}
+
+// CachePolicy says whether node n's output may be reused from an earlier
+// run, and how old it may be (0: any age). A node's own `cache` decides;
+// without one, a harness node or a node with side effects is not cached
+// (a hit would skip what its request does to the world), and any other
+// follows the graph's `cache`, true when omitted.
+func (g *Graph) CachePolicy(n *Node) (on bool, ttl time.Duration) {
+	ttl = n.CacheTTL
+	if ttl == 0 {
+		ttl = g.CacheTTL
+	}
+	switch {
+	case n.Cache != nil:
+		return *n.Cache, ttl
+	case n.SideEffects != SideNone && n.SideEffects != "":
+		return false, ttl
+	case g.Providers[n.Provider] != nil && g.Providers[n.Provider].Kind == ProviderKindHarness:
+		return false, ttl
+	case g.Cache != nil:
+		return *g.Cache, ttl
+	}
+	return true, ttl
 }
 
 func (p *graphParser) hasProblemField(field string) bool {
@@ -880,6 +927,7 @@ func (p *graphParser) node(g *Graph, idx int, item *yaml.Node) {
 	if f, ok := byName["continue_on_failure"]; ok {
 		n.ContinueOnFailure, _ = p.boolean(s, f)
 	}
+	n.Cache, n.CacheTTL = p.cacheFields(s, byName)
 	if f, ok := byName["env"]; ok {
 		env, _ := p.strMap(s, f)
 		for _, k := range graphSortedKeys(env) {

@@ -38,7 +38,7 @@ func TestParseGraphRejects(t *testing.T) {
 		{"merge of a scalar", graphHead + "  - {id: a, prompt: x, <<: 3}\n", 5, "merge key (<<) must merge a mapping"},
 
 		// top level
-		{"unknown top field", "name: t\ndescr: x\nproviders:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n", 2, `unknown field "descr" (known fields: name, profile, profiles, inputs, providers, nodes)`},
+		{"unknown top field", "name: t\ndescr: x\nproviders:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n", 2, `unknown field "descr" (known fields: name, profile, profiles, inputs, providers, nodes, cache, cache_ttl)`},
 		{"misspelt name", "nmae: t\nproviders:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n", 1, `unknown field "nmae" (did you mean "name"?)`},
 		{"duplicate top field", "name: t\nname: u\nproviders:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n", 2, `field "name" appears twice (first at line 1)`},
 		{"missing name", "providers:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n", 1, "missing name"},

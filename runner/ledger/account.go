@@ -37,6 +37,9 @@ type NodeAccount struct {
 	// Model is what the node was priced by ("" when unknown).
 	Model string `json:"model"`
 	Figures
+	// CachedFrom is "run/node" whose output a cache hit reused (NR407);
+	// empty for a node that called its provider.
+	CachedFrom string `json:"cached_from,omitempty"`
 	// Verdict says in one line what happened to the node and what it cost.
 	Verdict string `json:"verdict"`
 }
@@ -64,6 +67,22 @@ type Figures struct {
 	// for the node's model; a run's totals sum its priced nodes.
 	CostUSD   *float64 `json:"cost_usd"`
 	WastedUSD *float64 `json:"wasted_usd"`
+	// Cached counts the nodes completed from the cache, and Saved what
+	// their outputs cost when first produced: what this run did not pay.
+	Cached int   `json:"cached"`
+	Saved  Saved `json:"saved"`
+}
+
+// Saved is what cache hits did not pay again: the tokens of the provider
+// calls that first produced their outputs (output without reasoning, as in
+// Tokens), and their price by the same table (null without a price).
+type Saved struct {
+	Output     int      `json:"output"`
+	Input      int      `json:"input"`
+	Reasoning  int      `json:"reasoning"`
+	CacheRead  int      `json:"cache_read"`
+	CacheWrite int      `json:"cache_write"`
+	CostUSD    *float64 `json:"cost_usd"`
 }
 
 // Tokens: Generated = Needed + Regenerated + Unfinished. They count output
@@ -97,12 +116,12 @@ func AccountOf(run *Run, prices Prices) *Account {
 		a.WallMS += s.D().Milliseconds()
 	}
 	if prices != nil {
-		a.Totals.CostUSD, a.Totals.WastedUSD = new(float64), new(float64)
+		a.Totals.CostUSD, a.Totals.WastedUSD, a.Totals.Saved.CostUSD = new(float64), new(float64), new(float64)
 	}
 	unpriced := map[string][]string{} // model → nodes
 	for _, nd := range run.Nodes {
 		na := AccountNode(nd, prices)
-		if prices != nil && na.CostUSD == nil {
+		if prices != nil && (na.CostUSD == nil || na.Cached > 0 && na.Saved.CostUSD == nil) {
 			unpriced[na.Model] = append(unpriced[na.Model], nd.ID)
 		}
 		a.Nodes = append(a.Nodes, na)
@@ -138,6 +157,7 @@ func AccountNode(nd *Node, prices Prices) NodeAccount {
 		}
 	}
 	na.tokens(nd, prices)
+	na.saved(nd, prices)
 	na.times(nd)
 	na.Verdict = verdictOf(nd, na)
 	return na
@@ -187,6 +207,36 @@ func (na *NodeAccount) tokens(nd *Node, prices Prices) {
 	}
 	if prices != nil && (priced || len(nd.Attempts) == 0) {
 		na.CostUSD, na.WastedUSD = &cost, &wasted
+	}
+}
+
+// saved reads what a cache hit did not pay from its NR407 record, priced
+// by the model that first produced the output.
+func (na *NodeAccount) saved(nd *Node, prices Prices) {
+	for _, r := range nd.Records {
+		if r.Code != diagnostics.CacheHit || nd.State != journal.NodeCompleted {
+			continue
+		}
+		run, _ := diagnostics.KeyFromRun.Of(r.Record)
+		node, _ := diagnostics.KeyFromNode.Of(r.Record)
+		model, _ := diagnostics.KeyModel.Of(r.Record)
+		var u journal.Usage
+		u.InputTokens, _ = diagnostics.KeySavedInput.Of(r.Record)
+		u.OutputTokens, _ = diagnostics.KeySavedOutput.Of(r.Record)
+		u.ReasoningTokens, _ = diagnostics.KeySavedReasoning.Of(r.Record)
+		u.CacheReadTokens, _ = diagnostics.KeySavedCacheRead.Of(r.Record)
+		u.CacheWriteTokens, _ = diagnostics.KeySavedCacheWrite.Of(r.Record)
+		visible := max(u.OutputTokens-u.ReasoningTokens, 0)
+		na.Cached, na.CachedFrom = 1, run+"/"+node
+		na.Saved = Saved{Output: visible, Input: u.InputTokens, Reasoning: u.ReasoningTokens,
+			CacheRead: u.CacheReadTokens, CacheWrite: u.CacheWriteTokens}
+		if na.Model == "" {
+			na.Model = model
+		}
+		if p, ok := prices[model]; ok {
+			c := p.cost(u, visible)
+			na.Saved.CostUSD = &c
+		}
 	}
 }
 
@@ -276,6 +326,16 @@ func (f *Figures) add(o Figures) {
 		*f.CostUSD += *o.CostUSD
 		*f.WastedUSD += *o.WastedUSD
 	}
+	f.Cached += o.Cached
+	s := &f.Saved
+	s.Output += o.Saved.Output
+	s.Input += o.Saved.Input
+	s.Reasoning += o.Saved.Reasoning
+	s.CacheRead += o.Saved.CacheRead
+	s.CacheWrite += o.Saved.CacheWrite
+	if s.CostUSD != nil && o.Saved.CostUSD != nil {
+		*s.CostUSD += *o.Saved.CostUSD
+	}
 }
 
 // Steps counts the figures' recovery steps.
@@ -312,6 +372,14 @@ func (a *Account) summary() []string {
 		l := fmt.Sprintf("cost: $%.4f, of which $%.4f on work thrown away", *t.CostUSD, *t.WastedUSD)
 		if len(a.Warnings) > 0 {
 			l += " (priced models only)"
+		}
+		lines = append(lines, l)
+	}
+	if t.Cached > 0 {
+		l := fmt.Sprintf("cache: %s reused from earlier runs, not paid again: %s output tokens, %s input tokens",
+			pluralWord(t.Cached, "node"), Thousands(t.Saved.Output), Thousands(t.Saved.Input))
+		if t.Saved.CostUSD != nil {
+			l += fmt.Sprintf(", $%.4f saved", *t.Saved.CostUSD)
 		}
 		lines = append(lines, l)
 	}

@@ -21,6 +21,10 @@ func verdictOf(nd *Node, na NodeAccount) string {
 	figures := fmt.Sprintf("%s, %s preserved, %s lost", regen, Thousands(na.Tokens.Preserved), Seconds(na.TimeLostMS))
 	switch nd.State {
 	case journal.NodeCompleted:
+		if run, node, ok := strings.Cut(na.CachedFrom, "/"); ok {
+			return fmt.Sprintf("from the cache: node %s of run %s, reused; %s output tokens not paid again",
+				node, ShortRunID(run), Thousands(na.Saved.Output))
+		}
 		faults := faultPhrase(na.Faults)
 		if faults == "" && na.Attempts <= 1 {
 			return fmt.Sprintf("clean: %s tokens, no recovery needed", Thousands(na.Tokens.Needed))
@@ -230,4 +234,13 @@ func Thousands(n int) string {
 // Seconds writes milliseconds as seconds to a tenth: "4.2 s".
 func Seconds(ms int64) string {
 	return fmt.Sprintf("%.1f s", math.Round(float64(ms)/100)/10)
+}
+
+// ShortRunID is the prefix of a run id that people read and type (the CLI
+// takes a unique prefix wherever it takes a run id).
+func ShortRunID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
 }

@@ -1,0 +1,165 @@
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// CacheOrigin is where a cached output was first produced: the run and
+// node whose provider call generated it, when, and what that call cost
+// (what a cache hit does not pay again).
+type CacheOrigin struct {
+	Run      string    `json:"run"`
+	Node     string    `json:"node"`
+	Produced time.Time `json:"produced"`
+	// Usage is the completing attempt's, as journaled (zero when that
+	// attempt's usage was never recorded: its runner died first).
+	Usage Usage `json:"usage"`
+}
+
+// CacheEntry is a completed node's output found by its cache key.
+type CacheEntry struct {
+	Output string
+	Origin CacheOrigin
+	// Journal is the path of the journal it was found in.
+	Journal string
+}
+
+// SetNodeCacheKey records a node's cache key (runner/cache.go), which a later
+// run looks its output up by once the node has completed.
+func (j *Journal) SetNodeCacheKey(ctx context.Context, runID, nodeID, key string) error {
+	what := fmt.Sprintf("set node %s/%s cache key", runID, nodeID)
+	if runID == "" || nodeID == "" {
+		return j.errorf("%s: %w", what, ErrInvalid)
+	}
+	return j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
+		return mustAffect(tx.ExecContext(ctx, `UPDATE nodes SET cache_key = ? WHERE run = ? AND id = ?`, key, runID, nodeID))
+	})
+}
+
+// CompleteNodeFromCache completes a node with a cached output, keeping its
+// key and origin so that a later run finds it (with its first production
+// time and cost) as it would the original.
+func (j *Journal) CompleteNodeFromCache(ctx context.Context, runID, nodeID, key string, e CacheEntry) error {
+	what := fmt.Sprintf("complete node %s/%s from the cache", runID, nodeID)
+	if runID == "" || nodeID == "" || key == "" {
+		return j.errorf("%s: %w", what, ErrInvalid)
+	}
+	origin, err := json.Marshal(e.Origin)
+	if err != nil {
+		return j.errorf("%s: %w", what, err)
+	}
+	now := time.Now().UnixNano()
+	return j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
+		if err := updateNode(ctx, tx, completeNodeQuery, nil, runID, nodeID, NodeCompleted, now, e.Output); err != nil {
+			return err
+		}
+		return mustAffect(tx.ExecContext(ctx, `UPDATE nodes SET cache_key = ?, cache_origin = ? WHERE run = ? AND id = ?`,
+			key, string(origin), runID, nodeID))
+	})
+}
+
+// cacheCandidates bounds the completed nodes of one key a lookup reads: a
+// key shared by many runs (a graph rerun daily) needs only the newest.
+const cacheCandidates = 16
+
+// LookupCache finds the newest completed output of key produced at or after
+// notBefore (zero: any age), skipping the nodes of run exclude (the run
+// looking: its own nodes are not its cache). ok is false when there is none.
+func (j *Journal) LookupCache(ctx context.Context, key, exclude string, notBefore time.Time) (e CacheEntry, ok bool, err error) {
+	rows, err := j.rdb.QueryContext(ctx, `SELECT run, id, output, finished, cache_origin FROM nodes
+		WHERE cache_key = ? AND state = 'completed' AND run != ? ORDER BY finished DESC LIMIT ?`, key, exclude, cacheCandidates)
+	if err != nil {
+		return CacheEntry{}, false, j.errorf("cache lookup: %w", err)
+	}
+	type cand struct {
+		e      CacheEntry
+		origin string
+	}
+	var cands []cand
+	for rows.Next() {
+		var c cand
+		var finished int64
+		if err := rows.Scan(&c.e.Origin.Run, &c.e.Origin.Node, &c.e.Output, &finished, &c.origin); err != nil {
+			rows.Close()
+			return CacheEntry{}, false, j.errorf("cache lookup: %w", err)
+		}
+		c.e.Origin.Produced = fromNanos(finished)
+		cands = append(cands, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return CacheEntry{}, false, j.errorf("cache lookup: %w", err)
+	}
+	var best *CacheEntry
+	for i := range cands {
+		c := &cands[i]
+		if c.origin != "" {
+			// A copy: its age and cost are its origin's.
+			if err := json.Unmarshal([]byte(c.origin), &c.e.Origin); err != nil {
+				continue // not ours to fail a run over: that entry is a miss
+			}
+		}
+		if c.e.Origin.Produced.Before(notBefore) {
+			continue
+		}
+		if best == nil || c.e.Origin.Produced.After(best.Origin.Produced) {
+			best = &c.e
+		}
+	}
+	if best == nil {
+		return CacheEntry{}, false, nil
+	}
+	if best.Origin.Usage == (Usage{}) {
+		if best.Origin.Usage, err = j.completingUsage(ctx, best.Origin.Run, best.Origin.Node); err != nil {
+			return CacheEntry{}, false, err
+		}
+	}
+	best.Journal = j.path
+	return *best, true, nil
+}
+
+// completingUsage is the usage of a node's last attempt: the one that
+// produced its output.
+func (j *Journal) completingUsage(ctx context.Context, runID, nodeID string) (Usage, error) {
+	var n sql.NullInt64
+	if err := j.rdb.QueryRowContext(ctx, `SELECT max(n) FROM attempts WHERE run = ? AND node = ?`, runID, nodeID).Scan(&n); err != nil {
+		return Usage{}, j.errorf("cache lookup: attempts of %s/%s: %w", runID, nodeID, err)
+	}
+	if !n.Valid {
+		return Usage{}, nil
+	}
+	by, err := j.AttemptUsage(ctx, runID, nodeID)
+	if err != nil {
+		return Usage{}, err
+	}
+	return by[nodeID][int(n.Int64)], nil
+}
+
+// CacheOrigins returns, for each node of a run completed from the cache,
+// where its output was first produced.
+func (j *Journal) CacheOrigins(ctx context.Context, runID string) (map[string]CacheOrigin, error) {
+	rows, err := j.rdb.QueryContext(ctx, `SELECT id, cache_origin FROM nodes WHERE run = ? AND cache_origin != ''`, runID)
+	if err != nil {
+		return nil, j.errorf("cache origins of run %q: %w", runID, err)
+	}
+	defer rows.Close()
+	out := map[string]CacheOrigin{}
+	for rows.Next() {
+		var id, origin string
+		if err := rows.Scan(&id, &origin); err != nil {
+			return nil, j.errorf("cache origins of run %q: %w", runID, err)
+		}
+		var o CacheOrigin
+		if json.Unmarshal([]byte(origin), &o) == nil {
+			out[id] = o
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, j.errorf("cache origins of run %q: %w", runID, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,211 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/journal"
+)
+
+// CacheOptions say how a run reuses the outputs of nodes completed by
+// earlier runs (the graph's and nodes' `cache`, docs/graph.md). Every node's
+// cache key is journaled whatever they say, so that later runs can reuse
+// this one's outputs.
+type CacheOptions struct {
+	// Off: no node is taken from the cache (`noderun run --no-cache`).
+	Off bool
+	// Refresh names nodes that are called again whatever the cache holds,
+	// and with them every node downstream (`noderun run --refresh`): a
+	// refresh distrusts an answer and what was built on it, even when the
+	// new answer comes back byte-identical.
+	Refresh []string
+	// From are more journals to look in after the run's own, opened
+	// read-only (`noderun run --cache-from`); the run never writes them.
+	From []*journal.Journal
+}
+
+// cacheKeyVersion prefixes every key: whenever what goes into a key
+// changes, this changes, so old entries miss rather than hit wrongly.
+const cacheKeyVersion = "v1"
+
+// CacheRequest is what determines a node's answer: a node's cache key is
+// its hash (CacheKey). The continuation form and the recovery profile are
+// not in it: they change how a dropped stream is recovered, not the answer.
+type CacheRequest struct {
+	// Node is in the key: two nodes of a graph sending the same request
+	// are separate samples (a best-of-n fan-out), not one answer.
+	Node string `json:"node"`
+	// Kind, Endpoint and Model say who answers. Endpoint is the base URL
+	// (API kinds), the simulator's settings (sim, or a --sim run: a
+	// simulated answer never stands in for a real one), or the harness,
+	// its command, arguments, environment and working directory.
+	Kind     string `json:"kind"`
+	Endpoint string `json:"endpoint"`
+	Model    string `json:"model"`
+	// System and Prompt are rendered: inputs and upstream outputs are in them.
+	System string `json:"system"`
+	Prompt string `json:"prompt"`
+	// The request parameters (the graph has no temperature).
+	ReasoningEffort string `json:"reasoning_effort"`
+	MaxOutputTokens int    `json:"max_output_tokens"`
+}
+
+// CacheKey is the versioned sha256 of req: "v1:" and 64 hex digits.
+func CacheKey(req CacheRequest) string {
+	b, _ := json.Marshal(req) // strings and ints: cannot fail; field order is fixed
+	sum := sha256.Sum256(append([]byte(cacheKeyVersion+"\n"), b...))
+	return cacheKeyVersion + ":" + hex.EncodeToString(sum[:])
+}
+
+// runCache is a run's view of the cache.
+type runCache struct {
+	off       bool
+	refresh   map[string]bool // the refreshed nodes and everything downstream
+	from      []*journal.Journal
+	endpoints map[string]string // provider name → CacheRequest.Endpoint
+}
+
+func newRunCache(g *Graph, opts *Options) (*runCache, error) {
+	c := &runCache{off: opts.Cache.Off, refresh: map[string]bool{}, from: opts.Cache.From, endpoints: map[string]string{}}
+	var down func(id string)
+	down = func(id string) {
+		if c.refresh[id] {
+			return
+		}
+		c.refresh[id] = true
+		for _, d := range g.Dependents(id) {
+			down(d)
+		}
+	}
+	for _, id := range opts.Cache.Refresh {
+		if g.Node(id) == nil {
+			return nil, fmt.Errorf("--refresh %s: graph %s has no node %q", id, g.Name, id)
+		}
+		down(id)
+	}
+	for name, spec := range g.Providers {
+		if spec.Kind == ProviderKindHarness && spec.WorkDir == "" {
+			cp := *spec
+			cp.WorkDir = filepath.Dir(g.Path) // where newHarness runs it
+			spec = &cp
+		}
+		c.endpoints[name] = cacheEndpoint(spec, getenvOf(opts), opts.Sim)
+	}
+	return c, nil
+}
+
+// cacheEndpoint is who answers a provider's requests, for its nodes' keys.
+func cacheEndpoint(spec *ProviderSpec, getenv func(string) string, simOpt *SimOptions) string {
+	if simOpt != nil {
+		if simOpt.Server != nil { // its settings are its own: it is known by its address
+			return "simulated " + simOpt.Server.BaseURL()
+		}
+		return fmt.Sprintf("simulated seed=%d tokens=%d", simOpt.Config.Seed, simOpt.Config.Tokens)
+	}
+	switch spec.Kind {
+	case ProviderKindSim:
+		if spec.Sim == nil {
+			return "sim"
+		}
+		b, _ := yaml.Marshal(spec.Sim)
+		return "sim " + string(b)
+	case ProviderKindHarness:
+		env := map[string]string{}
+		maps.Copy(env, spec.Env)
+		b, _ := json.Marshal(struct {
+			Harness, Command, WorkDir string
+			Args                      []string
+			Env                       map[string]string
+		}{spec.Harness, spec.Command, spec.WorkDir, spec.Args, env})
+		return string(b)
+	}
+	if base, _, err := endpoint(spec, getenv); err == nil && base != "" {
+		return base
+	}
+	return spec.BaseURL // a kind registered in Options.Kinds
+}
+
+// cacheKey is node n's key for the request it is about to send on bp.
+func (r *runState) cacheKey(n *Node, bp builtProvider, system, prompt string) string {
+	model := n.Model // as runNode sends it
+	if model == "" {
+		model = bp.model
+	}
+	req := CacheRequest{Node: n.ID, Endpoint: r.cache.endpoints[n.Provider], Model: model, System: system, Prompt: prompt,
+		ReasoningEffort: n.ReasoningEffort, MaxOutputTokens: n.MaxOutputTokens}
+	spec := r.g.Providers[n.Provider]
+	if spec != nil {
+		req.Kind = spec.Kind
+	}
+	if spec != nil && spec.Kind == ProviderKindHarness && len(n.Env) > 0 {
+		b, _ := json.Marshal(n.Env) // sorted keys
+		req.Endpoint += " " + string(b)
+	}
+	return CacheKey(req)
+}
+
+// fromCache completes node n from the cache if the graph and the run allow
+// it and a journal holds an output of key young enough; nil means a miss.
+// A cache journal that cannot be read is a miss, not a failure: the node
+// is called as if there were no cache.
+func (r *runState) fromCache(ctx context.Context, n *Node, key string) *NodeResult {
+	on, ttl := r.g.CachePolicy(n)
+	if !on || r.cache.off || r.cache.refresh[n.ID] {
+		return nil
+	}
+	if e := r.entries[n.ID]; e != nil && !e.fresh {
+		// A resumed node picks up its own work (a response to re-attach,
+		// a thread to resume): a hit would leave that work running, and
+		// billing, at the provider.
+		return nil
+	}
+	var notBefore time.Time
+	if ttl > 0 {
+		notBefore = time.Now().Add(-ttl)
+	}
+	for _, j := range append([]*journal.Journal{r.j}, r.cache.from...) {
+		e, ok, err := j.LookupCache(ctx, key, r.id, notBefore)
+		if err != nil {
+			r.log.Warn("cache lookup failed; the node is called", "node", n.ID, "journal", j.Path(), "err", err)
+			continue
+		}
+		if ok {
+			if j == r.j {
+				e.Journal = ""
+			}
+			return r.completeFromCache(ctx, n, key, e)
+		}
+	}
+	return nil
+}
+
+// completeFromCache journals a hit: the record naming where the output
+// came from and what it saved, then the node completed with that output.
+func (r *runState) completeFromCache(ctx context.Context, n *Node, key string, e journal.CacheEntry) *NodeResult {
+	o, u := e.Origin, e.Origin.Usage
+	where := ""
+	if e.Journal != "" {
+		where = " of " + e.Journal
+	}
+	msg := fmt.Sprintf("cache hit: output of run %s node %s%s (produced %s), reused without a provider call",
+		o.Run, o.Node, where, o.Produced.UTC().Format(time.RFC3339))
+	r.diag(ctx, n.ID, 0, diagnostics.New(diagnostics.CacheHit, msg, diagnostics.KeyCacheKey.Attr(key),
+		diagnostics.KeyFromRun.Attr(o.Run), diagnostics.KeyFromNode.Attr(o.Node), diagnostics.KeyFromJournal.Attr(e.Journal),
+		diagnostics.KeyModel.Attr(u.Model), diagnostics.KeySavedInput.Attr(u.InputTokens), diagnostics.KeySavedOutput.Attr(u.OutputTokens),
+		diagnostics.KeySavedReasoning.Attr(u.ReasoningTokens), diagnostics.KeySavedCacheRead.Attr(u.CacheReadTokens),
+		diagnostics.KeySavedCacheWrite.Attr(u.CacheWriteTokens)))
+	res := &NodeResult{ID: n.ID, State: journal.NodeCompleted, Output: e.Output, FromCache: o.Run + "/" + o.Node}
+	if err := r.j.CompleteNodeFromCache(bg(ctx), r.id, n.ID, key, e); err != nil {
+		res.State, res.Err, res.Reason = journal.NodeFailed, err, "journal: "+err.Error()
+	}
+	return res
+}
