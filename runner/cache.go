@@ -51,6 +51,9 @@ type CacheRequest struct {
 	Kind     string `json:"kind"`
 	Endpoint string `json:"endpoint"`
 	Model    string `json:"model"`
+	// Agent is the provider-side agent a gemini node runs instead of a
+	// model; absent from the keys of every other node.
+	Agent string `json:"agent,omitempty"`
 	// System and Prompt are rendered: inputs and upstream outputs are in them.
 	System string `json:"system"`
 	Prompt string `json:"prompt"`
@@ -140,7 +143,7 @@ func (r *runState) cacheKey(n *Node, bp builtProvider, system, prompt string) st
 	if model == "" {
 		model = bp.model
 	}
-	req := CacheRequest{Node: n.ID, Endpoint: r.cache.endpoints[n.Provider], Model: model, System: system, Prompt: prompt,
+	req := CacheRequest{Node: n.ID, Endpoint: r.cache.endpoints[n.Provider], Model: model, Agent: n.Agent, System: system, Prompt: prompt,
 		ReasoningEffort: n.ReasoningEffort, MaxOutputTokens: n.MaxOutputTokens}
 	spec := r.g.Providers[n.Provider]
 	if spec != nil {

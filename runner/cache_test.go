@@ -66,6 +66,11 @@ nodes:
 			t.Errorf("%s: key changed %v, want %v", tc.name, got != want, tc.changes)
 		}
 	}
+	// A gemini node's agent is in the key: another agent, another answer.
+	const gem = "name: k\nprofile: ci\nproviders:\n  g: {kind: gemini, base_url: http://h, api_key_env: K, agent: deep-a}\nnodes:\n  - {id: a, provider: g, prompt: hi}\n"
+	if keyOf(t, gem, "a", "hi") == keyOf(t, strings.Replace(gem, "agent: deep-a", "agent: deep-b", 1), "a", "hi") {
+		t.Error("the gemini agent does not change the key")
+	}
 	// The rendered system prompt is in the key.
 	g := parseTestGraph(t, base)
 	r := &runState{g: g, cache: &runCache{endpoints: map[string]string{"p": "http://h/v1"}}}
