@@ -50,6 +50,7 @@ import (
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/conns"
 	"github.com/noderun/noderun/provider/guard"
+	"github.com/noderun/noderun/provider/idle"
 )
 
 // DefaultBaseURL is the Gemini API root; paths below it start with /v1beta.
@@ -159,8 +160,8 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request, emit provid
 	s := p.newSession(req, emit, provider.Cursor{Seq: -1})
 	s.fromStart = true
 	c, err := p.create(ctx, req)
-	if errors.Is(err, errSilent) {
-		return s.idleBeforeRef()
+	if errors.Is(err, idle.ErrSilent) {
+		return s.IdleBeforeRef()
 	}
 	if err != nil {
 		return err
@@ -176,8 +177,8 @@ func (p *Provider) Resume(ctx context.Context, req provider.Request, cur provide
 		return &diagnostics.Error{Class: diagnostics.ClassDeterministic, Err: errors.New("gemini: resume without an interaction id")}
 	}
 	s := p.newSession(req, emit, cur)
-	c, err := s.attach(ctx)
-	if err != nil && !errors.Is(err, errSilent) {
+	c, err := s.Attach(ctx)
+	if err != nil && !errors.Is(err, idle.ErrSilent) {
 		return err
 	}
 	return s.run(ctx, c)
@@ -272,13 +273,13 @@ func (p *Provider) create(ctx context.Context, req provider.Request) (*conn, err
 		return nil, &diagnostics.Error{Class: diagnostics.ClassDeterministic, Err: fmt.Errorf("gemini create: %w", err)}
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	dog := newWatchdog(req.Policy.PollAfter.D(), cancel)
+	dog := idle.NewWatchdog(req.Policy.PollAfter.D(), cancel)
 	resp, err := p.do(cctx, http.MethodPost, "/v1beta/interactions", b, http.Header{"Accept": {"text/event-stream"}})
 	if err != nil {
-		dog.stop()
+		dog.Stop()
 		cancel()
-		if ctx.Err() == nil && dog.idle() {
-			return nil, errSilent
+		if ctx.Err() == nil && dog.Idle() {
+			return nil, idle.ErrSilent
 		}
 		return nil, err
 	}

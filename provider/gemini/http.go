@@ -3,18 +3,17 @@ package gemini
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/provider/guard"
+	"github.com/noderun/noderun/provider/idle"
 )
 
 // maxObjectBytes bounds one non-streamed interaction read by a status check.
@@ -87,54 +86,17 @@ func checkEventStream(op string, resp *http.Response) error {
 type conn struct {
 	body   io.ReadCloser
 	cancel context.CancelFunc
-	dog    *watchdog
+	dog    *idle.Watchdog
 }
 
 func (c *conn) close() {
-	c.dog.stop()
+	c.dog.Stop()
 	_ = c.body.Close()
 	c.cancel()
 }
 
-// watchdog ends a connection that shows no event for the idle window,
-// counted from the moment the request is sent. Keepalive comments do not
-// kick it.
-type watchdog struct {
-	window time.Duration
-	timer  *time.Timer
-	fired  atomic.Bool
-}
-
-func newWatchdog(window time.Duration, cancel context.CancelFunc) *watchdog {
-	w := &watchdog{window: window}
-	if window > 0 {
-		w.timer = time.AfterFunc(window, func() {
-			w.fired.Store(true)
-			cancel()
-		})
-	}
-	return w
-}
-
-func (w *watchdog) kick() {
-	if w.timer != nil {
-		w.timer.Reset(w.window)
-	}
-}
-
-func (w *watchdog) stop() {
-	if w.timer != nil {
-		w.timer.Stop()
-	}
-}
-
-func (w *watchdog) idle() bool { return w.fired.Load() }
-
-// errSilent: the server sent no answer within the idle window.
-var errSilent = errors.New("no answer within the idle window")
-
-// attach opens GET /v1beta/interactions/{id}?stream=true[&last_event_id=…].
-func (s *session) attach(ctx context.Context) (*conn, error) {
+// Attach opens GET /v1beta/interactions/{id}?stream=true[&last_event_id=…].
+func (s *session) Attach(ctx context.Context) (*conn, error) {
 	p := s.p
 	q := url.Values{"stream": {"true"}}
 	from := "the start"
@@ -154,17 +116,17 @@ func (s *session) attach(ctx context.Context) (*conn, error) {
 		from = fmt.Sprintf("event %d (event_id %s)", s.lastIDSeq, s.lastID)
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	dog := newWatchdog(s.req.Policy.PollAfter.D(), cancel)
+	dog := idle.NewWatchdog(s.req.Policy.PollAfter.D(), cancel)
 	resp, err := p.do(cctx, http.MethodGet, "/v1beta/interactions/"+url.PathEscape(s.ref)+"?"+q.Encode(), nil,
 		http.Header{"Accept": {"text/event-stream"}, "Cache-Control": {"no-cache"}})
 	if err != nil {
-		dog.stop()
+		dog.Stop()
 		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("gemini re-attach %s: %w", s.ref, ctx.Err())
-		case dog.idle():
-			return nil, errSilent
+		case dog.Idle():
+			return nil, idle.ErrSilent
 		}
 		return nil, fmt.Errorf("gemini re-attach %s: %w", s.ref, err)
 	}

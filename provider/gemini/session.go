@@ -12,6 +12,7 @@ import (
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/guard"
+	"github.com/noderun/noderun/provider/idle"
 	"github.com/noderun/noderun/provider/sse"
 )
 
@@ -46,43 +47,29 @@ func (p *Provider) newSession(req provider.Request, emit provider.Emit, cur prov
 		steps: map[int]string{}, log: p.log.With(slog.String("node", req.Node)), lastEventAt: time.Now()}
 }
 
-// run reads c to the interaction's end, polling through silence and
-// re-attaching when the status moves. A nil c polls first.
-func (s *session) run(ctx context.Context, c *conn) error {
-	for {
-		if c != nil {
-			idle, err := s.read(ctx, c)
-			if !idle {
-				return err
-			}
-		}
-		if s.ref == "" {
-			return s.idleBeforeRef()
-		}
-		completed, err := s.poll(ctx)
-		if err != nil {
-			return err
-		}
-		c, err = s.attach(ctx)
-		switch {
-		case errors.Is(err, errSilent) && completed:
-			return fmt.Errorf("gemini %s: completed, but the re-attach got no answer in %s: %w: %w",
-				s.ref, s.req.Policy.PollAfter.D(), diagnostics.ErrDisconnected, diagnostics.ErrIdleTimeout)
-		case err != nil && !errors.Is(err, errSilent):
-			return err
-		}
-	}
+// run reads c to the interaction's end (idle.Run): polling through silence,
+// re-attaching when the status moves; a nil c polls first.
+func (s *session) run(ctx context.Context, c *conn) error { return idle.Run(ctx, s, c) }
+
+// HasRef: the interaction id is known, so there is something to poll.
+func (s *session) HasRef() bool { return s.ref != "" }
+
+// SilentAfterCompletion: the interaction is done but its stream does not answer;
+// the executor takes the output from a status check.
+func (s *session) SilentAfterCompletion() error {
+	return fmt.Errorf("gemini %s: completed, but the re-attach got no answer in %s: %w: %w",
+		s.ref, s.req.Policy.PollAfter.D(), diagnostics.ErrDisconnected, diagnostics.ErrIdleTimeout)
 }
 
-func (s *session) idleBeforeRef() error {
+func (s *session) IdleBeforeRef() error {
 	return fmt.Errorf("gemini: no interaction id after %s of silence: %w: %w",
 		s.req.Policy.PollAfter.D(), diagnostics.ErrDisconnected, diagnostics.ErrIdleTimeout)
 }
 
-// read consumes one event stream: idle=true when no event arrived within the
+// Read consumes one event stream: idle=true when no event arrived within the
 // idle window, nil after KindDone, else the error that ended it. A stream
 // that merely ends is a disconnect, never completion.
-func (s *session) read(ctx context.Context, c *conn) (idle bool, err error) {
+func (s *session) Read(ctx context.Context, c *conn) (idle bool, err error) {
 	defer c.close()
 	r := sse.NewReader(c.body)
 	for {
@@ -91,7 +78,7 @@ func (s *session) read(ctx context.Context, c *conn) (idle bool, err error) {
 			switch {
 			case ctx.Err() != nil:
 				return false, fmt.Errorf("gemini %s: %w", s.ref, ctx.Err())
-			case c.dog.idle():
+			case c.dog.Idle():
 				return true, nil
 			case errors.Is(err, io.EOF):
 				return false, fmt.Errorf("gemini %s: stream ended at event %d without interaction.completed: %w", s.ref, s.seq, diagnostics.ErrDisconnected)
@@ -107,7 +94,7 @@ func (s *session) read(ctx context.Context, c *conn) (idle bool, err error) {
 		// Every event kicks, replayed ones too: a re-attach from the start
 		// re-reads the generated part before anything new, and that is a
 		// live stream, not silence.
-		c.dog.kick()
+		c.dog.Kick()
 	}
 }
 
@@ -309,13 +296,13 @@ func progressOf(it *interaction) progressMark {
 	return m
 }
 
-// poll waits out silence by reading the interaction's status every poll
+// Poll waits out silence by reading the interaction's status every poll
 // interval, as the Responses adapter does: nil when the stream should be
 // re-attached (the status shows progress or completion), a classified error
 // for a terminal status, diagnostics.ErrStuck for an interaction that shows
 // no status and no progress for StuckAfter. An interaction in progress is
 // healthy (KindAlive) however long it is silent.
-func (s *session) poll(ctx context.Context) (completed bool, err error) {
+func (s *session) Poll(ctx context.Context) (completed bool, err error) {
 	pol := s.req.Policy
 	interval := pol.PollInterval.D()
 	if interval <= 0 {

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -19,6 +18,7 @@ import (
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/guard"
+	"github.com/noderun/noderun/provider/idle"
 )
 
 // capture records the HTTP response of one go-openai call: go-openai hides
@@ -121,11 +121,11 @@ type conn struct {
 	body   io.ReadCloser
 	cancel context.CancelFunc // ends the request
 	closer func() error
-	dog    *watchdog
+	dog    *idle.Watchdog
 }
 
 func (c *conn) close() {
-	c.dog.stop()
+	c.dog.Stop()
 	if c.closer != nil {
 		_ = c.closer()
 	} else {
@@ -134,49 +134,10 @@ func (c *conn) close() {
 	c.cancel()
 }
 
-// watchdog ends a connection that shows no event for the idle window, counted
-// from the moment the request is sent: a server that never answers is as
-// silent as one that stops. Keepalive comments do not kick it.
-type watchdog struct {
-	window time.Duration
-	timer  *time.Timer
-	fired  atomic.Bool
-}
-
-func newWatchdog(window time.Duration, cancel context.CancelFunc) *watchdog {
-	w := &watchdog{window: window}
-	if window > 0 {
-		w.timer = time.AfterFunc(window, func() {
-			w.fired.Store(true)
-			cancel()
-		})
-	}
-	return w
-}
-
-// kick restarts the window after an event.
-func (w *watchdog) kick() {
-	if w.timer != nil {
-		w.timer.Reset(w.window)
-	}
-}
-
-func (w *watchdog) stop() {
-	if w.timer != nil {
-		w.timer.Stop()
-	}
-}
-
-// idle reports whether the window passed (and the connection was ended).
-func (w *watchdog) idle() bool { return w.fired.Load() }
-
-// errSilent: the server sent no answer within the idle window.
-var errSilent = errors.New("no answer within the idle window")
-
-// attach opens GET /responses/{id}?stream=true&starting_after=<seq>: go-openai
+// Attach opens GET /responses/{id}?stream=true&starting_after=<seq>: go-openai
 // has no streaming resume (its RetrieveResponse only decodes JSON), so this is
 // our own request, read with provider/sse like the create stream.
-func (s *session) attach(ctx context.Context) (*conn, error) {
+func (s *session) Attach(ctx context.Context) (*conn, error) {
 	p := s.p
 	q := url.Values{"stream": {"true"}}
 	if s.seq >= 0 {
@@ -189,7 +150,7 @@ func (s *session) attach(ctx context.Context) (*conn, error) {
 		cancel()
 		return nil, &diagnostics.Error{Class: diagnostics.ClassDeterministic, Err: fmt.Errorf("responses re-attach: %w", err)}
 	}
-	dog := newWatchdog(s.req.Policy.PollAfter.D(), cancel)
+	dog := idle.NewWatchdog(s.req.Policy.PollAfter.D(), cancel)
 	if p.key != "" {
 		hreq.Header.Set("Authorization", "Bearer "+p.key)
 	}
@@ -198,14 +159,14 @@ func (s *session) attach(ctx context.Context) (*conn, error) {
 	provider.MarkNode(hreq)
 	resp, err := p.hc.Do(hreq)
 	if err != nil {
-		dog.stop()
+		dog.Stop()
 		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("responses re-attach %s: %w", s.ref, ctx.Err())
-		case dog.idle():
+		case dog.Idle():
 			s.log.Debug("re-attach got no answer within the idle window", diagnostics.KeyRef.Attr(s.ref), diagnostics.KeySeq.Attr(s.seq))
-			return nil, errSilent
+			return nil, idle.ErrSilent
 		}
 		return nil, fmt.Errorf("responses re-attach %s: %w", s.ref, err)
 	}

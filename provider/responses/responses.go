@@ -28,6 +28,7 @@ import (
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/conns"
 	"github.com/noderun/noderun/provider/guard"
+	"github.com/noderun/noderun/provider/idle"
 )
 
 // Errors of responses that ended without completing. They are returned
@@ -129,8 +130,8 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request, emit provid
 	s := p.newSession(req, emit, provider.Cursor{Seq: -1})
 	s.fromStart = true
 	c, err := p.create(ctx, req)
-	if errors.Is(err, errSilent) {
-		return s.idleBeforeRef()
+	if errors.Is(err, idle.ErrSilent) {
+		return s.IdleBeforeRef()
 	}
 	if err != nil {
 		return err
@@ -148,8 +149,8 @@ func (p *Provider) Resume(ctx context.Context, req provider.Request, cur provide
 		return &diagnostics.Error{Class: diagnostics.ClassDeterministic, Err: errors.New("responses: resume without a response id")}
 	}
 	s := p.newSession(req, emit, cur)
-	c, err := s.attach(ctx)
-	if err != nil && !errors.Is(err, errSilent) {
+	c, err := s.Attach(ctx)
+	if err != nil && !errors.Is(err, idle.ErrSilent) {
 		return err
 	}
 	return s.run(ctx, c) // c is nil after silence: run polls first
@@ -209,17 +210,17 @@ func (p *Provider) create(ctx context.Context, req provider.Request) (*conn, err
 		oreq.Reasoning = &openai.ResponseReasoning{Effort: req.ReasoningEffort}
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	dog := newWatchdog(req.Policy.PollAfter.D(), cancel)
+	dog := idle.NewWatchdog(req.Policy.PollAfter.D(), cancel)
 	cp := new(capture)
 	stream, err := p.client.CreateResponseStream(withCapture(cctx, cp), oreq)
 	if err != nil {
-		dog.stop()
+		dog.Stop()
 		if cp.resp != nil {
 			_ = cp.resp.Body.Close() // go-openai reads an error body but does not close it
 		}
 		cancel()
-		if ctx.Err() == nil && dog.idle() {
-			return nil, errSilent
+		if ctx.Err() == nil && dog.Idle() {
+			return nil, idle.ErrSilent
 		}
 		return nil, p.apiError(ctx, "create", cp, err)
 	}

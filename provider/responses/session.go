@@ -15,6 +15,7 @@ import (
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/guard"
+	"github.com/noderun/noderun/provider/idle"
 	"github.com/noderun/noderun/provider/sse"
 )
 
@@ -43,48 +44,31 @@ func (p *Provider) newSession(req provider.Request, emit provider.Emit, cur prov
 		log: p.log.With(slog.String("node", req.Node)), lastEventAt: time.Now()}
 }
 
-// run reads c to the response's end, switching to polling whenever the stream
-// is silent for the idle window and re-attaching when the status moves.
-// A nil c (an attach that got no answer in the idle window) polls first.
-func (s *session) run(ctx context.Context, c *conn) error {
-	for {
-		if c != nil {
-			idle, err := s.read(ctx, c)
-			if !idle {
-				return err
-			}
-		}
-		if s.ref == "" {
-			return s.idleBeforeRef()
-		}
-		completed, err := s.poll(ctx)
-		if err != nil {
-			return err
-		}
-		c, err = s.attach(ctx)
-		switch {
-		case errors.Is(err, errSilent) && completed:
-			// The response is done but its stream does not answer: let the
-			// executor take the output from a status check.
-			return fmt.Errorf("responses %s: completed, but the re-attach got no answer in %s: %w: %w",
-				s.ref, s.req.Policy.PollAfter.D(), diagnostics.ErrDisconnected, diagnostics.ErrIdleTimeout)
-		case err != nil && !errors.Is(err, errSilent):
-			return err
-		}
-	}
+// run reads c to the response's end (idle.Run): polling through silence,
+// re-attaching when the status moves; a nil c polls first.
+func (s *session) run(ctx context.Context, c *conn) error { return idle.Run(ctx, s, c) }
+
+// HasRef: the response id is known, so there is something to poll.
+func (s *session) HasRef() bool { return s.ref != "" }
+
+// SilentAfterCompletion: the response is done but its stream does not answer;
+// the executor takes the output from a status check.
+func (s *session) SilentAfterCompletion() error {
+	return fmt.Errorf("responses %s: completed, but the re-attach got no answer in %s: %w: %w",
+		s.ref, s.req.Policy.PollAfter.D(), diagnostics.ErrDisconnected, diagnostics.ErrIdleTimeout)
 }
 
-// idleBeforeRef is the error of silence before the response id arrived:
+// IdleBeforeRef is the error of silence before the response id arrived:
 // there is nothing to poll, so it is an idle disconnect.
-func (s *session) idleBeforeRef() error {
+func (s *session) IdleBeforeRef() error {
 	return fmt.Errorf("responses: no response id after %s of silence: %w: %w",
 		s.req.Policy.PollAfter.D(), diagnostics.ErrDisconnected, diagnostics.ErrIdleTimeout)
 }
 
-// read consumes one event stream. It returns idle=true when no event arrived
+// Read consumes one event stream. It returns idle=true when no event arrived
 // within the idle window (the stream is then closed; keepalive comments do not
 // count as events), nil after KindDone, or the error that ended the stream.
-func (s *session) read(ctx context.Context, c *conn) (idle bool, err error) {
+func (s *session) Read(ctx context.Context, c *conn) (idle bool, err error) {
 	defer c.close()
 	r := sse.NewReader(c.body)
 	for {
@@ -93,8 +77,8 @@ func (s *session) read(ctx context.Context, c *conn) (idle bool, err error) {
 			switch {
 			case ctx.Err() != nil:
 				return false, fmt.Errorf("responses %s: %w", s.ref, ctx.Err())
-			case c.dog.idle():
-				s.log.Debug("stream silent past the idle window", diagnostics.KeyRef.Attr(s.ref), diagnostics.KeySeq.Attr(s.seq), slog.Duration("idle", c.dog.window))
+			case c.dog.Idle():
+				s.log.Debug("stream silent past the idle window", diagnostics.KeyRef.Attr(s.ref), diagnostics.KeySeq.Attr(s.seq), slog.Duration("idle", c.dog.Window()))
 				return true, nil
 			case errors.Is(err, io.EOF):
 				return false, fmt.Errorf("responses %s: stream ended at sequence %d without response.completed: %w", s.ref, s.seq, diagnostics.ErrDisconnected)
@@ -108,7 +92,7 @@ func (s *session) read(ctx context.Context, c *conn) (idle bool, err error) {
 			return false, err
 		}
 		if accepted {
-			c.dog.kick()
+			c.dog.Kick()
 		}
 	}
 }
@@ -301,14 +285,14 @@ func markOf(r openai.CreateResponseResponse) mark {
 	return m
 }
 
-// poll waits out silence by polling the response status every poll interval.
+// Poll waits out silence by polling the response status every poll interval.
 // It returns nil when the stream should be re-attached: the status shows
 // progress (output grew, status changed) or the response completed. A
 // response that failed, was cancelled or is incomplete returns its classified
 // error; one that stays queued with no progress for StuckAfter returns
 // diagnostics.ErrStuck. Silence alone never ends polling. completed reports
 // that the status said completed.
-func (s *session) poll(ctx context.Context) (completed bool, err error) {
+func (s *session) Poll(ctx context.Context) (completed bool, err error) {
 	pol := s.req.Policy
 	interval := pol.PollInterval.D()
 	if interval <= 0 {
