@@ -85,19 +85,19 @@ func (r *runState) cancelNode(ctx context.Context, n *Node) (Cancelled, error) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	st, err := p.(provider.Checker).Check(cctx, last.Ref)
-	switch {
-	case err == nil && st.State != provider.StateQueued && st.State != provider.StateInProgress:
+	if err == nil && st.State != provider.StateQueued && st.State != provider.StateInProgress {
 		c.Note = "already " + string(st.State) + "; nothing to cancel"
 		return c, nil
-	case notFound(err):
-		c.Note = notFoundNote
-		return c, nil
+	}
+	if !notFound(err) {
+		err = p.(provider.Canceler).Cancel(cctx, last.Ref)
 	}
 	msg := fmt.Sprintf("cancelled response %s at the provider, as asked", last.Ref)
-	switch err := p.(provider.Canceler).Cancel(cctx, last.Ref); {
+	switch {
 	case notFound(err):
+		// Journaled: the node is no longer detached, whatever reads it.
 		c.Note = notFoundNote
-		return c, nil
+		msg = fmt.Sprintf("response %s is not running: the provider does not know it (HTTP 404)", last.Ref)
 	case err != nil:
 		c.Err, c.Note = err, "could not cancel: "+err.Error()
 		msg = fmt.Sprintf("could not cancel response %s: %v", last.Ref, err)

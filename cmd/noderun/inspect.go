@@ -229,7 +229,15 @@ func statusCommand() *cli.Command {
 					notes = append(notes, fmt.Sprintf("%s: %s", n.ID, whole))
 					short = fitText(whole, 60) + " (below)"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", n.ID, n.State, n.Attempts, bytes[n.ID], short)
+				state := string(n.State)
+				if n.State == journal.NodeCanceled { // say it as run did: resumable, and whether detached
+					detached := ""
+					if nd, err := ledger.LoadNode(c.Context, j, r.ID, n.ID); err == nil {
+						detached = nd.Detached()
+					}
+					state = nodeStateText(n.State, detached)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", n.ID, state, n.Attempts, bytes[n.ID], short)
 			}
 			w.Flush()
 			for _, note := range notes {

@@ -456,7 +456,7 @@ func printResult(w io.Writer, width int, res *runner.Result, run *ledger.Run, d 
 		if n.State != journal.NodeCompleted {
 			bytes = partial[n.ID] // what the journal holds: resume goes on from it
 		}
-		rows = append(rows, []string{n.ID, nodeStateText(n), strconv.Itoa(bytes), strings.Join(strings.Fields(note), " ")})
+		rows = append(rows, []string{n.ID, nodeStateText(n.State, n.Running), strconv.Itoa(bytes), strings.Join(strings.Fields(note), " ")})
 	}
 	writeTable(w, width, rows)
 	if d != nil {
@@ -477,12 +477,13 @@ func foldLine(s string, width int) string {
 }
 
 // nodeStateText is a node's state as the table shows it: an interrupted node
-// is resumable, and one whose response goes on at the provider says so.
-func nodeStateText(n runner.NodeResult) string {
+// is resumable, and one whose response goes on at the provider (detached:
+// its id) says so.
+func nodeStateText(state journal.NodeState, detached string) string {
 	switch {
-	case n.State != journal.NodeCanceled:
-		return string(n.State)
-	case n.Running != "":
+	case state != journal.NodeCanceled:
+		return string(state)
+	case detached != "":
 		return "interrupted (detached)"
 	}
 	return "interrupted"

@@ -153,6 +153,10 @@ func TestCtrlCOnATerminal(t *testing.T) {
 func TestCancelOfAForgottenResponseIsNotAFailure(t *testing.T) {
 	srv := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: intTokens, TokensPerSecond: 1000})
 	db, _, _ := interruptRun(t, srv, syscall.SIGTERM)
+	// status says what the run's own table said: resumable, and detached.
+	if _, out, _ := runCLI(t, "status", "last", "--db", db); !strings.Contains(out, "interrupted (detached)") {
+		t.Errorf("status after the interruption:\n%s", out)
+	}
 	addr := strings.TrimSuffix(strings.TrimPrefix(srv.BaseURL(), "http://"), "/v1")
 	srv.Close() // a new simulator on the same address knows no response
 	forgetful := sim.New(sim.Config{Seed: intSeed})
@@ -166,5 +170,9 @@ func TestCancelOfAForgottenResponseIsNotAFailure(t *testing.T) {
 	}
 	if n := forgetful.Stats().Requests[sim.EndpointResponsesCancel]; n != 0 {
 		t.Errorf("%d cancel request(s) for a response the status check found missing", n)
+	}
+	// Journaled: the node is no longer said to be detached.
+	if _, out, _ := runCLI(t, "status", "last", "--db", db); !strings.Contains(out, "interrupted") || strings.Contains(out, "detached") {
+		t.Errorf("status after the cancel:\n%s", out)
 	}
 }
