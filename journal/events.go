@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"strings"
 	"time"
 )
@@ -22,6 +23,9 @@ const (
 	// continues) is void: the work restarted, or its whole output came from
 	// elsewhere.
 	KindReset = "reset"
+	// KindMark: the payload is a provider's token for a point of its
+	// stream (JSON: seq, token), for a resume from the journal (LastMark).
+	KindMark = "mark"
 )
 
 // NoProviderSeq is Event.ProviderSeq for events that carry no provider
@@ -150,6 +154,10 @@ const (
 		WHERE run = (SELECT key FROM runs WHERE id = ?) AND node = ? AND attempt BETWEEN ? AND ?
 			AND kind IN (?, 'reset')
 		ORDER BY seq`
+	// Arguments: run id, node id, first and last attempt.
+	lastMarkQuery = `SELECT payload FROM events INDEXED BY events_by_node
+		WHERE run = (SELECT key FROM runs WHERE id = ?) AND node = ? AND attempt BETWEEN ? AND ? AND kind = 'mark'
+		ORDER BY seq DESC LIMIT 1`
 	// The writer keeps each attempt's highest provider seq in
 	// provider_seq_tops, in the transaction that journals the events.
 	maxProviderSeqQuery = `SELECT COALESCE(MAX(top), -1) FROM provider_seq_tops
@@ -205,6 +213,26 @@ func (j *Journal) rebuild(ctx context.Context, runID, nodeID string, attempt int
 		return "", j.errorf("rebuild %s of %s/%s#%d: %w", kind, runID, nodeID, attempt, err)
 	}
 	return b.String(), nil
+}
+
+// LastMark returns the payload of the last mark (KindMark) journaled for an
+// attempt and the attempts it continues (see RebuildOutput), nil if none.
+// It reads committed events only: a mark is journaled after the events it
+// names, so the events up to it are there.
+func (j *Journal) LastMark(ctx context.Context, runID, nodeID string, attempt int) ([]byte, error) {
+	start, err := j.chainStart(ctx, runID, nodeID, attempt)
+	if err != nil {
+		return nil, j.errorf("last mark of %s/%s#%d: %w", runID, nodeID, attempt, err)
+	}
+	var payload []byte
+	err = j.rdb.QueryRowContext(ctx, lastMarkQuery, runID, nodeID, start, attempt).Scan(&payload)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, j.errorf("last mark of %s/%s#%d: %w", runID, nodeID, attempt, err)
+	}
+	return payload, nil
 }
 
 // MaxProviderSeq returns the highest provider sequence number journaled for

@@ -20,6 +20,7 @@ func TestQueryPlans(t *testing.T) {
 		{"events after seq", byRun, "SEARCH events USING PRIMARY KEY (run=? AND seq>?)", byRunArgs},
 		{"events of a node", byNode, "SEARCH events USING INDEX events_by_node (run=? AND node=? AND seq>?)", byNodeArgs},
 		{"rebuild output", rebuildQuery, "SEARCH events USING INDEX events_by_node (run=? AND node=?)", []any{"r", "a", 1, 2, KindDelta}},
+		{"last mark", lastMarkQuery, "SEARCH events USING INDEX events_by_node (run=? AND node=?)", []any{"r", "a", 1, 2}},
 		{"max provider seq", maxProviderSeqQuery, "SEARCH provider_seq_tops USING PRIMARY KEY (run=? AND node=? AND attempt>? AND attempt<?)", []any{"r", "a", 1, 2}},
 		{"chain start", chainStartQuery, "SEARCH attempts USING PRIMARY KEY (run=? AND node=? AND n<?)", []any{"r", "a", 2}},
 		{"writer: chain top", chainTopQuery, "SEARCH provider_seq_tops USING PRIMARY KEY (run=? AND node=? AND attempt>? AND attempt<?)", []any{1, "a", 1, 2}},

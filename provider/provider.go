@@ -63,7 +63,20 @@ const (
 	KindReset Kind = "reset"
 	// KindDone: terminal evidence; Usage may be set. Nothing follows it.
 	KindDone Kind = "done"
+	// KindMark: the provider's own name for a point of the stream (in Mark:
+	// Gemini's event_id of the event at Mark.Seq), journaled so that a
+	// runner resuming from the journal in another process re-attaches after
+	// it rather than from the stream's start (Cursor.Mark). Its own Seq is
+	// -1: it is not a stream position.
+	KindMark Kind = "mark"
 )
+
+// Mark is a point of a stream named by the provider's own token: a resume
+// after Token continues after the event at Seq.
+type Mark struct {
+	Seq   int64  `json:"seq"`
+	Token string `json:"token"`
+}
 
 // Event is one thing an adapter observed.
 type Event struct {
@@ -77,6 +90,7 @@ type Event struct {
 	Raw   []byte
 	Diag  *diagnostics.Record
 	Usage *Usage
+	Mark  *Mark // on KindMark
 	// Time is when the adapter received the event (time.Now(), which keeps
 	// the monotonic reading), or zero for now. The executor takes it as the
 	// moment of the last data, for the idle watchdog, so nothing older may
@@ -134,6 +148,10 @@ type Provider interface {
 type Cursor struct {
 	Ref string
 	Seq int64
+	// Mark, when a journal holds one, is the provider's token for a point
+	// at or before Seq (KindMark): an adapter that names events by token
+	// re-attaches after it and drops what follows up to Seq.
+	Mark *Mark
 }
 
 // Resumer is implemented by adapters with Capabilities.Resume. Resume

@@ -340,6 +340,11 @@ func (x *nodeExec) record(ctx context.Context) provider.Emit {
 			return nil
 		case provider.KindRaw:
 			rec.Payload = x.run.red.Bytes(ev.Raw) // a harness's own error lines may quote credentials
+		case provider.KindMark:
+			if ev.Mark == nil {
+				return nil
+			}
+			rec.ProviderSeq, rec.Payload = journal.NoProviderSeq, jsonBytes(ev.Mark)
 		case provider.KindReset:
 			x.out.Reset()
 		case provider.KindDiagnostic:

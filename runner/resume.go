@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -157,6 +158,13 @@ func (r *runState) entryFor(ctx context.Context, n *Node, force bool) (*entry, r
 	e.cur.Seq = max(seq, last.Cursor)
 	if e.out, err = r.j.RebuildOutput(ctx, r.id, n.ID, last.N); err != nil {
 		return nil, resume.Decision{}, err
+	}
+	// The provider's own name for a point at or before the cursor, if it
+	// gave one: a re-attach goes on from there, not from the start.
+	if b, err := r.j.LastMark(ctx, r.id, n.ID, last.N); err != nil {
+		return nil, resume.Decision{}, err
+	} else if m := new(provider.Mark); b != nil && json.Unmarshal(b, m) == nil && m.Seq <= e.cur.Seq {
+		e.cur.Mark = m
 	}
 	// Whatever ended the attempt (a crash, Ctrl-C, an error the operator may
 	// since have fixed), resuming treats it as a dropped stream: the budget

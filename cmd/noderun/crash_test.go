@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -322,6 +323,12 @@ func TestKill9GeminiNodeThenResume(t *testing.T) {
 	const T = 300
 	const prompt = "reason at length"
 	want := strings.Join(sim.Text("sim", prompt, 5, T), "")
+	marked := 0 // subtests whose killed runner had journaled a resume point
+	t.Cleanup(func() {
+		if !t.Failed() && marked == 0 {
+			t.Error("no killed runner had journaled a mark: the resume from an event_id went untested")
+		}
+	})
 	for _, killAfter := range []int64{1, T / 3, 2 * T / 3} {
 		t.Run(fmt.Sprint(killAfter), func(t *testing.T) {
 			srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: T, TokensPerSecond: 400})
@@ -336,8 +343,19 @@ nodes:
 			waitStreaming(t, srv, killAfter)
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 			_ = cmd.Wait()
+			mark := lastEvent(t, bin, db, "mark")
 			if out, err := exec.Command(bin, "resume", "--db", db, "last").CombinedOutput(); err != nil {
 				t.Fatalf("resume: %v\n%s", err, out)
+			}
+			// The resume re-attached after the event_id the killed runner
+			// journaled, not from the stream's start (when it had one).
+			from := "from the start"
+			if mark != nil {
+				marked++
+				from = fmt.Sprintf("from event %v (event_id %v)", mark["seq"], mark["token"])
+			}
+			if re := lastEvent(t, bin, db, "diagnostic", "NR201"); re == nil || !strings.Contains(fmt.Sprint(re["message"]), from) {
+				t.Errorf("the resume's re-attach %v, want it %s", re, from)
 			}
 			run, got := nodeOutputs(t, db)
 			if run.Status != journal.RunCompleted || got["g1"] != want {
@@ -355,4 +373,27 @@ nodes:
 			}
 		})
 	}
+}
+
+// lastEvent is the payload of the last event of kind (and code, for a
+// diagnostic) in the newest run of db, as `noderun events --json` prints it;
+// nil if none.
+func lastEvent(t *testing.T, bin, db, kind string, code ...string) map[string]any {
+	t.Helper()
+	out, err := exec.Command(bin, "events", "last", "--db", db, "--kind", kind, "--json").Output()
+	if err != nil {
+		t.Fatalf("events --kind %s: %v", kind, err)
+	}
+	var last map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var e struct {
+			Code    string         `json:"code"`
+			Payload map[string]any `json:"payload"`
+		}
+		if l == "" || json.Unmarshal([]byte(l), &e) != nil || len(code) > 0 && e.Code != code[0] {
+			continue
+		}
+		last = e.Payload
+	}
+	return last
 }

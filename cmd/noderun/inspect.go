@@ -329,7 +329,7 @@ func eventsCommand() *cli.Command {
 }
 
 // eventKinds are the kinds of event the journal holds.
-var eventKinds = []string{"delta", "reasoning", "diagnostic", "ref", "raw", "reset", "done", "usage"}
+var eventKinds = []string{"delta", "reasoning", "diagnostic", "ref", "raw", "reset", "done", "usage", "mark"}
 
 // knownNode checks that a run has a node, else exit 2 naming the nodes it has.
 func knownNode(c *cli.Context, j *journal.Journal, runID, flag, id string) error {

@@ -20,12 +20,16 @@
 // re-attach after event Seq the adapter needs that event's event_id: it keeps
 // the last event_id it saw for each interaction it streams (in memory, per
 // Provider), and re-attaches with last_event_id when its entry is at the
-// cursor. A process that never saw the interaction (noderun resume after a
-// crash, another Temporal worker) has no event_id: it re-attaches without
-// last_event_id, which the API documents as streaming from the start, and
-// drops the first Seq+1 events. Either way nothing is generated twice and the
-// output is byte-identical; the second way re-reads (re-downloads) the part
-// already generated.
+// cursor. For another process it hands the journal a mark (KindMark: an
+// event_id and its ordinal) at most every markEvery, after the event it
+// names; `noderun resume` passes the last one back (provider.Cursor.Mark)
+// and the re-attach goes on after it, dropping the events up to the
+// cursor. A process with neither (another Temporal worker, which must
+// rebuild the output anyway) re-attaches without last_event_id, which the
+// API documents as streaming from the start, and drops the first Seq+1
+// events. Every way nothing is generated twice and the output is
+// byte-identical; the last re-reads (re-downloads) the part already
+// generated.
 //
 // The adapter never retries by itself (and uses no SDK whose retries would
 // hide failures): every failure is returned, classified, to the executor,

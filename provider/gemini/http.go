@@ -102,12 +102,15 @@ func (s *session) Attach(ctx context.Context) (*conn, error) {
 	from := "the start"
 	// Resume after the latest event whose event_id is known at or before the
 	// cursor: this session's, else this process's (an earlier session on the
-	// same interaction); without one, from the start (ordinal -1).
+	// same interaction), else the journal's (a mark another process left);
+	// without one, from the start (ordinal -1).
 	s.ord = -1
 	if s.lastID == "" || s.lastIDSeq > s.seq {
 		s.lastID, s.lastIDSeq = "", -1
 		if m, ok := p.markOf(s.ref); ok && m.id != "" && m.seq <= s.seq {
 			s.lastID, s.lastIDSeq = m.id, m.seq
+		} else if j := s.journaled; j != nil && j.Token != "" && j.Seq <= s.seq {
+			s.lastID, s.lastIDSeq = j.Token, j.Seq // another process's, from the journal
 		}
 	}
 	if s.lastID != "" {

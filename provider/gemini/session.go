@@ -33,7 +33,11 @@ type session struct {
 	// one that had an id: where a re-attach resumes after.
 	lastID    string
 	lastIDSeq int64
-	state     string // last interaction status the events showed
+	// journaled is the mark a journal held for the cursor (Cursor.Mark):
+	// where a process that never saw the interaction re-attaches after.
+	journaled *provider.Mark
+	markedAt  time.Time // when the last KindMark was emitted
+	state     string    // last interaction status the events showed
 	// steps are the types of the steps (or legacy contents) started, by
 	// index, so that a text delta inside a thought step stays a thought.
 	steps       map[int]string
@@ -43,7 +47,7 @@ type session struct {
 }
 
 func (p *Provider) newSession(req provider.Request, emit provider.Emit, cur provider.Cursor) *session {
-	return &session{p: p, req: req, emit: emit, ref: cur.Ref, seq: cur.Seq, ord: -1, lastIDSeq: -1,
+	return &session{p: p, req: req, emit: emit, ref: cur.Ref, seq: cur.Seq, ord: -1, lastIDSeq: -1, journaled: cur.Mark,
 		steps: map[int]string{}, log: p.log.With(slog.String("node", req.Node)), lastEventAt: time.Now()}
 }
 
@@ -139,7 +143,26 @@ func (s *session) handle(sev sse.Event) (accepted, done bool, err error) {
 	}
 	s.seq = s.ord
 	s.lastEventAt = time.Now()
-	return s.apply(ev)
+	if accepted, done, err = s.apply(ev); err == nil && !done {
+		err = s.mark(ev.ID)
+	}
+	return accepted, done, err
+}
+
+// markEvery is how often the adapter hands the journal its resume point (an
+// event_id, KindMark): a process resuming from the journal re-reads at most
+// this much of the stream, instead of all of it.
+const markEvery = time.Second
+
+// mark emits the event just applied as the journal's resume point, at most
+// every markEvery: after the event itself, so a journal that holds the mark
+// holds the events up to it.
+func (s *session) mark(id string) error {
+	if id == "" || time.Since(s.markedAt) < markEvery {
+		return nil
+	}
+	s.markedAt = time.Now()
+	return s.emit(provider.Event{Kind: provider.KindMark, Seq: -1, Mark: &provider.Mark{Seq: s.ord, Token: id}})
 }
 
 // afterRef handles the event that carried the interaction id, after KindRef

@@ -114,6 +114,19 @@ func (r *recorder) cursor() provider.Cursor {
 	return cur
 }
 
+// journaled is cursor with the last mark recorded, as `noderun resume`
+// reads both from the journal.
+func (r *recorder) journaled() provider.Cursor {
+	cur := r.cursor()
+	for _, ev := range r.events() {
+		if ev.Kind == provider.KindMark && ev.Mark != nil && ev.Mark.Seq <= cur.Seq {
+			m := *ev.Mark
+			cur.Mark = &m
+		}
+	}
+	return cur
+}
+
 // drive stands in for the executor's recovery loop: Stream, then Resume from
 // the cursor after every disconnect. resumeWith, if set, gives the provider
 // of each re-attach (a fresh one plays a new process).
@@ -246,6 +259,38 @@ func TestReattachFromAnotherProcess(t *testing.T) {
 		if strings.HasPrefix(d, diagnostics.Reattached.Name) && !strings.Contains(d, "from the start") {
 			t.Errorf("a fresh provider re-attached with an event_id it cannot know: %s", d)
 		}
+	}
+}
+
+// TestReattachAfterAJournaledMark: a process that never saw the interaction
+// but has the journal's mark (an event_id the first process handed it)
+// re-attaches after that event, not from the start; the output is the same.
+func TestReattachAfterAJournaledMark(t *testing.T) {
+	s := startSim(t, sim.Config{Tokens: 50, TokensPerSecond: 2000})
+	s.AddFault(sim.Fault{Endpoint: sim.EndpointInteractionsCreate, Kind: sim.FaultCut, AfterEvents: 30, Times: 1})
+	rec := &recorder{}
+	req := simRequest("marked")
+	err := simProvider(t, s).Stream(t.Context(), req, rec.emit)
+	if diagnostics.Classify(err).Class != diagnostics.ClassDisconnect {
+		t.Fatalf("stream: %v, want a disconnect", err)
+	}
+	cur := rec.journaled()
+	if cur.Mark == nil || cur.Mark.Token == "" || cur.Mark.Seq > cur.Seq {
+		t.Fatalf("no mark at or before the cursor: %+v", cur)
+	}
+	if err := simProvider(t, s).Resume(t.Context(), req, cur, rec.emit); err != nil {
+		t.Fatal(err)
+	}
+	checkStream(t, rec)
+	if got, w := rec.text(provider.KindDelta), want("marked", 50); got != w {
+		t.Fatalf("output %q\nwant %q", got, w)
+	}
+	from := fmt.Sprintf("from event %d (event_id %s)", cur.Mark.Seq, cur.Mark.Token)
+	if d := rec.diags(); len(d) == 0 || !strings.Contains(strings.Join(d, "\n"), from) {
+		t.Errorf("the re-attach did not go on after the mark (%s):\n%s", from, strings.Join(d, "\n"))
+	}
+	if st := s.Stats(); st.InteractionsCreated != 1 || st.TokensGenerated != 50 {
+		t.Fatalf("stats: %+v", st)
 	}
 }
 
