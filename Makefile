@@ -41,6 +41,8 @@ tools: $(CODEX) $(CLAUDE) $(GEMINI) $(TEMPORAL)
 		{ echo "installing nginx-light (gateway tests)"; (apt-get update -qq && apt-get install -y -qq nginx-light) >/dev/null; }
 	@command -v xmllint >/dev/null 2>&1 || \
 		{ echo "installing libxml2-utils (xmllint: JUnit schema checks)"; (apt-get update -qq && apt-get install -y -qq libxml2-utils) >/dev/null; }
+	@command -v setpriv >/dev/null 2>&1 || \
+		{ echo "installing util-linux (setpriv: unreadable-journal tests as root)"; (apt-get update -qq && apt-get install -y -qq util-linux) >/dev/null; }
 	@command -v tmux >/dev/null 2>&1 || \
 		{ echo "installing tmux (live view test)"; (apt-get update -qq && apt-get install -y -qq tmux) >/dev/null; }
 	@command -v chromium >/dev/null 2>&1 || \

@@ -107,11 +107,26 @@ func TestOpenReadOnlyRefusals(t *testing.T) {
 		})
 	}
 	t.Run("unreadable", func(t *testing.T) {
-		if os.Geteuid() == 0 {
-			t.Skip("root reads any file (cmd/noderun's TestUnreadableJournal drops the capability)")
-		}
 		path := filepath.Join(t.TempDir(), "x.db")
 		check(t, os.WriteFile(path, []byte(sqliteMagic), 0))
+		if os.Geteuid() == 0 && os.Getenv(unreadableEnv) == "" {
+			// Root reads any file: the check runs again in this test
+			// binary without the capabilities that allow it.
+			setpriv, err := exec.LookPath("setpriv")
+			if err != nil {
+				t.Fatal("as root this needs setpriv (util-linux) to drop the capability to read any file")
+			}
+			cmd := exec.Command(setpriv, "--bounding-set=-dac_override,-dac_read_search", os.Args[0],
+				"-test.run", "^TestOpenReadOnlyRefusals$/^unreadable$", "-test.count=1")
+			cmd.Env = append(os.Environ(), unreadableEnv+"="+path)
+			if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "PASS") {
+				t.Fatalf("the check without the capability: %v\n%s", err, out)
+			}
+			return
+		}
+		if p := os.Getenv(unreadableEnv); p != "" {
+			path = p // the file the parent made, as root
+		}
 		_, err := OpenReadOnly(ctx, path)
 		checkRefusal(t, err, path, []error{fs.ErrPermission}, "not readable by this user")
 	})
@@ -151,6 +166,10 @@ func gapFree(t *testing.T, evs []Event) {
 		}
 	}
 }
+
+// unreadableEnv names, in a test binary run without the capability to read
+// any file, the unreadable file the root parent made.
+const unreadableEnv = "NODERUN_JOURNAL_UNREADABLE"
 
 // walHelperEnv makes the test binary a writer that crashes (exits without
 // closing anything) right after it committed walEvents events to the WAL.
