@@ -182,11 +182,19 @@ func statusCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			// A running node's bytes are what its journal holds so far.
+			// A running node's bytes are what its journal holds so far. An
+			// interrupted one is read whole (its records say whether its
+			// response was left running), as run said it.
 			bytes := make(map[string]int, len(nodes))
+			states := make(map[string]string, len(nodes))
 			for _, n := range nodes {
-				bytes[n.ID] = len(n.Output)
-				if n.State != journal.NodeCompleted && n.Attempts > 0 {
+				bytes[n.ID], states[n.ID] = len(n.Output), string(n.State)
+				switch {
+				case n.State == journal.NodeCanceled:
+					if nd, err := ledger.LoadNode(c.Context, j, r.ID, n.ID); err == nil {
+						bytes[n.ID], states[n.ID] = len(nd.Partial), nodeStateText(n.State, nd.Detached())
+					}
+				case n.State != journal.NodeCompleted && n.Attempts > 0:
 					if out, err := j.RebuildOutput(c.Context, r.ID, n.ID, n.Attempts); err == nil {
 						bytes[n.ID] = len(out)
 					}
@@ -229,15 +237,7 @@ func statusCommand() *cli.Command {
 					notes = append(notes, fmt.Sprintf("%s: %s", n.ID, whole))
 					short = fitText(whole, 60) + " (below)"
 				}
-				state := string(n.State)
-				if n.State == journal.NodeCanceled { // say it as run did: resumable, and whether detached
-					detached := ""
-					if nd, err := ledger.LoadNode(c.Context, j, r.ID, n.ID); err == nil {
-						detached = nd.Detached()
-					}
-					state = nodeStateText(n.State, detached)
-				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", n.ID, state, n.Attempts, bytes[n.ID], short)
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", n.ID, states[n.ID], n.Attempts, bytes[n.ID], short)
 			}
 			w.Flush()
 			for _, note := range notes {

@@ -39,7 +39,7 @@ func reportCommand() *cli.Command {
 				return err
 			}
 			defer j.Close()
-			run, err := ledger.Load(c.Context, j, r.ID, ledger.LoadOptions{})
+			run, err := ledger.Load(c.Context, j, r.ID, ledger.LoadOptions{Thinking: true})
 			if err != nil {
 				return &exitError{exitFailed, err}
 			}

@@ -59,7 +59,8 @@ type Node struct {
 	// whose output is Output.
 	Partial string
 	// Thinking is the reasoning the node's last attempt streamed apart
-	// from its output (thinking blocks, thought or reasoning summaries).
+	// from its output (thinking blocks, thought or reasoning summaries);
+	// read only with LoadOptions.Thinking.
 	Thinking string
 }
 
@@ -96,6 +97,9 @@ type LoadOptions struct {
 	// (runner.KindNames of the run's Options.Kinds), so that a graph using
 	// them parses.
 	Kinds []string
+	// Thinking also rebuilds each node's thinking (Node.Thinking): what the
+	// report shows, and nothing else needs (one more query a node).
+	Thinking bool
 }
 
 // Load reads run runID from j. It reads only; it runs beside a live runner.
@@ -112,7 +116,7 @@ func Load(ctx context.Context, j *journal.Journal, runID string, opts LoadOption
 	if err != nil {
 		return nil, err
 	}
-	if err := run.load(ctx, j, nodes, ""); err != nil {
+	if err := run.load(ctx, j, nodes, "", opts.Thinking); err != nil {
 		return nil, err
 	}
 	return run, nil
@@ -135,14 +139,15 @@ func LoadNode(ctx context.Context, j *journal.Journal, runID, nodeID string) (*N
 	if g, err := graph.Parse(jr.GraphPath, jr.GraphText); err == nil {
 		run.Graph = g
 	}
-	if err := run.load(ctx, j, []journal.Node{n}, nodeID); err != nil {
+	if err := run.load(ctx, j, []journal.Node{n}, nodeID, false); err != nil {
 		return nil, err
 	}
 	return run.Nodes[0], nil
 }
 
-// load reads nodes' attempts and events (of one node when only is set).
-func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.Node, only string) error {
+// load reads nodes' attempts and events (of one node when only is set),
+// and their thinking when asked.
+func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.Node, only string, thinking bool) error {
 	runID := run.ID
 	byID := make(map[string]*Node, len(nodes))
 	for _, n := range nodes {
@@ -214,7 +219,7 @@ func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.No
 		run.Sessions = sessions(run.Run, starts, ends, evs, runEnd)
 	}
 	for _, nd := range run.Nodes {
-		if err := run.finishNode(ctx, j, nd, last[nd.ID]); err != nil {
+		if err := run.finishNode(ctx, j, nd, last[nd.ID], thinking); err != nil {
 			return err
 		}
 	}
@@ -223,7 +228,7 @@ func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.No
 
 // finishNode estimates what an unended attempt streamed, finds the node's
 // model, and places it in the run's sessions.
-func (run *Run) finishNode(ctx context.Context, j *journal.Journal, nd *Node, lastEvent time.Time) error {
+func (run *Run) finishNode(ctx context.Context, j *journal.Journal, nd *Node, lastEvent time.Time, thinking bool) error {
 	for i := range nd.Attempts {
 		a := &nd.Attempts[i]
 		if nd.Model == "" && a.UsageRecorded {
@@ -247,7 +252,7 @@ func (run *Run) finishNode(ctx context.Context, j *journal.Journal, nd *Node, la
 			a.Usage = journal.Usage{OutputTokens: n, StreamedTokens: n, Estimated: true}
 		}
 	}
-	if n := len(nd.Attempts); n > 0 {
+	if n := len(nd.Attempts); thinking && n > 0 {
 		th, err := j.RebuildReasoning(ctx, run.ID, nd.ID, nd.Attempts[n-1].N)
 		if err != nil {
 			return err
