@@ -28,15 +28,17 @@ type CacheEntry struct {
 	Journal string
 }
 
-// SetNodeCacheKey records a node's cache key (runner/cache.go), which a later
-// run looks its output up by once the node has completed.
-func (j *Journal) SetNodeCacheKey(ctx context.Context, runID, nodeID, key string) error {
-	what := fmt.Sprintf("set node %s/%s cache key", runID, nodeID)
+// StartNode moves a node to running and records its cache key
+// (runner/cache.go), which a later run looks its output up by once the
+// node has completed: one state change, as every other of a node's.
+func (j *Journal) StartNode(ctx context.Context, runID, nodeID, key string) error {
+	what := fmt.Sprintf("start node %s/%s", runID, nodeID)
 	if runID == "" || nodeID == "" {
 		return j.errorf("%s: %w", what, ErrInvalid)
 	}
+	now := time.Now().UnixNano()
 	return j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
-		return mustAffect(tx.ExecContext(ctx, `UPDATE nodes SET cache_key = ? WHERE run = ? AND id = ?`, key, runID, nodeID))
+		return updateNode(ctx, tx, startNodeQuery, nil, runID, nodeID, NodeRunning, now, key)
 	})
 }
 

@@ -14,8 +14,8 @@ func TestCacheLookup(t *testing.T) {
 	j := openTest(t, "")
 	createRun(t, j, "r1")
 	check(t, j.SetNodesPending(ctx, "r1", []string{"a", "b"}))
-	check(t, j.SetNodeCacheKey(ctx, "r1", "a", "k1"))
-	check(t, j.SetNodeCacheKey(ctx, "r1", "b", "k2")) // never completes
+	check(t, j.StartNode(ctx, "r1", "a", "k1"))
+	check(t, j.StartNode(ctx, "r1", "b", "k2")) // never completes
 	n, err := j.BeginAttempt(ctx, "r1", "a", ModeStart, "p")
 	check(t, err)
 	check(t, j.RecordUsage("r1", "a", n, Usage{InputTokens: 10, OutputTokens: 20, Model: "m"}))

@@ -267,6 +267,7 @@ func nodeStateArgs(runID, nodeID string, s NodeState, now int64, more ...any) []
 // updateNode): its further columns take arguments from ?7.
 var (
 	setNodeStateQuery = updateNodeQuery(`, reason = ?7`, "")
+	startNodeQuery    = updateNodeQuery(`, reason = '', cache_key = ?7`, "")
 	completeNodeQuery = updateNodeQuery(`, output = ?7, reason = ''`, "")
 	beginAttemptQuery = updateNodeQuery(`, attempts = attempts + 1, reason = ''`, " RETURNING attempts")
 )

@@ -331,10 +331,9 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 	if hit := r.fromCache(ctx, n, key); hit != nil {
 		return hit
 	}
-	_ = r.j.SetNodeState(bg(ctx), r.id, n.ID, journal.NodeRunning, "")
-	// Recorded for every node, whatever its cache policy: a later run
-	// decides by its own whether to reuse this output.
-	_ = r.j.SetNodeCacheKey(bg(ctx), r.id, n.ID, key)
+	// The key is recorded for every node, whatever its cache policy: a
+	// later run decides by its own whether to reuse this output.
+	_ = r.j.StartNode(bg(ctx), r.id, n.ID, key)
 	total := r.retryBudget(n)
 	model := n.Model // the graph fills in the provider's model
 	if model == "" {
