@@ -30,3 +30,30 @@ func MarkNode(r *http.Request) {
 		r.Header.Set(NodeHeader, n)
 	}
 }
+
+// ResponseObserver is told the status and headers of every HTTP response an
+// adapter receives for work done under a context that carries it: the
+// runner learns a provider's rate limits from them (package ratelimit)
+// without each adapter knowing about pacing. It must return quickly and
+// must not keep h.
+type ResponseObserver func(status int, h http.Header)
+
+type observerKey struct{}
+
+// WithResponseObserver returns ctx carrying f (see ResponseObserver).
+func WithResponseObserver(ctx context.Context, f ResponseObserver) context.Context {
+	return context.WithValue(ctx, observerKey{}, f)
+}
+
+// Send sends r with c the way every adapter sends: marked with its node
+// (MarkNode), and its response shown to the context's ResponseObserver.
+func Send(c *http.Client, r *http.Request) (*http.Response, error) {
+	MarkNode(r)
+	resp, err := c.Do(r)
+	if resp != nil {
+		if f, ok := r.Context().Value(observerKey{}).(ResponseObserver); ok && f != nil {
+			f(resp.StatusCode, resp.Header)
+		}
+	}
+	return resp, err
+}

@@ -197,8 +197,7 @@ func (p *Provider) stream(ctx context.Context, body wireRequest, emit provider.E
 	if p.key != "" {
 		hreq.Header.Set("x-api-key", p.key)
 	}
-	provider.MarkNode(hreq)
-	resp, err := p.hc.Do(hreq)
+	resp, err := provider.Send(p.hc, hreq)
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, fmt.Errorf("messages request: %w", context.Cause(ctx))

@@ -344,8 +344,7 @@ func (p *Provider) do(ctx context.Context, method, path string, body []byte, h h
 	if p.key != "" {
 		hreq.Header.Set("x-goog-api-key", p.key)
 	}
-	provider.MarkNode(hreq)
-	resp, err := p.hc.Do(hreq)
+	resp, err := provider.Send(p.hc, hreq)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			return nil, fmt.Errorf("gemini %s %s: %w: %w", method, path, cerr, err)

@@ -50,14 +50,13 @@ func (o *observation) classify(err error) error {
 }
 
 func (d *watchingDoer) Do(req *http.Request) (*http.Response, error) {
-	provider.MarkNode(req)
 	obs, _ := req.Context().Value(observationKey{}).(*observation)
 	if obs != nil && obs.patch != nil && req.Body != nil {
 		if err := patchBody(req, obs.patch); err != nil {
 			return nil, err
 		}
 	}
-	resp, err := d.c.Do(req)
+	resp, err := provider.Send(d.c, req)
 	if err != nil || obs == nil {
 		return resp, err
 	}

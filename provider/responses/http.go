@@ -39,8 +39,7 @@ func withCapture(ctx context.Context, c *capture) context.Context {
 type doer struct{ hc *http.Client }
 
 func (d doer) Do(req *http.Request) (*http.Response, error) {
-	provider.MarkNode(req)
-	resp, err := d.hc.Do(req)
+	resp, err := provider.Send(d.hc, req)
 	if resp != nil && resp.StatusCode >= 400 {
 		guard.BoundErrorBody(resp) // go-openai reads all of it, and quotes it in its error
 	}
@@ -156,8 +155,7 @@ func (s *session) Attach(ctx context.Context) (*conn, error) {
 	}
 	hreq.Header.Set("Accept", "text/event-stream")
 	hreq.Header.Set("Cache-Control", "no-cache")
-	provider.MarkNode(hreq)
-	resp, err := p.hc.Do(hreq)
+	resp, err := provider.Send(p.hc, hreq)
 	if err != nil {
 		dog.Stop()
 		cancel()

@@ -108,8 +108,24 @@ type ProviderSpec struct {
 	// Sim (sim) is the simulator configuration, a YAML mapping left for
 	// provider/sim to decode; nil when omitted.
 	Sim *yaml.Node
+	// Limits are the rate limits of the provider's account as the graph
+	// declares them (`limits:`); zero fields are not declared. A run also
+	// learns the account's limits from the provider's response headers,
+	// and paces its requests by both.
+	Limits Limits
+	// Fallback names the providers, in order, that a node of this provider
+	// moves to when it is unavailable (`fallback:`); nil for none.
+	Fallback []string
 	// Line is where the provider is named in the file.
 	Line int
+}
+
+// Limits are an account's rate limits; 0 means not declared.
+type Limits struct {
+	RequestsPerMinute int
+	TokensPerMinute   int
+	// Concurrency bounds the account's requests in flight at once.
+	Concurrency int
 }
 
 // SideEffects says what sending a node's request again can do to the world.
@@ -164,6 +180,14 @@ type Node struct {
 	// Graph.CachePolicy); CacheTTL its `cache_ttl` (0: the graph's).
 	Cache    *bool
 	CacheTTL time.Duration
+	// Fallback is the node's own `fallback` list of providers to move to
+	// when its provider is unavailable: nil when omitted (the provider's
+	// list applies), empty to turn failover off for the node.
+	Fallback []string
+	// FallbackContinue (`fallback_continue`): on failover, a fallback that
+	// has a continuation form continues the node's journaled partial
+	// answer instead of starting it again.
+	FallbackContinue bool
 	// Line is where the node's entry starts in the file.
 	Line int
 
