@@ -87,10 +87,16 @@ const (
 	ByRetry
 	// ByCancel stops work at the provider so it stops billing.
 	ByCancel
+	// ByWait waits for the provider's quota and sends the same request
+	// again; it spends no budget.
+	ByWait
+	// ByFailover sends the request to another provider of the node's
+	// fallback list.
+	ByFailover
 )
 
 func (m Means) String() string {
-	return [...]string{"", "check", "reconnect", "re-attach", "continue", "status", "retry", "cancel"}[m]
+	return [...]string{"", "check", "reconnect", "re-attach", "continue", "status", "retry", "cancel", "wait", "failover"}[m]
 }
 
 // SpendsRetry reports whether the step consumes the node's retry budget.
@@ -116,7 +122,8 @@ var (
 )
 
 // The catalogue. Group by hundreds: 1xx transport recovery, 2xx Responses
-// resume, 3xx harness, 4xx run-level, 5xx limits and hostile input, 9xx node outcome.
+// resume, 3xx harness, 4xx run-level, 5xx limits and hostile input, 6xx quota
+// and failover, 9xx node outcome.
 var (
 	DisconnectDetected = Code{ID: "NR101", Name: "disconnect_detected", Level: slog.LevelWarn, Role: RoleFault, Noun: "disconnect", Attrs: faultAttrs,
 		Summary: "the stream ended without terminal evidence; recovery begins"}
@@ -222,6 +229,21 @@ var (
 	JournalUnavailable = Code{ID: "NR503", Name: "journal_unavailable", Level: slog.LevelError, Role: RoleOutcome, Ends: "the journal could not record", Attrs: failAttrs,
 		Summary: "the journal cannot record (disk full, read-only): the node stops, resumable work is left resumable"}
 
+	// QuotaWait is a record: the node waited for its provider's quota
+	// before sending, as the pace learnt from the provider's rate-limit
+	// headers (or the graph's limits) required. Not a fault: the provider
+	// was asked nothing it refused.
+	QuotaWait = Code{ID: "NR601", Name: "quota_wait", Level: slog.LevelDebug, Role: RoleRecord, Attrs: Keys(KeyWaited, KeyProvider),
+		Summary: "the node waited for its provider's quota before sending (pacing by the learnt or declared rate limits); time waited is counted apart from time lost to faults"}
+	// QuotaParked is a step: a 429 parks the node until the quota resets,
+	// then the same request goes again; no retry is spent.
+	QuotaParked = Code{ID: "NR602", Name: "quota_parked", Level: slog.LevelWarn, Role: RoleStep, Means: ByWait, Attrs: Keys(KeyClass, KeyDelay, KeyRetryAfter, KeyProvider),
+		Summary: "the provider answered 429: the node is parked until its Retry-After and then sends the same request again, spending no retry; every node of that provider waits with it"}
+	// FailedOver is a step: the node's provider is unavailable, and the
+	// node moves to the next provider of its fallback list.
+	FailedOver = Code{ID: "NR603", Name: "failed_over", Level: slog.LevelWarn, Role: RoleStep, Means: ByFailover, Attrs: Keys(KeyClass, KeyFrom, KeyTo, KeyReason, KeyContinuedFrom, KeyRegeneratedBytes),
+		Summary: "the node's provider is unavailable (breaker open, outage past the recovery deadline, 404 model not found, overloaded past the retry budget): the node moves to the next provider of its fallback list, from scratch or continuing its partial answer (fallback_continue)"}
+
 	NodeFailed = Code{ID: "NR901", Name: "node_failed", Level: slog.LevelError, Role: RoleOutcome, Attrs: failAttrs,
 		Summary: "the node failed: class and what was tried"}
 	DeterministicError = Code{ID: "NR902", Name: "deterministic_error", Level: slog.LevelError, Role: RoleOutcome, Ends: "rejected by the provider", Noun: "rejection", Attrs: failAttrs,
@@ -247,6 +269,7 @@ func Codes() []Code {
 		ThreadStarted, HarnessRetrying, ThreadResumed, ThreadMismatch, HarnessFailed, ThreadDropped,
 		RunStarted, RunFinished, RunInterrupted, NodeSkipped, BreakerOpen, NodeResumed, CacheHit,
 		LimitExceeded, ProtocolViolation, JournalUnavailable,
+		QuotaWait, QuotaParked, FailedOver,
 		NodeFailed, DeterministicError, BudgetExhausted, DeadlineExceeded, UnsafeReplayRefused, NodeCanceled, NodeTimeout,
 	}
 }

@@ -74,6 +74,12 @@ var (
 	KeyNodes     = Key[int]{"nodes", kindInt}
 	KeyRunStatus = Key[string]{"run_status", kindString}
 	KeyResumed   = Key[bool]{"resumed", kindBool}
+	// Quota and failover: how long a node waited for its provider's quota,
+	// the provider it waited for or moved from and to.
+	KeyWaited   = Key[time.Duration]{"waited", kindDuration}
+	KeyProvider = Key[string]{"provider", kindString}
+	KeyFrom     = Key[string]{"from", kindString}
+	KeyTo       = Key[string]{"to", kindString}
 	// KeyCause is the node whose failure skipped this one.
 	KeyCause = Key[string]{"cause", kindString}
 	// A cache hit: where its output was first produced, and what that
@@ -106,6 +112,7 @@ var allKeys = []anyKey{
 	KeyLostAttempt, KeyLostCursor,
 	KeyThreadID, KeyWant, KeyGot, KeyExitCode, KeySignal, KeyStderr, KeyEffects, KeyInARow,
 	KeyGraph, KeyProfile, KeyNodes, KeyRunStatus, KeyResumed, KeyCause,
+	KeyWaited, KeyProvider, KeyFrom, KeyTo,
 	KeyCacheKey, KeyFromRun, KeyFromNode, KeyFromJournal, KeyModel,
 	KeySavedInput, KeySavedOutput, KeySavedReasoning, KeySavedCacheRead, KeySavedCacheWrite,
 }

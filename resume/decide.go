@@ -24,6 +24,11 @@ const (
 	ActContinue Action = "continue"
 	// ActRetry sends the request again from scratch, consuming the retry budget.
 	ActRetry Action = "retry"
+	// ActPark waits for the provider's quota (a 429's Retry-After) and
+	// takes the same step again; it spends no budget.
+	ActPark Action = "park"
+	// ActFailover moves the node to the next provider of its fallback list.
+	ActFailover Action = "failover"
 	// ActFail gives up, with an explanation.
 	ActFail Action = "fail"
 )
@@ -61,6 +66,15 @@ type Input struct {
 	RetriesLeft int
 	// DeadlineExceeded: the profile's recovery deadline has passed.
 	DeadlineExceeded bool
+	// Status is the HTTP status of the failure, 0 if none.
+	Status int
+	// Paced: the node's provider is paced by its quota, so a 429 parks the
+	// node instead of spending a retry.
+	Paced bool
+	// BreakerOpen: the provider's circuit breaker refused the step.
+	BreakerOpen bool
+	// CanFailover: the node has a fallback provider left to move to.
+	CanFailover bool
 }
 
 // Decision is the action with the diagnostic code that announces it and a
@@ -76,7 +90,37 @@ type Decision struct {
 // nothing), continue (regenerates nothing, re-sends the request with the
 // partial answer), retry (regenerates everything, and only when replay is
 // safe), fail with an explanation.
+//
+// A node that has a fallback provider moves to it (ActFailover) instead of
+// failing when its provider is unavailable: its breaker is open, the
+// recovery deadline or the retry budget ran out on a transient failure, or
+// the provider does not know the model (404). An unsafe node never moves.
 func Decide(in Input) Decision {
+	failover := in.CanFailover && in.SideEffects != SideUnsafe
+	if failover && in.BreakerOpen {
+		return Decision{ActFailover, diagnostics.FailedOver, "the provider's circuit breaker is open"}
+	}
+	d := decide(in)
+	if failover && d.Action == ActFail && unavailable(in, d.Code) {
+		return Decision{ActFailover, diagnostics.FailedOver, d.Reason}
+	}
+	return d
+}
+
+// unavailable reports whether a failure with code says the provider cannot
+// do the work now, so that another one may: not a request it rejects, nor
+// an interruption.
+func unavailable(in Input, code diagnostics.Code) bool {
+	switch code {
+	case diagnostics.DeadlineExceeded, diagnostics.BudgetExhausted:
+		return in.Class.Transient()
+	case diagnostics.DeterministicError:
+		return in.Status == 404 // the model is withdrawn, or this provider never had it
+	}
+	return false
+}
+
+func decide(in Input) Decision {
 	// A rejected continuation is a client error about the form, not the
 	// request: it falls back to a retry from scratch.
 	rejected := in.ContinueRejected && in.Class == diagnostics.ClassDeterministic
@@ -102,6 +146,11 @@ func Decide(in Input) Decision {
 	case in.DeadlineExceeded:
 		return Decision{ActFail, diagnostics.DeadlineExceeded,
 			"the profile's recovery deadline passed without the provider recovering"}
+	case in.Class == diagnostics.ClassRateLimited && in.Paced:
+		// The provider refused the request before doing anything: sending
+		// it again when the quota allows repeats nothing, even for an
+		// unsafe node, and is no retry.
+		return Decision{ActPark, diagnostics.QuotaParked, "parked until the provider's quota resets; no retry spent"}
 	}
 	// A stuck response can only be cancelled and retried; status and resume would find it stuck again.
 	if in.Class.Transient() && in.Class != diagnostics.ClassStuck {

@@ -32,23 +32,34 @@ type row struct {
 	unsafe     tri
 	dispatched tri
 	retryLeft  tri
+	paced      tri
+	breaker    tri // BreakerOpen
+	failover   tri // CanFailover
+	notFound   tri // Status 404
 	action     Action
 	code       diagnostics.Code
 }
 
 var gone = []diagnostics.Class{diagnostics.ClassDisconnect, diagnostics.ClassConnect, diagnostics.ClassRateLimited, diagnostics.ClassServer}
 
+// transient are the classes whose failure says the provider is unavailable.
+var transient = append([]diagnostics.Class{diagnostics.ClassStuck}, gone...)
+
 // table is the specification of Decide. Every input is matched by some row,
 // and every row decides at least one input that no other row would decide
 // the same way (TestDecisionTableRowsAreNecessary), so removing a row fails.
 var table = []row{
+	{breaker: yes, failover: yes, unsafe: no, action: ActFailover, code: diagnostics.FailedOver},
 	{classes: []diagnostics.Class{diagnostics.ClassCanceled}, action: ActFail, code: diagnostics.NodeCanceled},
+	{classes: []diagnostics.Class{diagnostics.ClassDeterministic}, rejected: no, notFound: yes, failover: yes, unsafe: no, action: ActFailover, code: diagnostics.FailedOver},
 	{classes: []diagnostics.Class{diagnostics.ClassDeterministic}, rejected: no, action: ActFail, code: diagnostics.DeterministicError},
 	{classes: []diagnostics.Class{diagnostics.ClassJournal}, action: ActFail, code: diagnostics.JournalUnavailable},
 	{classes: []diagnostics.Class{diagnostics.ClassProtocol}, action: ActFail, code: diagnostics.ProtocolViolation},
 	{classes: []diagnostics.Class{diagnostics.ClassLimit}, action: ActFail, code: diagnostics.LimitExceeded},
 	{classes: []diagnostics.Class{diagnostics.ClassNone}, action: ActFail, code: diagnostics.NodeFailed},
+	{classes: transient, deadline: yes, failover: yes, unsafe: no, action: ActFailover, code: diagnostics.FailedOver},
 	{deadline: yes, action: ActFail, code: diagnostics.DeadlineExceeded},
+	{classes: []diagnostics.Class{diagnostics.ClassRateLimited}, paced: yes, action: ActPark, code: diagnostics.QuotaParked},
 	{classes: gone, canCheck: yes, checked: no, action: ActCheck, code: diagnostics.StatusChecked},
 	{classes: gone, canResume: yes, resumeLeft: yes, action: ActResume, code: diagnostics.ReconnectScheduled},
 	{classes: gone, canCont: yes, resumeLeft: yes, unsafe: no, action: ActContinue, code: diagnostics.ContinueScheduled},
@@ -58,6 +69,7 @@ var table = []row{
 	{canResume: yes, retryLeft: yes, action: ActRetry, code: diagnostics.FellBackToRetry},
 	{canCont: yes, retryLeft: yes, action: ActRetry, code: diagnostics.FellBackToRetry},
 	{retryLeft: yes, action: ActRetry, code: diagnostics.RetryStarted},
+	{classes: transient, failover: yes, unsafe: no, action: ActFailover, code: diagnostics.FailedOver},
 	{action: ActFail, code: diagnostics.BudgetExhausted},
 }
 
@@ -75,7 +87,8 @@ func (r row) matches(in Input) bool {
 		r.canResume.match(in.CanResume) && r.resumeLeft.match(in.ResumesLeft > 0) &&
 		r.canCont.match(in.CanContinue) && r.rejected.match(in.ContinueRejected) &&
 		r.unsafe.match(in.SideEffects == SideUnsafe) && r.dispatched.match(in.Dispatched) &&
-		r.retryLeft.match(in.RetriesLeft > 0)
+		r.retryLeft.match(in.RetriesLeft > 0) && r.paced.match(in.Paced) && r.breaker.match(in.BreakerOpen) &&
+		r.failover.match(in.CanFailover) && r.notFound.match(in.Status == 404)
 }
 
 // lookup returns the index of the first row of t that matches in, or -1.
@@ -107,10 +120,15 @@ func allInputs() []Input {
 									for _, dl := range bools {
 										for _, cont := range bools {
 											for _, rej := range bools {
-												out = append(out, Input{Class: c, CanResume: canResume, CanCheck: canCheck,
+												base := Input{Class: c, CanResume: canResume, CanCheck: canCheck,
 													CanContinue: cont, ContinueRejected: rej,
 													Checked: checked, Dispatched: disp, SideEffects: s,
-													ResumesLeft: resumes, RetriesLeft: retries, DeadlineExceeded: dl})
+													ResumesLeft: resumes, RetriesLeft: retries, DeadlineExceeded: dl}
+												for _, ext := range extensions(c) {
+													in := base
+													in.Paced, in.BreakerOpen, in.CanFailover, in.Status = ext.paced, ext.breaker, ext.failover, ext.status
+													out = append(out, in)
+												}
 											}
 										}
 									}
@@ -125,9 +143,32 @@ func allInputs() []Input {
 	return out
 }
 
+// extension is the quota and failover inputs of one input.
+type extension struct {
+	paced, breaker, failover bool
+	status                   int
+}
+
+// extensions are the quota and failover inputs that matter for class c
+// (every combination would make the table test slow under -race): an open
+// breaker refuses as a connect failure does, a 404 is deterministic.
+func extensions(c diagnostics.Class) []extension {
+	var out []extension
+	for _, failover := range []bool{false, true} {
+		out = append(out, extension{failover: failover}, extension{paced: true, failover: failover})
+		switch c {
+		case diagnostics.ClassConnect:
+			out = append(out, extension{breaker: true, failover: failover})
+		case diagnostics.ClassDeterministic:
+			out = append(out, extension{status: 404, failover: failover})
+		}
+	}
+	return out
+}
+
 func TestDecideMatchesTable(t *testing.T) {
 	inputs := allInputs()
-	if len(inputs) != 11*2*2*2*2*3*2*2*2*2*2 {
+	if len(inputs) != 11*2*2*2*2*3*2*2*2*2*2*4+2*2*2*2*2*3*2*2*2*2*2*2 {
 		t.Fatalf("enumerated %d inputs", len(inputs))
 	}
 	for _, in := range inputs {
@@ -188,6 +229,17 @@ func TestDecideRules(t *testing.T) {
 		{"rejected form, no budget: fail", Input{Class: diagnostics.ClassDeterministic, ContinueRejected: true, Dispatched: true}, ActFail},
 		{"a 400 that is not about the form fails", Input{Class: diagnostics.ClassDeterministic, CanContinue: true, ResumesLeft: 8, RetriesLeft: 3, Dispatched: true}, ActFail},
 		{"a stuck response is never continued", Input{Class: diagnostics.ClassStuck, CanContinue: true, ResumesLeft: 8, RetriesLeft: 1, Dispatched: true}, ActRetry},
+		{"a paced 429 parks, spending nothing", Input{Class: diagnostics.ClassRateLimited, Paced: true, Dispatched: true}, ActPark},
+		{"a paced 429 parks an unsafe node too", Input{Class: diagnostics.ClassRateLimited, Paced: true, SideEffects: SideUnsafe, Dispatched: true}, ActPark},
+		{"an unpaced 429 retries", Input{Class: diagnostics.ClassRateLimited, RetriesLeft: 1, Dispatched: true}, ActRetry},
+		{"parking ends at the deadline", Input{Class: diagnostics.ClassRateLimited, Paced: true, DeadlineExceeded: true}, ActFail},
+		{"an open breaker fails over at once", Input{Class: diagnostics.ClassConnect, BreakerOpen: true, CanFailover: true, RetriesLeft: 3}, ActFailover},
+		{"an outage past the deadline fails over", Input{Class: diagnostics.ClassConnect, DeadlineExceeded: true, CanFailover: true}, ActFailover},
+		{"overloaded past the budget fails over", Input{Class: diagnostics.ClassServer, Status: 529, CanFailover: true, Dispatched: true}, ActFailover},
+		{"a withdrawn model fails over", Input{Class: diagnostics.ClassDeterministic, Status: 404, CanFailover: true, RetriesLeft: 3}, ActFailover},
+		{"a 401 does not fail over", Input{Class: diagnostics.ClassDeterministic, Status: 401, CanFailover: true, RetriesLeft: 3}, ActFail},
+		{"an unsafe node never fails over", Input{Class: diagnostics.ClassConnect, BreakerOpen: true, CanFailover: true, SideEffects: SideUnsafe, RetriesLeft: 1}, ActRetry},
+		{"an interruption does not fail over", Input{Class: diagnostics.ClassCanceled, CanFailover: true}, ActFail},
 	}
 	for _, c := range cases {
 		if got := Decide(c.in); got.Action != c.want {

@@ -17,6 +17,7 @@ import (
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/resume"
+	"github.com/noderun/noderun/runner/quota"
 )
 
 // nodeExec runs one node to completion: stream, journal, recover. It owns the
@@ -61,6 +62,16 @@ type nodeExec struct {
 	chunks     coalescer    // deltas on their way to the journal
 	usage      attemptUsage // what the current attempt has cost
 
+	// Pacing (pace.go): the node's place in the graph, its provider's
+	// pacer (nil: not paced), the request admitted and not yet ended, and
+	// whether a 429 parked it (it goes first when the quota allows).
+	order  int
+	pacer  *quota.Pacer
+	ticket *quota.Ticket
+	parked bool
+	// Failover (failover.go): the providers left to move to, in order.
+	fallbacks []string
+
 	// For Options.OnProgress only (untouched without it): when the attempt
 	// last had data and a poll that found its work alive, when its figures
 	// were last reported as data, and whether they moved since.
@@ -84,6 +95,9 @@ type entry struct {
 	retriesUsed int
 	fresh       bool // nothing to pick up: start the node (RunNode)
 	attemptBase int  // see nodeExec.attemptBase
+	// provider is the fallback the node had moved to (NR603), where it
+	// picks up; empty for its own provider.
+	provider string
 }
 
 // execute returns the node's output, or an error whose message explains what
@@ -121,8 +135,18 @@ func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 		ce := x.classify(ctx, err)
 		x.noteFailure(ctx, action, ce)
 		d, delay := x.decide(ce)
-		if d.Action == resume.ActFail {
+		switch d.Action {
+		case resume.ActFail:
 			return "", x.fail(ctx, d, ce)
+		case resume.ActPark: // the same step again, when the quota allows (pace.go)
+			x.park(ctx, ce, delay)
+			continue
+		case resume.ActFailover:
+			x.recoveries++
+			if action, err = x.failover(ctx, d, ce); err != nil {
+				return "", x.stop(ctx, err)
+			}
+			continue
 		}
 		x.recoveries++
 		if d.Action == resume.ActRetry {
@@ -182,14 +206,19 @@ func (x *nodeExec) classify(ctx context.Context, err error) *diagnostics.Error {
 // decide asks resume.Decide for the next step and how long to wait before
 // it; a wait that would end past the recovery deadline fails now instead.
 func (x *nodeExec) decide(ce *diagnostics.Error) (resume.Decision, time.Duration) {
-	d := resume.Decide(x.input(ce))
-	if d.Action == resume.ActFail {
+	in := x.input(ce)
+	d := resume.Decide(in)
+	if d.Action == resume.ActFail || d.Action == resume.ActFailover {
 		return d, 0
 	}
 	delay := x.delay(d.Action, ce)
 	if x.recoveryLeft() < delay {
-		return resume.Decision{Action: resume.ActFail, Code: diagnostics.DeadlineExceeded,
-			Reason: fmt.Sprintf("the next step would wait %s, past the profile's recovery deadline", delay.Round(time.Millisecond))}, 0
+		in.DeadlineExceeded = true
+		d = resume.Decide(in) // fails, or moves to a fallback
+		if d.Code == diagnostics.DeadlineExceeded || d.Action == resume.ActFailover {
+			d.Reason = fmt.Sprintf("the next step would wait %s, past the profile's recovery deadline", profile.FormatDuration(delay.Round(time.Millisecond)))
+		}
+		return d, 0
 	}
 	return d, delay
 }
@@ -214,10 +243,16 @@ func (x *nodeExec) take(ctx context.Context, action resume.Action) error {
 		defer func() { x.deadline.Stop(); x.deadline = nil }()
 		ctx = sctx
 	}
+	streamed := x.usage.streamed
 	err := x.act(ctx, action)
 	if ferr := x.chunks.flush(); ferr != nil && err == nil {
 		err = x.journalErr(ferr)
 	}
+	generated := x.usage.streamed - streamed
+	if u := x.usage.reported; x.done && u != nil && u.OutputTokens > 0 {
+		generated = u.OutputTokens
+	}
+	x.releaseTicket(generated)
 	connectFailed := err != nil && diagnostics.Classify(err).Class == diagnostics.ClassConnect
 	br.record(connectFailed)
 	if connectFailed && !errors.Is(err, ErrBreakerOpen) {
@@ -228,7 +263,13 @@ func (x *nodeExec) take(ctx context.Context, action resume.Action) error {
 
 func (x *nodeExec) act(ctx context.Context, action resume.Action) error {
 	x.progressed = false
+	if action == resume.ActContinue || action == resume.ActRetry { // a request that generates waits for quota
+		if err := x.admit(ctx); err != nil {
+			return err
+		}
+	}
 	x.touched.Store(time.Now().UnixNano())
+	ctx = x.observed(ctx)
 	switch action {
 	case resume.ActCheck:
 		return x.check(ctx)
@@ -578,6 +619,10 @@ func (x *nodeExec) input(ce *diagnostics.Error) resume.Input {
 		ResumesLeft:      x.prof.Reconnects - x.resumes,
 		RetriesLeft:      x.retries,
 		DeadlineExceeded: x.recoveryLeft() <= 0,
+		Status:           ce.Status,
+		Paced:            x.pacer != nil,
+		BreakerOpen:      errors.Is(ce, ErrBreakerOpen),
+		CanFailover:      len(x.fallbacks) > 0,
 	}
 }
 
@@ -593,8 +638,11 @@ func (x *nodeExec) recoveryLeft() time.Duration {
 // cheap and may end the node), else full-jitter backoff, but never less than
 // the provider's Retry-After.
 func (x *nodeExec) delay(to resume.Action, ce *diagnostics.Error) time.Duration {
-	if to == resume.ActCheck {
+	switch {
+	case to == resume.ActCheck:
 		return 0
+	case to == resume.ActPark && ce.RetryAfter > 0:
+		return ce.RetryAfter // the provider's word; the pacer holds the request until then
 	}
 	d := x.prof.Backoff.Delay(x.backoffN, x.rnd)
 	x.backoffN++

@@ -160,7 +160,7 @@ func (r *runState) entryFromCursor(ctx context.Context, n *Node, from *NodeCurso
 	// The machine was lost mid-attempt: as after a crash, a dropped stream
 	// whose request was sent; the budgets it had spent still count. (The
 	// new machine has none of its output: nothing to continue.)
-	d := r.pickUp(n, from.Ref, "", r.prof.Reconnects-from.Resumes, total-from.RetriesUsed)
+	d := r.pickUp(n, "", from.Ref, "", r.prof.Reconnects-from.Resumes, total-from.RetriesUsed)
 	e.action = d.Action
 	switch d.Action {
 	case resume.ActFail:

@@ -33,9 +33,14 @@ const (
 	ProgressSkipped     // a node it needs did not complete
 	ProgressInterrupted // Ctrl-C, SIGTERM, a worker stopping: resumable
 	ProgressAttention   // held for an operator (noderun resume --retry)
+	// ProgressWaiting: the node waits for its provider's quota before it
+	// sends (a request the budget does not allow yet, or a 429 that parked
+	// it); Step.Delay is how long until the budget it waits for is full
+	// again (0 when not known). It sends when the budget allows.
+	ProgressWaiting
 )
 
-var progressStateNames = [...]string{"", "streaming", "recovering", "data", "diagnostic", "done", "failed", "skipped", "interrupted", "attention"}
+var progressStateNames = [...]string{"", "streaming", "recovering", "data", "diagnostic", "done", "failed", "skipped", "interrupted", "attention", "waiting"}
 
 func (s ProgressState) String() string {
 	if int(s) < len(progressStateNames) {

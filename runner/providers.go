@@ -2,6 +2,8 @@ package runner
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +21,7 @@ import (
 	"github.com/noderun/noderun/provider/openai"
 	"github.com/noderun/noderun/provider/responses"
 	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/runner/quota"
 )
 
 const defaultOpenAIBaseURL = "https://api.openai.com/v1"
@@ -31,6 +34,12 @@ type builtProvider struct {
 	// inProcess: the provider runs inside this process (the embedded
 	// simulator), so its work ends with the runner and cannot be re-attached.
 	inProcess bool
+	// account names what the provider's rate limits are counted on (its
+	// kind, base URL and key): nodes of providers with the same account and
+	// model share one pacer. Empty for a provider that is not paced (an
+	// agent harness, a kind of the program's own without declared limits).
+	account string
+	limits  quota.Limits
 }
 
 // Check finds, without starting or writing anything, every problem in g
@@ -245,10 +254,16 @@ func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, l
 			out[name] = bp
 			return nil
 		}
+		limits := quota.Limits{RequestsPerMinute: spec.Limits.RequestsPerMinute, TokensPerMinute: spec.Limits.TokensPerMinute,
+			Concurrency: spec.Limits.Concurrency}
 		if f, ok := kinds[spec.Kind]; ok {
 			p, err := f(spec)
+			bp := builtProvider{p: p, model: spec.Model, limits: limits}
+			if limits != (quota.Limits{}) {
+				bp.account = spec.Kind + " " + name // only its declared limits are known
+			}
 			if err == nil {
-				err = keep(builtProvider{p: p, model: spec.Model})
+				err = keep(bp)
 			}
 			if err != nil {
 				return fail(err)
@@ -293,7 +308,10 @@ func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, l
 			}
 		}
 		// A simulator in this process ends with it: its responses cannot outlive an interruption.
-		bp := builtProvider{model: spec.Model, workDir: spec.WorkDir, inProcess: ownSim || shared != nil}
+		bp := builtProvider{model: spec.Model, workDir: spec.WorkDir, inProcess: ownSim || shared != nil, limits: limits}
+		if api != ProviderKindHarness {
+			bp.account = accountOf(api, baseURL, key)
+		}
 		if bp.model == "" && (ownSim || shared != nil) {
 			bp.model = "sim"
 		}
@@ -328,6 +346,13 @@ func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, l
 		}
 	}
 	return out, closeAll, nil
+}
+
+// accountOf names the account a provider's rate limits count on: its API,
+// base URL and a digest of its key (never the key itself).
+func accountOf(api, baseURL, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return api + " " + baseURL + " " + hex.EncodeToString(sum[:6])
 }
 
 func sortedProviderNames(g *Graph) []string {

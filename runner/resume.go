@@ -169,7 +169,10 @@ func (r *runState) entryFor(ctx context.Context, n *Node, force bool) (*entry, r
 	// Whatever ended the attempt (a crash, Ctrl-C, an error the operator may
 	// since have fixed), resuming treats it as a dropped stream: the budget
 	// and the side effects still decide.
-	d := r.pickUp(n, last.Ref, e.out, r.prof.Reconnects, r.retryBudget(n)-e.retriesUsed)
+	if _, ok := r.provs[last.Provider]; ok && last.Provider != n.Provider {
+		e.provider = last.Provider // it had moved to a fallback: it goes on there
+	}
+	d := r.pickUp(n, e.provider, last.Ref, e.out, r.prof.Reconnects, r.retryBudget(n)-e.retriesUsed)
 	e.action = d.Action
 	return e, d, nil
 }
@@ -186,8 +189,14 @@ func (r *runState) retryBudget(n *Node) int {
 // ref ended with the process (or machine) that ran it: as after a dropped
 // stream whose request was sent. out is the output journaled so far, which
 // a chat answer continues from.
-func (r *runState) pickUp(n *Node, ref, out string, resumesLeft, retriesLeft int) resume.Decision {
-	p := r.provs[n.Provider].p
+//
+// prov is the provider the attempt ran on, when not the node's own (a
+// fallback it had moved to).
+func (r *runState) pickUp(n *Node, prov, ref, out string, resumesLeft, retriesLeft int) resume.Decision {
+	if prov == "" {
+		prov = n.Provider
+	}
+	p := r.provs[prov].p
 	caps := p.Capabilities()
 	// what an adapter needs to tell whether it can continue this node's request
 	req := provider.Request{Node: n.ID, Model: n.Model, ReasoningEffort: n.ReasoningEffort, MaxOutputTokens: n.MaxOutputTokens}

@@ -37,6 +37,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +51,7 @@ import (
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/resume"
 	"github.com/noderun/noderun/runner/graph"
+	"github.com/noderun/noderun/runner/quota"
 )
 
 // Options configure a run.
@@ -93,6 +95,24 @@ type Options struct {
 	Sim *SimOptions
 	// Cache says how the run reuses outputs of earlier runs (CacheOptions).
 	Cache CacheOptions
+	// Quota says how the run paces its requests to its providers' rate
+	// limits (QuotaOptions).
+	Quota QuotaOptions
+}
+
+// QuotaOptions configure pacing. A run paces the requests of every
+// provider that speaks HTTP (not agent harnesses) to the rate limits its
+// responses' headers announce and its graph declares (`limits:`): a node
+// whose request the budget does not allow yet waits, in graph order, and
+// a 429 parks it until the Retry-After without spending a retry.
+type QuotaOptions struct {
+	// Off turns pacing off: every node sends when it starts, and a 429
+	// costs it a retry (`run --no-pacing`).
+	Off bool
+	// Pacers, when set, holds the pacers of the run's accounts, shared
+	// with whatever else uses it (every node a Temporal worker runs); nil:
+	// the run's own.
+	Pacers *quota.Registry
 }
 
 // Result is what a run did.
@@ -115,6 +135,9 @@ type NodeResult struct {
 	// FromCache is "run/node", where a cache hit's output was produced;
 	// empty when the node called its provider.
 	FromCache string
+	// Provider is the fallback provider that completed the node after its
+	// own was unavailable (NR603); empty when its own provider did.
+	Provider string
 }
 
 // Failed reports whether any node failed or was skipped.
@@ -134,6 +157,8 @@ type runState struct {
 	entries  map[string]*entry   // where resumed nodes pick up (noderun resume)
 	onProg   *progressSink       // nil without Options.OnProgress
 	cache    *runCache
+	pacers   *quota.Registry // nil when pacing is off
+	order    map[string]int  // each node's place in the graph
 	// journalArg names the journal in the commands messages quote (Options.JournalArg).
 	journalArg string
 	inputs     map[string]string // resolved; templates read them
@@ -268,6 +293,16 @@ func newRunState(ctx context.Context, g *Graph, opts *Options) (*runState, func(
 		provs: provs, onProg: newProgressSink(opts.OnProgress), parallel: opts.Parallel, owner: journal.NewOwner(),
 		outputs: map[string]string{}, results: map[string]*NodeResult{}, breakers: map[string]*breaker{},
 		entries: map[string]*entry{}, journalArg: opts.JournalArg, cache: cache}
+	r.order = make(map[string]int, len(g.Nodes))
+	for i, n := range g.Nodes {
+		r.order[n.ID] = i
+	}
+	if !opts.Quota.Off {
+		r.pacers = opts.Quota.Pacers
+		if r.pacers == nil {
+			r.pacers = quota.NewRegistry()
+		}
+	}
 	for name := range provs {
 		r.breakers[name] = newBreaker(prof.Breaker, prof.BreakerCooldown.D())
 	}
@@ -308,13 +343,6 @@ func (r *runState) finish(ctx context.Context) (*Result, error) {
 func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 	res := &NodeResult{ID: n.ID}
 	bp := r.provs[n.Provider]
-	if n.Timeout > 0 {
-		// The node's wall time, recovery included: the executor reports
-		// ErrNodeTimeout with its own code when this fires.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, n.Timeout, &nodeTimeout{n.Timeout})
-		defer cancel()
-	}
 	system, prompt, err := r.render(n)
 	if err != nil {
 		class, code := diagnostics.ClassDeterministic, diagnostics.NodeFailed
@@ -331,24 +359,46 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 	if hit := r.fromCache(ctx, n, key); hit != nil {
 		return hit
 	}
+	total := r.retryBudget(n)
+	x := &nodeExec{run: r, node: n, side: resume.SideEffects(n.SideEffects), prof: r.prof,
+		chunks: coalescer{j: r.j}, total: total, retries: total, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		req: provider.Request{Node: n.ID, System: system, Prompt: prompt, Agent: n.Agent, ReasoningEffort: n.ReasoningEffort,
+			MaxOutputTokens: n.MaxOutputTokens, Env: n.Env, Policy: r.prof},
+		order: r.order[n.ID], fallbacks: fallbacksOf(r.g, n)}
+	x.use(n.Provider, n.Model)
+	e := r.entries[n.ID]
+	if e != nil && e.provider != "" { // it had moved to a fallback: it goes on there, with what is left of the list
+		x.use(e.provider, n.Model)
+		if i := slices.Index(x.fallbacks, e.provider); i >= 0 {
+			x.fallbacks = x.fallbacks[i+1:]
+		}
+	}
+	ctx = provider.WithNode(ctx, n.ID) // adapters name the node on the wire (provider.NodeHeader)
+	if e == nil || e.fresh {
+		// Waiting for quota comes before the node starts: it is not the
+		// node's time (its timeout), and the journal shows it pending.
+		if err := x.admit(ctx); err != nil {
+			return r.notStarted(ctx, n, err)
+		}
+	}
+	if n.Timeout > 0 {
+		// The node's wall time, recovery included: the executor reports
+		// ErrNodeTimeout with its own code when this fires.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, n.Timeout, &nodeTimeout{n.Timeout})
+		defer cancel()
+	}
 	// The key is recorded for every node, whatever its cache policy: a
 	// later run decides by its own whether to reuse this output.
 	_ = r.j.StartNode(bg(ctx), r.id, n.ID, key)
-	total := r.retryBudget(n)
-	model := n.Model // the graph fills in the provider's model
-	if model == "" {
-		model = bp.model
-	}
-	x := &nodeExec{run: r, node: n, prov: bp.p, provNm: n.Provider, inProcess: bp.inProcess, prof: r.prof, side: resume.SideEffects(n.SideEffects),
-		chunks: coalescer{j: r.j}, total: total, retries: total, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
-		req: provider.Request{Node: n.ID, Model: model, System: system, Prompt: prompt,
-			Agent: n.Agent, ReasoningEffort: n.ReasoningEffort, MaxOutputTokens: n.MaxOutputTokens, WorkDir: bp.workDir, Env: n.Env, Policy: r.prof}}
-	// adapters name the node on the wire (provider.NodeHeader)
-	out, err := x.execute(provider.WithNode(ctx, n.ID), r.entries[n.ID])
+	out, err := x.execute(ctx, e)
 	var ne *NodeError
 	switch {
 	case err == nil:
 		res.State, res.Output = journal.NodeCompleted, out
+		if x.provNm != n.Provider {
+			res.Provider = x.provNm
+		}
 		if jerr := r.j.CompleteNode(bg(ctx), r.id, n.ID, out); jerr != nil {
 			res.State, res.Err, res.Reason = journal.NodeFailed, jerr, "journal: "+jerr.Error()
 		}
@@ -364,6 +414,23 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 		class := diagnostics.Classify(err).Class
 		_ = r.j.FailNode(bg(ctx), r.id, n.ID, string(class), res.Reason)
 	}
+	return res
+}
+
+// notStarted ends a node that never sent its request: the run was
+// interrupted while it waited for quota, or no quota can ever take it.
+func (r *runState) notStarted(ctx context.Context, n *Node, err error) *NodeResult {
+	res := &NodeResult{ID: n.ID, Err: err}
+	if ctx.Err() != nil {
+		res.State, res.Reason = journal.NodeCanceled, "interrupted"
+		_ = r.j.SetNodeState(bg(ctx), r.id, n.ID, journal.NodeCanceled, "interrupted while waiting for quota")
+		return res
+	}
+	ce := diagnostics.Classify(err)
+	res.State, res.Reason = journal.NodeFailed, r.red.String(err.Error())
+	res.Err = &NodeError{Node: n.ID, Class: ce.Class, Code: diagnostics.DeterministicError, Reason: res.Reason, Tried: "0 attempts", Err: ce}
+	r.diag(ctx, n.ID, 0, diagnostics.New(diagnostics.DeterministicError, res.Reason, diagnostics.KeyClass.Attr(ce.Class)))
+	_ = r.j.FailNode(bg(ctx), r.id, n.ID, string(ce.Class), res.Reason)
 	return res
 }
 

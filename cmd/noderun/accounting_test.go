@@ -80,7 +80,7 @@ nodes:
 		t.Errorf("the run's wall %d ms is more than the %d ms it took", a.WallMS, wall.Milliseconds())
 	}
 	for _, n := range a.Nodes {
-		if n.TimeLostMS > n.WallMS || n.WallMS > wall.Milliseconds() || n.UsefulMS+n.TimeLostMS != n.WallMS {
+		if n.TimeLostMS > n.WallMS || n.WallMS > wall.Milliseconds() || n.UsefulMS+n.TimeLostMS+n.QuotaWaitMS != n.WallMS {
 			t.Errorf("%s: lost %d ms, useful %d ms, wall %d ms; the run took %d ms", n.ID, n.TimeLostMS, n.UsefulMS, n.WallMS, wall.Milliseconds())
 		}
 		if n.Faults["connect_failed"] == 0 || !strings.Contains(n.Verdict, "connect failure") {

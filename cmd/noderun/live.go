@@ -96,6 +96,8 @@ func (v *liveView) report(p runner.Progress) {
 		n.state, n.step = "streaming", ""
 	case runner.ProgressRecovering:
 		n.step, n.stepAt = p.Text, v.now()
+	case runner.ProgressWaiting: // for quota: the node sends when it allows
+		n.state, n.step, n.stepAt = "waiting", p.Text, v.now()
 	}
 	n.bytes, n.tokens, n.reasoning = p.Bytes, p.Tokens, p.Reasoning
 	n.lastData, n.lastPoll = p.LastData, p.LastPoll

@@ -193,6 +193,7 @@ func execFlags(profileUsage string) []cli.Flag {
 		&cli.IntFlag{Name: "parallel", Value: 4, Usage: "nodes run at once"},
 		&cli.BoolFlag{Name: "json", Usage: "print the result as JSON on stdout"},
 		&cli.BoolFlag{Name: "sim", Usage: "run every provider on the embedded simulator (no keys, no network)"},
+		&cli.BoolFlag{Name: "no-pacing", Usage: "send at once, not as quota allows (a 429 then spends a retry)"},
 	}
 }
 
@@ -204,6 +205,7 @@ func execOptions(c *cli.Context) (runner.Options, func(), error) {
 		return runner.Options{}, nil, usageErr(errors.New("--parallel must be at least 1"))
 	}
 	opts := runner.Options{Profile: c.String("profile"), Parallel: c.Int("parallel"), JournalArg: strings.TrimSpace(dbArg(c))}
+	opts.Quota.Off = c.Bool("no-pacing")
 	if c.Bool("sim") {
 		opts.Sim = &runner.SimOptions{}
 	}
@@ -425,6 +427,10 @@ func progressLogger(log *slog.Logger) func(runner.Progress) {
 		switch p.State {
 		case runner.ProgressStreaming, runner.ProgressDone:
 			log.Info(p.Text, slog.String("node", p.Node), slog.Int("attempt", p.Attempt))
+		case runner.ProgressWaiting:
+			if p.Step.Code.ID == "" { // a park says itself (NR602)
+				log.Info(p.Text, slog.String("node", p.Node), slog.Int("attempt", p.Attempt))
+			}
 		}
 	}
 }

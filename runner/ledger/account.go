@@ -45,7 +45,7 @@ type NodeAccount struct {
 }
 
 // Figures are a node's, or the run's summed. They add up:
-// UsefulMS + TimeLostMS = WallMS, and Tokens.Generated = Needed +
+// UsefulMS + TimeLostMS + QuotaWaitMS = WallMS, and Tokens.Generated = Needed +
 // Regenerated + Unfinished.
 type Figures struct {
 	Attempts int `json:"attempts"`
@@ -59,9 +59,13 @@ type Figures struct {
 	// of it lost to faults (attempts thrown away, and every stretch from a
 	// fault to the node's next data, backoff included, each instant counted
 	// once); UsefulMS the rest.
-	WallMS     int64  `json:"wall_ms"`
-	UsefulMS   int64  `json:"useful_ms"`
-	TimeLostMS int64  `json:"time_lost_ms"`
+	WallMS     int64 `json:"wall_ms"`
+	UsefulMS   int64 `json:"useful_ms"`
+	TimeLostMS int64 `json:"time_lost_ms"`
+	// QuotaWaitMS is the part spent waiting for the provider's quota: the
+	// waits of pacing (NR601) and the parks after a 429 (NR602), which are
+	// not lost to faults. UsefulMS + TimeLostMS + QuotaWaitMS = WallMS.
+	QuotaWaitMS int64 `json:"quota_wait_ms"`
 	Tokens     Tokens `json:"tokens"`
 	// CostUSD and WastedUSD (the part thrown away) are null without a price
 	// for the node's model; a run's totals sum its priced nodes.
@@ -240,11 +244,13 @@ func (na *NodeAccount) saved(nd *Node, prices Prices) {
 	}
 }
 
-// times splits the node's wall time into useful and lost: lost is the union
-// of the attempts a retry threw away and the stretches from each fault to
-// the node's next data (or its end), so that a backoff inside a thrown-away
-// attempt is not counted twice, and nothing outside the node's active time
-// is counted at all.
+// times splits the node's wall time into useful, lost and waiting for
+// quota. Lost is the union of the attempts a retry threw away and the
+// stretches from each fault to the node's next data (or its end), so that a
+// backoff inside a thrown-away attempt is not counted twice, and nothing
+// outside the node's active time is counted at all. Waiting for quota is
+// the union of the pacing waits and of the stretches from each 429 that
+// parked the node to its next data; an instant of both is quota's.
 func (na *NodeAccount) times(nd *Node) {
 	var wall time.Duration
 	var end time.Time
@@ -252,7 +258,7 @@ func (na *NodeAccount) times(nd *Node) {
 		wall += s.D()
 		end = later(end, s.To)
 	}
-	var lost []Span
+	var lost, quota []Span
 	for i, a := range nd.Attempts {
 		if i == len(nd.Attempts)-1 {
 			break
@@ -263,7 +269,12 @@ func (na *NodeAccount) times(nd *Node) {
 		}
 		lost = append(lost, Span{a.Started, to})
 	}
-	for _, r := range nd.Records {
+	for i, r := range nd.Records {
+		if r.Code == diagnostics.QuotaWait {
+			waited, _ := diagnostics.KeyWaited.Of(r.Record)
+			quota = append(quota, Span{r.Time.Add(-waited), r.Time})
+			continue
+		}
 		if !r.Code.IsFault() {
 			continue
 		}
@@ -271,17 +282,49 @@ func (na *NodeAccount) times(nd *Node) {
 		if to.IsZero() || to.Before(r.Time) {
 			to = end
 		}
+		if i+1 < len(nd.Records) && nd.Records[i+1].Code == diagnostics.QuotaParked {
+			quota = append(quota, Span{r.Time, to}) // a 429 the node waited out, spending nothing
+			continue
+		}
 		lost = append(lost, Span{r.Time, to})
 	}
-	var lostD time.Duration
-	for _, s := range union(lost) {
+	quota = union(quota)
+	var lostD, quotaD time.Duration
+	for _, s := range subtract(union(lost), quota) {
 		for _, c := range clip(s, nd.Active) {
 			lostD += c.D()
 		}
 	}
+	for _, s := range quota {
+		for _, c := range clip(s, nd.Active) {
+			quotaD += c.D()
+		}
+	}
 	na.WallMS = wall.Milliseconds()
-	na.TimeLostMS = min(lostD.Milliseconds(), na.WallMS)
-	na.UsefulMS = na.WallMS - na.TimeLostMS
+	na.QuotaWaitMS = min(quotaD.Milliseconds(), na.WallMS)
+	na.TimeLostMS = min(lostD.Milliseconds(), na.WallMS-na.QuotaWaitMS)
+	na.UsefulMS = na.WallMS - na.TimeLostMS - na.QuotaWaitMS
+}
+
+// subtract is spans without the instants of minus (both unions: sorted,
+// not overlapping).
+func subtract(spans, minus []Span) []Span {
+	var out []Span
+	for _, s := range spans {
+		for _, m := range minus {
+			if !m.To.After(s.From) || !m.From.Before(s.To) {
+				continue // apart
+			}
+			if m.From.After(s.From) {
+				out = append(out, Span{s.From, m.From})
+			}
+			s.From = later(s.From, m.To)
+		}
+		if s.To.After(s.From) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // union merges overlapping spans.
@@ -310,6 +353,7 @@ func (f *Figures) add(o Figures) {
 	f.WallMS += o.WallMS
 	f.UsefulMS += o.UsefulMS
 	f.TimeLostMS += o.TimeLostMS
+	f.QuotaWaitMS += o.QuotaWaitMS
 	t := &f.Tokens
 	t.Generated += o.Tokens.Generated
 	t.Needed += o.Tokens.Needed

@@ -32,6 +32,8 @@ func rec(c diagnostics.Code, s, next float64, attrs ...any) Record {
 			r.Attrs = append(r.Attrs, k.Attr(attrs[i+1].(string)))
 		case diagnostics.Key[diagnostics.Class]:
 			r.Attrs = append(r.Attrs, k.Attr(attrs[i+1].(diagnostics.Class)))
+		case diagnostics.Key[time.Duration]:
+			r.Attrs = append(r.Attrs, k.Attr(attrs[i+1].(time.Duration)))
 		}
 	}
 	if next > 0 {
@@ -51,7 +53,7 @@ func TestAccountNode(t *testing.T) {
 		atts                                  []Attempt
 		recs                                  []Record
 		needed, regenerated, preserved, unfin int
-		lostMS, wallMS                        int64
+		lostMS, wallMS, quotaMS               int64
 		faults                                string
 		cost                                  float64
 		verdict                               string
@@ -110,6 +112,28 @@ func TestAccountNode(t *testing.T) {
 				rec(diagnostics.Reattached, 3600.2, 3600.5)},
 			needed: 351, preserved: 100, lostMS: 500, wallMS: 5000, faults: "node_resumed", cost: 0.00001 + 0.00351,
 			verdict: "recovered from 1 interruption by re-attach: 0 tokens regenerated, 100 preserved, 0.5 s lost"},
+		// Paced: the node waited 2 s for quota within its active time, then
+		// streamed cleanly. Waiting is not lost, nor useful.
+		{name: "paced", state: journal.NodeCompleted, active: []Span{{at(0), at(3)}},
+			atts: []Attempt{att(1, ok, 2, 3, journal.Usage{InputTokens: 10, OutputTokens: 100})},
+			recs: []Record{rec(diagnostics.QuotaWait, 2, 0, diagnostics.KeyWaited, 2*time.Second)},
+			needed: 100, wallMS: 3000, quotaMS: 2000, cost: 0.00001 + 0.001,
+			verdict: "clean: 100 tokens, no recovery needed; 2.0 s waiting for quota"},
+		// A 429 parked the node 1.5 s (Retry-After), then the same request
+		// went again when the pacer let it (0.5 s more): quota, not lost.
+		{name: "parked", state: journal.NodeCompleted, active: []Span{{at(0), at(3)}},
+			atts: []Attempt{att(1, ok, 0, 3, journal.Usage{InputTokens: 10, OutputTokens: 100})},
+			recs: []Record{rec(diagnostics.RateLimitWait, 0.5, 2.5), rec(diagnostics.QuotaParked, 0.5, 2.5),
+				rec(diagnostics.QuotaWait, 2.4, 2.5, diagnostics.KeyWaited, 500*time.Millisecond)},
+			needed: 100, wallMS: 3000, quotaMS: 2000, faults: "rate_limit_wait", cost: 0.00001 + 0.001,
+			verdict: "recovered from 1 rate limit by waiting for quota: 0 tokens regenerated, 0 preserved, 0.0 s lost; 2.0 s waiting for quota"},
+		// Its provider refused connections until the breaker opened; the
+		// node moved to its fallback and completed there from scratch.
+		{name: "failed over", state: journal.NodeCompleted, active: []Span{{at(0), at(2)}},
+			atts: []Attempt{att(1, bad, 0, 0.5, journal.Usage{Estimated: true}), att(2, ok, 0.5, 2, journal.Usage{InputTokens: 10, OutputTokens: 100})},
+			recs: []Record{rec(diagnostics.ConnectFailed, 0.1, 0.6), rec(diagnostics.FailedOver, 0.5, 0.6, diagnostics.KeyTo, "backup")},
+			needed: 100, lostMS: 600, wallMS: 2000, faults: "connect_failed", cost: 2*0.00001 + 0.001, // each attempt's input
+			verdict: "recovered from 1 connect failure by failover (completed on fallback backup): 0 tokens regenerated, 0 preserved, 0.6 s lost"},
 		{name: "interrupted", state: journal.NodeCanceled, active: []Span{{at(0), at(2)}},
 			atts: []Attempt{att(1, bad, 0, 2, journal.Usage{OutputTokens: 80, Estimated: true})},
 			recs: []Record{rec(diagnostics.NodeCanceled, 2, 0, diagnostics.KeyOutputBytes, 309),
@@ -126,8 +150,10 @@ func TestAccountNode(t *testing.T) {
 				tk.Generated != c.needed+c.regenerated+c.unfin {
 				t.Errorf("tokens %+v", tk)
 			}
-			if na.TimeLostMS != c.lostMS || na.WallMS != c.wallMS || na.UsefulMS+na.TimeLostMS != na.WallMS {
-				t.Errorf("time: lost %d ms, wall %d ms, useful %d ms; want lost %d, wall %d", na.TimeLostMS, na.WallMS, na.UsefulMS, c.lostMS, c.wallMS)
+			if na.TimeLostMS != c.lostMS || na.WallMS != c.wallMS || na.QuotaWaitMS != c.quotaMS ||
+				na.UsefulMS+na.TimeLostMS+na.QuotaWaitMS != na.WallMS {
+				t.Errorf("time: lost %d ms, quota %d ms, wall %d ms, useful %d ms; want lost %d, quota %d, wall %d",
+					na.TimeLostMS, na.QuotaWaitMS, na.WallMS, na.UsefulMS, c.lostMS, c.quotaMS, c.wallMS)
 			}
 			if got := strings.Join(sortedKeys(na.Faults), ","); got != c.faults {
 				t.Errorf("faults %q, want %q", got, c.faults)

@@ -118,8 +118,8 @@ func checkRun(t *testing.T, r chaos.Result, run *ledger.Run, a *ledger.Account) 
 				t.Errorf("%s: %v", at, err)
 			}
 		}
-		if na.TimeLostMS < 0 || na.TimeLostMS > na.WallMS || na.UsefulMS+na.TimeLostMS != na.WallMS {
-			t.Errorf("%s: useful %d + lost %d != wall %d ms", at, na.UsefulMS, na.TimeLostMS, na.WallMS)
+		if na.TimeLostMS < 0 || na.QuotaWaitMS < 0 || na.TimeLostMS > na.WallMS || na.UsefulMS+na.TimeLostMS+na.QuotaWaitMS != na.WallMS {
+			t.Errorf("%s: useful %d + lost %d + quota %d != wall %d ms", at, na.UsefulMS, na.TimeLostMS, na.QuotaWaitMS, na.WallMS)
 		}
 		if na.WallMS > r.Time.Milliseconds() {
 			t.Errorf("%s: wall %d ms exceeds the case's %d ms", at, na.WallMS, r.Time.Milliseconds())

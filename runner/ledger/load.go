@@ -269,6 +269,12 @@ func (run *Run) finishNode(ctx context.Context, j *journal.Journal, nd *Node, la
 	if len(nd.Attempts) > 0 {
 		from = earlier(from, nd.Attempts[0].Started)
 	}
+	for _, r := range nd.Records {
+		if r.Code == diagnostics.QuotaWait { // the node waited for quota before it started: its time too
+			waited, _ := diagnostics.KeyWaited.Of(r.Record)
+			from = earlier(from, r.Time.Add(-waited))
+		}
+	}
 	to := lastEvent
 	if settled(nd.State) && !nd.Finished.IsZero() {
 		to = later(to, nd.Finished)

@@ -19,6 +19,11 @@ func verdictOf(nd *Node, na NodeAccount) string {
 		regen = "at least " + regen + " (the agent CLI does not report its failed turns)"
 	}
 	figures := fmt.Sprintf("%s, %s preserved, %s lost", regen, Thousands(na.Tokens.Preserved), Seconds(na.TimeLostMS))
+	waited := ""
+	if na.QuotaWaitMS > 0 {
+		waited = fmt.Sprintf("; %s waiting for quota", Seconds(na.QuotaWaitMS))
+		figures += waited
+	}
 	switch nd.State {
 	case journal.NodeCompleted:
 		if run, node, ok := strings.Cut(na.CachedFrom, "/"); ok {
@@ -27,7 +32,7 @@ func verdictOf(nd *Node, na NodeAccount) string {
 		}
 		faults := faultPhrase(na.Faults)
 		if faults == "" && na.Attempts <= 1 {
-			return fmt.Sprintf("clean: %s tokens, no recovery needed", Thousands(na.Tokens.Needed))
+			return fmt.Sprintf("clean: %s tokens, no recovery needed%s", Thousands(na.Tokens.Needed), waited)
 		}
 		if faults == "" { // a retry whose cause left no record (a journal from an older noderun)
 			faults = "an earlier attempt's failure"
@@ -35,6 +40,9 @@ func verdictOf(nd *Node, na NodeAccount) string {
 		how := means(nd)
 		if how == "" {
 			how = "retry"
+		}
+		if p := nd.Fallback(); p != "" {
+			how += " (completed on fallback " + p + ")"
 		}
 		return fmt.Sprintf("recovered from %s by %s: %s", faults, how, figures)
 	case journal.NodePending, "":
@@ -164,12 +172,30 @@ func means(nd *Node) string {
 		}
 	}
 	var out []string
-	for _, m := range []diagnostics.Means{diagnostics.ByReattach, diagnostics.ByContinue, diagnostics.ByStatus, diagnostics.ByRetry} {
+	for _, m := range []diagnostics.Means{diagnostics.ByReattach, diagnostics.ByContinue, diagnostics.ByStatus, diagnostics.ByRetry,
+		diagnostics.ByWait, diagnostics.ByFailover} {
 		if have[m] {
-			out = append(out, m.String())
+			out = append(out, meansWords[m])
 		}
 	}
 	return strings.Join(out, " and ")
+}
+
+// meansWords name the steps in a verdict: "recovered from 1 rate limit by
+// waiting for quota".
+var meansWords = map[diagnostics.Means]string{diagnostics.ByReattach: "re-attach", diagnostics.ByContinue: "continue",
+	diagnostics.ByStatus: "status", diagnostics.ByRetry: "retry", diagnostics.ByWait: "waiting for quota", diagnostics.ByFailover: "failover"}
+
+// Fallback is the provider other than its own that nd's last attempt ran
+// on (it failed over, NR603), "" when it stayed on its own.
+func (nd *Node) Fallback() string {
+	for i := len(nd.Records) - 1; i >= 0; i-- {
+		if r := nd.Records[i]; r.Code == diagnostics.FailedOver {
+			to, _ := diagnostics.KeyTo.Of(r.Record)
+			return to
+		}
+	}
+	return ""
 }
 
 // faultPhrase counts faults in words: "2 disconnects and 1 rate limit".

@@ -1,0 +1,75 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/provider"
+	"github.com/noderun/noderun/resume"
+)
+
+// fallbacksOf is the list of providers n moves to when its own is
+// unavailable: its own list when it has one, else its provider's. The
+// fallbacks' own lists are not followed.
+func fallbacksOf(g *Graph, n *Node) []string {
+	list := n.Fallback
+	if list == nil {
+		if spec := g.Providers[n.Provider]; spec != nil {
+			list = spec.Fallback
+		}
+	}
+	return slices.DeleteFunc(slices.Clone(list), func(p string) bool { return p == n.Provider })
+}
+
+// failover moves the node to the next provider of its fallback list (the
+// decision d found its provider unavailable): the attempt on the old one
+// ends, work left running there is cancelled, and a new attempt starts on
+// the fallback with the node's budgets and deadline afresh. It returns the
+// first step there: a continue of the partial answer when the node allows
+// it (fallback_continue) and the fallback has a continuation form, else a
+// request from scratch.
+func (x *nodeExec) failover(ctx context.Context, d resume.Decision, ce *diagnostics.Error) (resume.Action, error) {
+	from, to := x.provNm, x.fallbacks[0]
+	x.fallbacks = x.fallbacks[1:]
+	x.release(ctx) // leave nothing running where the node no longer looks
+	partial := x.out.String()
+	x.endAttempt(ctx, ce)
+	x.releaseTicket(0)
+	x.use(to, x.node.Model)
+	x.retries, x.resumes, x.backoffN, x.recovering = x.total, 0, 0, time.Time{}
+	x.checked, x.dispatched, x.wasSent, x.parked, x.ended = false, false, false, false, false
+	cont := x.node.FallbackContinue && partial != "" && x.prov.Capabilities().Continue && provider.CanContinue(x.prov, x.req)
+	how := "from scratch"
+	attrs := []slog.Attr{diagnostics.KeyClass.Attr(ce.Class), diagnostics.KeyFrom.Attr(from), diagnostics.KeyTo.Attr(to),
+		diagnostics.KeyReason.Attr(d.Reason)}
+	if cont {
+		how = fmt.Sprintf("continuing its answer from byte %d", len(partial))
+		attrs = append(attrs, diagnostics.KeyContinuedFrom.Attr(len(partial)))
+	} else if partial != "" {
+		attrs = append(attrs, diagnostics.KeyRegeneratedBytes.Attr(len(partial)))
+	}
+	line := fmt.Sprintf("provider %s unavailable (%s): moving to fallback %s, %s", from, d.Reason, to, how)
+	x.diag(ctx, diagnostics.New(diagnostics.FailedOver, line, attrs...))
+	x.report(Progress{State: ProgressRecovering, Text: line, Step: RecoveryStep{Code: diagnostics.FailedOver, Class: ce.Class}})
+	if err := x.beginAttempt(ctx, journal.ModeRetry); err != nil {
+		return "", err
+	}
+	if !cont {
+		return resume.ActRetry, nil
+	}
+	// The new attempt's output goes on from the partial answer: journaled
+	// as its first delta, so that the journal rebuilds the whole answer
+	// from this attempt alone (a resume continues it from there).
+	if err := x.run.j.Append(journal.Event{RunID: x.run.id, NodeID: x.node.ID, Attempt: x.attempt, Kind: journal.KindDelta,
+		ProviderSeq: journal.NoProviderSeq, Payload: []byte(partial)}); err != nil {
+		return "", x.journalErr(err)
+	}
+	x.out.WriteString(partial)
+	x.usage = attemptUsage{streamed: provider.EstimateTokens(partial), chain: true}
+	return resume.ActContinue, nil
+}
