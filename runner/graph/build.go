@@ -88,6 +88,23 @@ func (g *Graph) MarshalYAML() ([]byte, error) {
 		if len(p.Env) > 0 {
 			ykv(m, "env", ystrmap(p.Env))
 		}
+		if p.Limits != (Limits{}) {
+			// A zero field is not declared; a negative one is written,
+			// for the parser to report.
+			l := ymap()
+			for _, kv := range []struct {
+				k string
+				v int
+			}{{"requests_per_minute", p.Limits.RequestsPerMinute}, {"tokens_per_minute", p.Limits.TokensPerMinute}, {"concurrency", p.Limits.Concurrency}} {
+				if kv.v != 0 {
+					ykv(l, kv.k, yint(kv.v))
+				}
+			}
+			ykv(m, "limits", l)
+		}
+		if len(p.Fallback) > 0 {
+			ykv(m, "fallback", ylist(p.Fallback))
+		}
 		ykv(provs, name, m)
 	}
 	ykv(root, "providers", provs)
@@ -127,6 +144,12 @@ func (g *Graph) MarshalYAML() ([]byte, error) {
 		}
 		if n.CacheTTL != 0 {
 			ykv(m, "cache_ttl", yscalar(n.CacheTTL.String()))
+		}
+		if n.Fallback != nil { // [] too: it turns the provider's list off
+			ykv(m, "fallback", ylist(n.Fallback))
+		}
+		if n.FallbackContinue {
+			ykv(m, "fallback_continue", ybool(true))
 		}
 		nodes.Content = append(nodes.Content, m)
 	}

@@ -226,3 +226,102 @@ func TestFallbacksOf(t *testing.T) {
 		})
 	}
 }
+
+// A graph built in code takes the same fields, through the same checks.
+func TestBuildLimitsAndFallback(t *testing.T) {
+	base := func() *Graph {
+		return &Graph{
+			Name: "code",
+			Providers: map[string]*ProviderSpec{
+				"p": {Kind: ProviderKindSim, Limits: Limits{RequestsPerMinute: 600, Concurrency: 2}, Fallback: []string{"q"}},
+				"q": {Kind: ProviderKindSim, Continuation: "prefix"},
+				"h": {Kind: ProviderKindHarness},
+			},
+			Nodes: []*Node{
+				{ID: "a", Provider: "p", Prompt: "x", FallbackContinue: true},
+				{ID: "b", Provider: "p", Prompt: "x", Fallback: []string{}},
+				{ID: "c", Provider: "q", Prompt: "x", Fallback: []string{"p"}},
+				{ID: "d", Provider: "h", Prompt: "x"},
+			},
+		}
+	}
+	g, err := Build(base(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := g.Providers["p"]; p.Limits != (Limits{RequestsPerMinute: 600, Concurrency: 2}) || !slices.Equal(p.Fallback, []string{"q"}) {
+		t.Errorf("provider p: %+v", p)
+	}
+	if a := g.Node("a"); a.Fallback != nil || !a.FallbackContinue || !slices.Equal(g.FallbacksOf(a), []string{"q"}) {
+		t.Errorf("node a: %+v", a)
+	}
+	if b := g.Node("b"); b.Fallback == nil || len(b.Fallback) != 0 || len(g.FallbacksOf(b)) != 0 {
+		t.Errorf("node b: fallback %#v, want []string{}", b.Fallback)
+	}
+	if c := g.Node("c"); !slices.Equal(c.Fallback, []string{"p"}) {
+		t.Errorf("node c: %+v", c)
+	}
+
+	for _, c := range []struct {
+		name   string
+		change func(g *Graph)
+		want   string
+	}{
+		{"negative limit", func(g *Graph) { g.Providers["p"].Limits.TokensPerMinute = -1 },
+			`provider "p": limits: tokens_per_minute must be > 0 (omit it to leave it to the provider's headers), got -1`},
+		{"unknown provider fallback", func(g *Graph) { g.Providers["p"].Fallback = []string{"qq"} },
+			`provider "p": fallback: unknown provider "qq" (defined: h, p, q) (did you mean "q"?)`},
+		{"provider falls back to itself", func(g *Graph) { g.Providers["q"].Fallback = []string{"q"} }, `provider "q": fallback: "q" is this provider itself`},
+		{"harness mix", func(g *Graph) { g.Providers["h"].Fallback = []string{"p"} },
+			`provider "h": fallback: provider "p" is kind sim and provider "h" kind harness: a node cannot move between an agent harness and a model API`},
+		{"node falls back to its provider", func(g *Graph) { g.Nodes[2].Fallback = []string{"q"} }, `node "c": fallback: "q" is the node's own provider`},
+		{"node fallback twice", func(g *Graph) { g.Nodes[2].Fallback = []string{"p", "p"} }, `node "c": fallback names "p" more than once`},
+		{"unsafe node with fallback", func(g *Graph) { g.Nodes[2].SideEffects = SideUnsafe },
+			`node "c": unsafe nodes never fail over: drop fallback or side_effects`},
+		{"continue without fallback", func(g *Graph) { g.Nodes[3].FallbackContinue = true; g.Nodes[3].SideEffects = SideNone },
+			`node "d": fallback_continue does nothing: the node has no fallback providers (set fallback on the node or on provider "h")`},
+		{"continue with fallback off", func(g *Graph) { g.Nodes[1].FallbackContinue = true },
+			`node "b": fallback_continue does nothing: the node's fallback: [] turns failover off`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := base()
+			c.change(g)
+			_, err := Build(g, Options{})
+			var ge *Error
+			if !errors.As(err, &ge) {
+				t.Fatalf("accepted or not an *Error: %v", err)
+			}
+			if len(ge.Problems) != 1 || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got:\n%v\nwant one problem: %q", err, c.want)
+			}
+			// The line is the built file's, where the offending value is.
+			line := strings.Split(string(mustMarshal(t, g)), "\n")[ge.Problems[0].Line-1]
+			if !strings.Contains(line, "fallback") && !strings.Contains(line, "tokens_per_minute") {
+				t.Errorf("problem at line %d, %q", ge.Problems[0].Line, line)
+			}
+		})
+	}
+}
+
+// A provider of a kind registered with the runner takes limits and
+// fallback, and counts as a model API.
+func TestFallbackOfRegisteredKind(t *testing.T) {
+	g := func(fallback string) *Graph {
+		return &Graph{Name: "x", Providers: map[string]*ProviderSpec{
+			"mine": {Kind: "mine", Limits: Limits{Concurrency: 1}, Fallback: []string{fallback}},
+			"sim":  {Kind: ProviderKindSim},
+			"h":    {Kind: ProviderKindHarness},
+		}, Nodes: []*Node{{ID: "a", Provider: "mine", Prompt: "x"}}}
+	}
+	b, err := Build(g("sim"), Options{Kinds: []string{"mine"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := b.Providers["mine"]; p.Limits.Concurrency != 1 || !slices.Equal(b.FallbacksOf(b.Node("a")), []string{"sim"}) {
+		t.Errorf("mine: %+v", p)
+	}
+	_, err = Build(g("h"), Options{Kinds: []string{"mine"}})
+	if want := `provider "h" is kind harness and provider "mine" kind mine: a node cannot move between an agent harness and a model API`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want %q", err, want)
+	}
+}
