@@ -3,6 +3,7 @@ package graph
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -323,5 +324,44 @@ func TestFallbackOfRegisteredKind(t *testing.T) {
 	_, err = Build(g("h"), Options{Kinds: []string{"mine"}})
 	if want := `provider "h" is kind harness and provider "mine" kind mine: a node cannot move between an agent harness and a model API`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("got %v, want %q", err, want)
+	}
+}
+
+// testdata/graphs/failover.yaml, the example of docs/graph.md's "Rate
+// limits and failover", and the example graph in that section parse, and
+// mean what they say.
+func TestFailoverExamples(t *testing.T) {
+	g, err := Load(filepath.Join(graphTestdata, "failover.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	graphCheckInvariants(t, g)
+	if p := g.Providers["primary"]; p.Kind != ProviderKindSim || p.Limits != (Limits{RequestsPerMinute: 600}) || !slices.Equal(p.Fallback, []string{"backup"}) {
+		t.Errorf("primary: %+v", p)
+	}
+	if b := g.Providers["backup"]; b.Kind != ProviderKindSim || b.Fallback != nil {
+		t.Errorf("backup: %+v", b)
+	}
+	for id, want := range map[string][]string{"outline": {"backup"}, "draft": {"backup"}, "check": nil, "publish": {"backup"}} {
+		if got := g.FallbacksOf(g.Node(id)); !slices.Equal(got, want) {
+			t.Errorf("FallbacksOf(%s) = %v, want %v", id, got, want)
+		}
+	}
+	if !g.Node("draft").FallbackContinue || g.Node("publish").SideEffects != SideUnsafe {
+		t.Errorf("draft %+v, publish %+v", g.Node("draft"), g.Node("publish"))
+	}
+
+	d, err := Parse("example.yaml", []byte(failoverExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(Reference()), failoverExample) {
+		t.Error("docs/graph.md lacks the example")
+	}
+	if got := d.FallbacksOf(d.Node("draft")); !slices.Equal(got, []string{"claude"}) || !d.Node("draft").FallbackContinue {
+		t.Errorf("example: draft falls back to %v", got)
+	}
+	if d.Providers["gpt"].Limits.RequestsPerMinute != 500 || d.FallbacksOf(d.Node("check")) != nil {
+		t.Errorf("example: %+v", d.Providers["gpt"])
 	}
 }
