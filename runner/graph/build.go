@@ -74,10 +74,13 @@ func (g *Graph) MarshalYAML() ([]byte, error) {
 		m := ymap()
 		ykv(m, "kind", yscalar(p.Kind))
 		for _, kv := range [][2]string{{"model", p.Model}, {"agent", p.Agent}, {"base_url", p.BaseURL}, {"api_key_env", p.APIKeyEnv}, {"api", p.API},
-			{"harness", p.Harness}, {"command", p.Command}, {"workdir", p.WorkDir}, {"state_dir", p.StateDir}} {
+			{"harness", p.Harness}, {"command", p.Command}, {"workdir", p.WorkDir}, {"state_dir", p.StateDir}, {"continuation", p.Continuation}} {
 			if kv[1] != "" {
 				ykv(m, kv[0], yscalar(kv[1]))
 			}
+		}
+		if p.MaxDials != 0 {
+			ykv(m, "max_dials", yint(p.MaxDials))
 		}
 		if p.Sim != nil {
 			ykv(m, "sim", p.Sim)
