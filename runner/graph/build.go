@@ -74,10 +74,13 @@ func (g *Graph) MarshalYAML() ([]byte, error) {
 		m := ymap()
 		ykv(m, "kind", yscalar(p.Kind))
 		for _, kv := range [][2]string{{"model", p.Model}, {"agent", p.Agent}, {"base_url", p.BaseURL}, {"api_key_env", p.APIKeyEnv}, {"api", p.API},
-			{"harness", p.Harness}, {"command", p.Command}, {"workdir", p.WorkDir}, {"state_dir", p.StateDir}} {
+			{"harness", p.Harness}, {"command", p.Command}, {"workdir", p.WorkDir}, {"state_dir", p.StateDir}, {"continuation", p.Continuation}} {
 			if kv[1] != "" {
 				ykv(m, kv[0], yscalar(kv[1]))
 			}
+		}
+		if p.MaxDials != 0 {
+			ykv(m, "max_dials", yint(p.MaxDials))
 		}
 		if p.Sim != nil {
 			ykv(m, "sim", p.Sim)
@@ -87,6 +90,23 @@ func (g *Graph) MarshalYAML() ([]byte, error) {
 		}
 		if len(p.Env) > 0 {
 			ykv(m, "env", ystrmap(p.Env))
+		}
+		if p.Limits != (Limits{}) {
+			// A zero field is not declared; a negative one is written,
+			// for the parser to report.
+			l := ymap()
+			for _, kv := range []struct {
+				k string
+				v int
+			}{{"requests_per_minute", p.Limits.RequestsPerMinute}, {"tokens_per_minute", p.Limits.TokensPerMinute}, {"concurrency", p.Limits.Concurrency}} {
+				if kv.v != 0 {
+					ykv(l, kv.k, yint(kv.v))
+				}
+			}
+			ykv(m, "limits", l)
+		}
+		if len(p.Fallback) > 0 {
+			ykv(m, "fallback", ylist(p.Fallback))
 		}
 		ykv(provs, name, m)
 	}
@@ -127,6 +147,12 @@ func (g *Graph) MarshalYAML() ([]byte, error) {
 		}
 		if n.CacheTTL != 0 {
 			ykv(m, "cache_ttl", yscalar(n.CacheTTL.String()))
+		}
+		if n.Fallback != nil { // [] too: it turns the provider's list off
+			ykv(m, "fallback", ylist(n.Fallback))
+		}
+		if n.FallbackContinue {
+			ykv(m, "fallback_continue", ybool(true))
 		}
 		nodes.Content = append(nodes.Content, m)
 	}

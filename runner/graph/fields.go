@@ -74,6 +74,9 @@ func sEnv() map[string]any {
 	return map[string]any{"type": "object", "propertyNames": map[string]any{"pattern": `^[A-Za-z_][A-Za-z0-9_]*$`},
 		"additionalProperties": map[string]any{"type": []any{"string", "number", "boolean"}}}
 }
+func sProviderList() map[string]any {
+	return map[string]any{"type": "array", "uniqueItems": true, "items": map[string]any{"type": "string", "pattern": `^[A-Za-z0-9_-]+$`}}
+}
 func sRef(def string) map[string]any { return map[string]any{"$ref": "#/$defs/" + def} }
 
 func toAny(vals []string) []any {
@@ -162,6 +165,36 @@ var fieldsProvider = []Field{
 		Example: "64", Kinds: []string{ProviderKindOpenAI, ProviderKindResponses, ProviderKindAnthropic, ProviderKindGemini}, schema: sInt(1)},
 	{Name: "agent", Type: "string", Doc: "The Gemini agent (e.g. a Deep Research agent) the provider's nodes run instead of a model; a node's own model or agent wins.",
 		Example: "deep-research-pro-preview-12-2025", Kinds: []string{ProviderKindGemini}, schema: sNonEmpty()},
+	{Name: "limits", Type: "limits block", Default: "none: the limits the provider's rate-limit headers announce", Doc: "The account's rate limits as this graph may use them " +
+		"(see the limits block). Declared limits bound the pace on top of what the provider's rate-limit headers say, so a graph may use less than " +
+		"its account allows; with no limits declared, the run learns them from the headers of the first response. `concurrency` bounds the requests in flight.",
+		Example: "{requests_per_minute: 500, tokens_per_minute: 200000}", schema: sRef("limits")},
+	{Name: "fallback", Type: "list of provider names", Default: "none (no failover)", Doc: fallbackProviderDoc,
+		Example: "[backup]", schema: sProviderList()},
+}
+
+// The failover fields' docs.
+const (
+	fallbackProviderDoc = "The providers, in order, a node of this provider moves to when this one is unavailable (its circuit breaker open, " +
+		"an outage past the recovery deadline, HTTP 404 model not found, or overloaded (529) past the retry budget). Only this list is used: " +
+		"a fallback's own `fallback` is not followed. Not the provider itself; an agent harness moves only to harnesses, a model API only to " +
+		"model APIs. A node's own `fallback` replaces it; a node with side_effects unsafe never fails over."
+	fallbackNodeDoc = "The providers this node moves to, in order, when its provider is unavailable, instead of its provider's `fallback`; " +
+		"`[]` turns failover off for the node. Not the node's own provider; only this list is used, never the fallbacks' own. " +
+		"An unsafe node never fails over, so side_effects unsafe and a non-empty fallback exclude each other."
+	fallbackContinueDoc = "On failover, the fallback continues the node's journaled partial answer where the fallback provider has a " +
+		"continuation form (`continuation:` on openai and sim chat providers, prefill on anthropic); otherwise it starts again from scratch. " +
+		"Off by default because the answer then comes from two models. Needs a fallback list, the node's or its provider's."
+)
+
+// fieldsLimits are the fields of a provider's `limits:`; it sets at least one.
+var fieldsLimits = []Field{
+	{Name: "requests_per_minute", Type: "whole number > 0", Default: "the provider's", Doc: "Requests sent per minute at most.",
+		Example: "500", schema: sInt(1)},
+	{Name: "tokens_per_minute", Type: "whole number > 0", Default: "the provider's", Doc: "Tokens (input and output) per minute at most.",
+		Example: "200000", schema: sInt(1)},
+	{Name: "concurrency", Type: "whole number > 0", Default: "the provider's", Doc: "Requests in flight at once at most; the rest wait their turn, in graph order.",
+		Example: "8", schema: sInt(1)},
 }
 
 // fieldsNode are the fields of one entry of `nodes:`.
@@ -198,6 +231,10 @@ var fieldsNode = []Field{
 		Example: "false", schema: sBool()},
 	{Name: "cache_ttl", Type: "duration", Default: "the graph's `cache_ttl`", Doc: "How old a cached output of this node may be to be reused; an older one is a miss and the node is called again.",
 		Example: "1h", schema: sDuration()},
+	{Name: "fallback", Type: "list of provider names", Default: "the provider's `fallback`", Doc: fallbackNodeDoc,
+		Example: "[backup]", schema: sProviderList()},
+	{Name: "fallback_continue", Type: "boolean", Default: "false", Doc: fallbackContinueDoc,
+		Example: "true", schema: sBool()},
 }
 
 // The cache's field docs: why it is on by default, and what a hit is.
@@ -298,6 +335,7 @@ func blocks() []Block {
 		{Name: "node", Where: "each entry of `nodes:`", Fields: fieldsNode},
 		{Name: "simulator", Where: "the `sim:` field of a provider of kind sim", Fields: fieldsSim},
 		{Name: "fault", Where: "each entry of a simulator block's `faults:`", Fields: fieldsFault},
+		{Name: "limits", Where: "the `limits:` field of a provider, which sets at least one of them", Fields: fieldsLimits},
 		{Name: "profile", Where: "each entry of a profiles file (`profiles:`), keyed by the profile's name; a built-in name overrides only the fields given, a new name starts from `default`", Fields: fieldsProfile},
 		{Name: "backoff", Where: "the `backoff:` field of a profile", Fields: fieldsBackoff},
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"text/template"
 	"time"
@@ -257,6 +258,33 @@ func (g *Graph) Node(id string) *Node { return g.byID[id] }
 // order.
 func (g *Graph) Dependents(id string) []string {
 	return append([]string(nil), g.dependents[id]...)
+}
+
+// FallbacksOf returns the providers node n moves to, in order, when its
+// provider is unavailable: the node's own `fallback` when it sets one (an
+// empty list: none), else its provider's. Only that one list is used: the
+// fallbacks' own lists are not followed, so where a node can end up is
+// what its graph says for it, and two providers naming each other cannot
+// send a node round in circles. The node's own provider is never in the
+// result, nor any provider twice. A node with side effects unsafe never fails over whatever the
+// list says (the runner enforces that); the result is a copy.
+func (g *Graph) FallbacksOf(n *Node) []string {
+	if n == nil {
+		return nil
+	}
+	list := n.Fallback
+	if list == nil {
+		if spec := g.Providers[n.Provider]; spec != nil {
+			list = spec.Fallback
+		}
+	}
+	var out []string
+	for _, name := range list {
+		if name != n.Provider && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // Order returns the node ids in a topological order: every node comes after

@@ -34,6 +34,14 @@ func FuzzParseGraph(f *testing.F) {
 		"a: &a\n  b: *a\nname: t\nnodes: *a\n",
 		graphHead + "  - {id: a, prompt: '{{ define \"t\" }}{{ template \"t\" . }}{{ end }}x'}\n",
 		graphHead + "  - {id: a, prompt: '{{ with $x := 1 }}{{ $.Outputs }}{{ end }}'}\n",
+		// limits, fallback and fallback_continue, valid and not
+		"name: t\nproviders:\n  p: {kind: sim, limits: {requests_per_minute: 600, tokens_per_minute: 9000, concurrency: 2}, fallback: [q]}\n" +
+			"  q: {kind: sim, continuation: prefix, fallback: [p]}\nnodes:\n  - {id: a, provider: p, fallback_continue: true, prompt: x}\n" +
+			"  - {id: b, provider: q, fallback: [], prompt: y}\n  - {id: c, provider: p, side_effects: unsafe, prompt: z}\n",
+		"name: t\nproviders:\n  p: {kind: harness, limits: {concurrency: 0, rpm: 1, concurrency: 2}, fallback: [p, q, q, r]}\n" +
+			"  q: {kind: openai, model: m, limits: {}}\nnodes:\n  - {id: a, provider: p, fallback: [q, p], fallback_continue: true, side_effects: unsafe, prompt: x}\n",
+		"name: t\nproviders:\n  p: &p {kind: sim, limits: &l {requests_per_minute: 1}, fallback: &f [q]}\n  q: {<<: *p, fallback: ~, limits: *l}\n" +
+			"nodes:\n  - {id: a, provider: q, fallback: *f, fallback_continue: yes, prompt: x}\n",
 	} {
 		f.Add([]byte(s))
 	}

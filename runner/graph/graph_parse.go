@@ -31,6 +31,8 @@ var (
 	graphRootFields  = fieldNames(fieldsGraph)
 	graphNodeFields  = fieldNames(fieldsNode)
 	graphInputFields = fieldNames(fieldsInput)
+	// graphLimitsFields are the fields of a provider's `limits:`.
+	graphLimitsFields = fieldNames(fieldsLimits)
 	// graphProviderFields lists, for each provider field, the kinds it is
 	// valid for; nil means every kind.
 	graphProviderFields = func() map[string][]string {
@@ -53,7 +55,8 @@ const graphMergeBudget = 10000
 type Options struct {
 	// Kinds are provider kinds beyond the built-in ones, as registered with
 	// the runner (runner.Options.Kinds). A provider of such a kind may set
-	// only kind and model.
+	// only the fields of every kind: kind, model, limits and fallback. For
+	// fallback it counts as a model API, not an agent harness.
 	Kinds []string
 }
 
@@ -74,7 +77,7 @@ func ParseWith(path string, src []byte, opts Options) (*Graph, error) {
 		Providers: map[string]*ProviderSpec{},
 	}
 	p := &graphParser{dir: filepath.Dir(path), mergeBudget: graphMergeBudget, inputs: map[string]*Input{},
-		kinds: append(slices.Clone(graphProviderKinds), opts.Kinds...)}
+		kinds: append(slices.Clone(graphProviderKinds), opts.Kinds...), fallbackLines: map[*ProviderSpec][]int{}}
 	if root := p.document(src); root != nil {
 		p.graph(g, root)
 	}
@@ -98,6 +101,9 @@ type graphParser struct {
 	nodes         []*graphParsedNode
 	inputs        map[string]*Input // declared, by name, for template checks
 	kinds         []string          // provider kinds known
+	// fallbackLines are the lines of each provider's fallback entries, for
+	// the checks that need every provider parsed.
+	fallbackLines map[*ProviderSpec][]int
 }
 
 // graphParsedNode is a node with what the checks across nodes need.
@@ -504,6 +510,12 @@ func (p *graphParser) graph(g *Graph, root *yaml.Node) {
 				spec := p.provider(e.key, e.val)
 				g.Providers[spec.Name] = spec
 			}
+			// A provider's fallbacks can name providers defined after it.
+			for _, name := range graphSortedKeys(g.Providers) {
+				spec := g.Providers[name]
+				s := graphScope{prefix: fmt.Sprintf("provider %s: ", graphQuote(name))}
+				spec.Fallback = p.checkFallbacks(s, g, spec, spec.Fallback, p.fallbackLines[spec], false)
+			}
 		}
 	}
 
@@ -719,6 +731,13 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 			if d, ok := p.filled(s, f, name, "omit it for the default, ~/.local/state/noderun/harness"); ok {
 				spec.StateDir = p.resolvePath(d)
 			}
+		case "limits":
+			spec.Limits = p.limits(s, f)
+		case "fallback":
+			names, lines := p.fallbackList(s, f, "list the providers a node of this one moves to, like [backup], or omit it")
+			if len(names) > 0 { // [] is the same as none
+				spec.Fallback, p.fallbackLines[spec] = names, lines
+			}
 		}
 	}
 	if spec.Kind == ProviderKindSim && spec.API == "" {
@@ -911,6 +930,9 @@ func (p *graphParser) node(g *Graph, idx int, item *yaml.Node) {
 		n.SideEffects = SideNone
 	}
 
+	// fallback, fallback_continue (after side_effects: unsafe nodes never fail over)
+	p.nodeFallback(g, s, n, spec, byName)
+
 	// timeout, continue_on_failure, env
 	if f, ok := byName["timeout"]; ok {
 		if v, ok := p.str(s, f); ok {
@@ -965,6 +987,135 @@ func (p *graphParser) node(g *Graph, idx int, item *yaml.Node) {
 
 	g.Nodes = append(g.Nodes, n)
 	p.nodes = append(p.nodes, pn)
+}
+
+// limits reads a provider's `limits:`: at least one of its fields, each a
+// whole number > 0.
+func (p *graphParser) limits(s graphScope, f graphPair) Limits {
+	var l Limits
+	v := graphResolve(f.val)
+	switch {
+	case v != nil && graphIsNull(v):
+		p.report(s, f.val.Line, "limits", "%s", graphLimitsEmpty)
+		return l
+	case v == nil || v.Kind != yaml.MappingNode:
+		p.report(s, f.val.Line, "limits", "limits must be a mapping, like {requests_per_minute: 500}")
+		return l
+	}
+	ls := graphScope{node: s.node, prefix: s.prefix + "limits: "}
+	entries := p.pairs(ls, v, "field")
+	if len(entries) == 0 {
+		p.report(s, f.val.Line, "limits", "%s", graphLimitsEmpty)
+	}
+	for _, e := range entries {
+		var dst *int
+		switch e.key.Value {
+		case "requests_per_minute":
+			dst = &l.RequestsPerMinute
+		case "tokens_per_minute":
+			dst = &l.TokensPerMinute
+		case "concurrency":
+			dst = &l.Concurrency
+		default:
+			p.unknownField(ls, e.key, graphLimitsFields)
+			continue
+		}
+		n, ok := p.integer(ls, e)
+		switch {
+		case !ok:
+		case n <= 0:
+			p.report(ls, e.val.Line, e.key.Value, "%s must be > 0 (omit it to leave it to the provider's headers), got %d", e.key.Value, n)
+		default:
+			*dst = n
+		}
+	}
+	return l
+}
+
+// graphLimitsEmpty: a `limits:` that declares nothing is a slip (a key
+// lost in an edit), not a way to say "no limits": omitting it says that.
+const graphLimitsEmpty = "limits declares no limit: set requests_per_minute, tokens_per_minute or concurrency, " +
+	"or omit limits (the run then learns them from the provider's rate-limit headers)"
+
+// fallbackList reads a `fallback:` list with the line of each entry. A null
+// value is an error, not "none": for a node it could mean either the
+// provider's list or [], and a graph should say which. hint says what to
+// write instead.
+func (p *graphParser) fallbackList(s graphScope, f graphPair, hint string) ([]string, []int) {
+	if v := graphResolve(f.val); v != nil && graphIsNull(v) {
+		p.report(s, f.val.Line, "fallback", "fallback is empty (%s)", hint)
+		return nil, nil
+	}
+	names, lines, _ := p.strList(s, f)
+	return names, lines
+}
+
+// checkFallbacks reports what is wrong with a fallback list (names at
+// lines) of provider own (the node's provider, for a node's list): a name
+// that is not a provider of the graph, own itself, a name listed twice, and
+// a move between an agent harness and a model API. It returns the names,
+// as given.
+func (p *graphParser) checkFallbacks(s graphScope, g *Graph, own *ProviderSpec, names []string, lines []int, forNode bool) []string {
+	defined := graphSortedKeys(g.Providers)
+	seen := map[string]bool{}
+	for i, name := range names {
+		fb := g.Providers[name]
+		switch {
+		case fb == nil:
+			p.report(s, lines[i], "fallback", "fallback: unknown provider %s (defined: %s)%s",
+				graphQuote(name), strings.Join(defined, ", "), graphSuggest(name, defined))
+		case own != nil && name == own.Name && forNode:
+			p.report(s, lines[i], "fallback", "fallback: %s is the node's own provider (list the providers it moves to when that one is unavailable)", graphQuote(name))
+		case own != nil && name == own.Name:
+			p.report(s, lines[i], "fallback", "fallback: %s is this provider itself (list the providers its nodes move to when it is unavailable)", graphQuote(name))
+		case seen[name]:
+			p.report(s, lines[i], "fallback", "fallback names %s more than once", graphQuote(name))
+		case own != nil && slices.Contains(p.kinds, own.Kind) && slices.Contains(p.kinds, fb.Kind) &&
+			(own.Kind == ProviderKindHarness) != (fb.Kind == ProviderKindHarness):
+			p.report(s, lines[i], "fallback", "fallback: provider %s is kind %s and provider %s kind %s: a node cannot move between an agent harness and a model API",
+				graphQuote(name), fb.Kind, graphQuote(own.Name), own.Kind)
+		}
+		seen[name] = true
+	}
+	return names
+}
+
+// nodeFallback reads a node's `fallback` and `fallback_continue`, once its
+// provider and side effects are known.
+func (p *graphParser) nodeFallback(g *Graph, s graphScope, n *Node, spec *ProviderSpec, byName map[string]graphPair) {
+	unsafeReported := false
+	if f, ok := byName["fallback"]; ok {
+		names, lines := p.fallbackList(s, f, "list the providers the node moves to, like [backup]; [] turns failover off for the node; omit it for its provider's list")
+		if names != nil { // a list, maybe [] (no failover for this node): not nil
+			n.Fallback = p.checkFallbacks(s, g, spec, names, lines, true)
+		}
+		if len(n.Fallback) > 0 && n.SideEffects == SideUnsafe {
+			unsafeReported = true
+			if _, set := byName["side_effects"]; set {
+				p.report(s, f.key.Line, "fallback", "unsafe nodes never fail over: drop fallback or side_effects")
+			} else {
+				p.report(s, f.key.Line, "fallback", "unsafe nodes never fail over, and a node of a harness provider is unsafe unless it sets side_effects: drop fallback or set side_effects")
+			}
+		}
+	}
+	f, ok := byName["fallback_continue"]
+	if !ok {
+		return
+	}
+	on, ok := p.boolean(s, f)
+	if !ok || !on {
+		return
+	}
+	n.FallbackContinue = true
+	switch {
+	case unsafeReported:
+	case n.Fallback != nil && len(n.Fallback) == 0:
+		p.report(s, f.key.Line, "fallback_continue", "fallback_continue does nothing: the node's fallback: [] turns failover off")
+	case len(g.FallbacksOf(n)) == 0 && spec != nil:
+		p.report(s, f.key.Line, "fallback_continue", "fallback_continue does nothing: the node has no fallback providers (set fallback on the node or on provider %s)", graphQuote(spec.Name))
+	case n.SideEffects == SideUnsafe && spec != nil:
+		p.report(s, f.key.Line, "fallback_continue", "fallback_continue does nothing: unsafe nodes never fail over")
+	}
 }
 
 // graphLookup finds a key's value in a mapping, ignoring merge keys.

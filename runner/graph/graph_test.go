@@ -65,7 +65,7 @@ func TestParseGraphRejects(t *testing.T) {
 		{"continuation of a sim responses", "name: t\nproviders:\n  p: {kind: sim, api: responses, continuation: prefix}\nnodes:\n  - {id: a, prompt: x}\n", 3, "continuation is for chat servers"},
 		{"null provider", "name: t\nproviders:\n  p:\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": missing kind`},
 		{"misspelt kind", "name: t\nproviders:\n  p: {knd: sim}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": unknown field "knd" (did you mean "kind"?)`},
-		{"unknown provider field", "name: t\nproviders:\n  p: {kind: sim, colour: red}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": unknown field "colour" (known fields: api, continuation, kind, model, sim)`},
+		{"unknown provider field", "name: t\nproviders:\n  p: {kind: sim, colour: red}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": unknown field "colour" (known fields: api, continuation, fallback, kind, limits, model, sim)`},
 		{"sim on openai", "name: t\nproviders:\n  p:\n    kind: openai\n    model: m\n    sim: {}\nnodes:\n  - {id: a, prompt: x}\n", 6, `provider "p": field "sim" is not valid for kind "openai" (it is for sim)`},
 		{"base_url on sim", "name: t\nproviders:\n  p: {kind: sim, base_url: 'http://x'}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": field "base_url" is not valid for kind "sim" (it is for openai, responses, anthropic, gemini)`},
 		{"command on openai", "name: t\nproviders:\n  p: {kind: openai, model: m, command: codex}\nnodes:\n  - {id: a, prompt: x}\n", 3, `field "command" is not valid for kind "openai" (it is for harness)`},

@@ -66,6 +66,26 @@ inputs; a reference it cannot check (a computed id) is rejected.
 input of type file, its path). A missing required input, an unknown name or a value of the wrong type is
 exit 2, naming the graph file and the line of the ` + "`inputs:`" + ` block, before anything is written. The
 resolved values (a file input's content) are journaled with the run; ` + "`noderun resume`" + ` reuses them.
+
+## Rate limits and failover
+
+**Pacing.** A run paces each provider's requests to the account's rate limits: those the rate-limit headers
+of its responses announce (with no ` + "`limits:`" + ` declared, it learns them from the headers of the first
+response), bounded further by the provider's ` + "`limits:`" + `, so a graph may use less than its account allows.
+A request that would exceed what is left waits for the quota; waiting requests go in graph order, and
+` + "`concurrency`" + ` bounds the requests in flight. A 429 parks the node until its Retry-After without spending
+its retry budget. ` + "`noderun run --no-pacing`" + ` turns pacing off.
+
+**Failover.** When a node's provider is unavailable (its circuit breaker open, an outage past the recovery
+deadline, HTTP 404 model not found, or overloaded (529) past the retry budget), the node moves to the next
+provider of its fallback list: the node's ` + "`fallback`" + `, else its provider's. Only that one list is
+followed, never the fallbacks' own lists. The fallback starts the node again from scratch, or with
+` + "`fallback_continue: true`" + ` continues its journaled partial answer where the fallback provider has a
+continuation form. The move is journaled as NR603 ` + "`failed_over`" + `, and the node's verdict says which
+provider completed it. An agent harness moves only to harnesses and a model API only to model APIs; a node
+with ` + "`side_effects: unsafe`" + ` never fails over.
+
+` + "```yaml\n" + failoverExample + "```" + `
 `)
 	for _, bl := range Blocks() {
 		fmt.Fprintf(&b, "\n## The %s block\n\n%s.\n\n", bl.Name, upperFirst(bl.Where))
@@ -94,3 +114,33 @@ func upperFirst(s string) string {
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
 }
+
+// failoverExample is the example of "Rate limits and failover" (a test
+// parses it).
+const failoverExample = `name: report
+providers:
+  gpt:
+    kind: openai
+    model: gpt-5
+    limits: {requests_per_minute: 500, tokens_per_minute: 200000}   # less than the account allows
+    fallback: [claude]                # where gpt's nodes move when it is unavailable
+  claude:
+    kind: anthropic
+    model: claude-sonnet-4-5
+    continuation: prefill
+nodes:
+  - id: draft
+    provider: gpt
+    fallback_continue: true           # on claude, continue the partial answer (prefill)
+    prompt: Draft the quarterly report.
+  - id: check
+    needs: [draft]
+    provider: gpt
+    fallback: []                      # this node waits for gpt rather than move
+    prompt: 'Check the figures of: {{ output "draft" }}'
+  - id: file
+    needs: [draft, check]
+    provider: gpt
+    side_effects: unsafe              # files the report: never fails over
+    prompt: 'File it: {{ output "draft" }}'
+`

@@ -41,6 +41,14 @@ func Schema() []byte {
 	input := object("A value a run takes: `noderun run --input name=value`.", fieldsInput)
 	// A required input has no default.
 	input["not"] = map[string]any{"properties": map[string]any{"required": map[string]any{"const": true}}, "required": []any{"required", "default"}}
+	limits := object("An account's rate limits as the graph declares them; at least one.", fieldsLimits)
+	limits["minProperties"] = 1
+	node := object("One model call or agent turn.", fieldsNode)
+	// An unsafe node never fails over: a list of its own would do nothing.
+	// (A harness node is unsafe by default too, which only the parser,
+	// knowing the node's provider, can see.)
+	node["if"] = map[string]any{"properties": map[string]any{"side_effects": map[string]any{"const": string(SideUnsafe)}}, "required": []any{"side_effects"}}
+	node["then"] = map[string]any{"properties": map[string]any{"fallback": map[string]any{"maxItems": 0}}}
 	s := object("A noderun goal graph: docs/graph.md.", fieldsGraph)
 	s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
 	s["$id"] = SchemaID
@@ -48,9 +56,10 @@ func Schema() []byte {
 	s["$defs"] = map[string]any{
 		"input":    map[string]any{"anyOf": []any{map[string]any{"type": "null"}, input}},
 		"provider": provider,
-		"node":     object("One model call or agent turn.", fieldsNode),
+		"node":     node,
 		"sim":      object("The embedded simulator: how it generates and fails.", fieldsSim),
 		"fault":    object("A scripted failure of the simulator.", fieldsFault),
+		"limits":   limits,
 	}
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {

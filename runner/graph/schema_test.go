@@ -20,7 +20,7 @@ import (
 var schemaInexpressible = []string{
 	"cycle.yaml", "duplicate-id.yaml", "env-not-harness.yaml", "input-not-declared.yaml", "missing-need.yaml",
 	"self-need.yaml", "template-dynamic.yaml", "template-not-in-needs.yaml", "template-syntax.yaml",
-	"unknown-provider.yaml", "yaml-syntax.yaml",
+	"unknown-provider.yaml", "yaml-syntax.yaml", "unknown-fallback.yaml",
 }
 
 func compileSchema(t *testing.T) *jsonschema.Schema {
@@ -129,6 +129,7 @@ func TestSchemaCoversEveryField(t *testing.T) {
 	}{
 		{s, fieldsGraph}, {defs["node"], fieldsNode}, {defs["provider"], fieldsProvider},
 		{defs["input"].(map[string]any)["anyOf"].([]any)[1], fieldsInput}, {defs["sim"], fieldsSim}, {defs["fault"], fieldsFault},
+		{defs["limits"], fieldsLimits},
 	} {
 		want := fieldNames(c.fields)
 		slices.Sort(want)
@@ -162,8 +163,8 @@ func TestSchemaFileUpToDate(t *testing.T) {
 }
 
 // testdata/graphs/valid/every-field.yaml, which must parse, sets every field
-// of the graph, input, provider and node tables: a table row the parser does
-// not know fails here.
+// of the graph, input, provider, node and limits tables: a table row the
+// parser does not know fails here.
 func TestEveryFieldFileSetsEveryField(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join(graphTestdata, "valid", "every-field.yaml"))
 	if err != nil {
@@ -187,7 +188,7 @@ func TestEveryFieldFileSetsEveryField(t *testing.T) {
 		}
 	}
 	walk(&doc)
-	for _, fs := range [][]Field{fieldsGraph, fieldsInput, fieldsProvider, fieldsNode} {
+	for _, fs := range [][]Field{fieldsGraph, fieldsInput, fieldsProvider, fieldsNode, fieldsLimits} {
 		for _, f := range fs {
 			if !keys[f.Name] {
 				t.Errorf("every-field.yaml does not set %q", f.Name)
