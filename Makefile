@@ -126,6 +126,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseMatrix$$' -fuzztime $(FUZZTIME) ./runner/chaos/
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePrices$$' -fuzztime $(FUZZTIME) ./cmd/noderun/
 	$(GO) test -run '^$$' -fuzz '^FuzzContinuation$$' -fuzztime $(FUZZTIME) ./provider/openai/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./provider/ratelimit/
 
 clean:
 	rm -rf bin demo.db demo.db-wal demo.db-shm

@@ -166,9 +166,19 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if prefill != "" {
-		s.stats.continued.Add(1)
 		tokens = s.rest(req.Model, input, tokens, prefill)
 		in += provider.EstimateTokens(prefill) // the partial answer is input again
+	}
+	var thinking []string
+	if req.Thinking != nil && req.Thinking.Type == "enabled" {
+		thinking = Text(req.Model, "thinking:"+input, s.cfg.Seed, ThinkingTokens)
+	}
+	// a 429 leaves no trace: no continuation counted, no prompt cached
+	if !s.admit(w, r, ep, at.node, formAnthropic, in+len(thinking)+len(tokens)) {
+		return
+	}
+	if prefill != "" {
+		s.stats.continued.Add(1)
 	}
 	cacheWrite, cacheRead := s.promptCache(req.System)
 	usage := map[string]any{"input_tokens": in, "output_tokens": 1,
@@ -176,10 +186,6 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	stop := "end_turn"
 	if p.cut {
 		stop = "max_tokens"
-	}
-	var thinking []string
-	if req.Thinking != nil && req.Thinking.Type == "enabled" {
-		thinking = Text(req.Model, "thinking:"+input, s.cfg.Seed, ThinkingTokens)
 	}
 	if !req.Stream {
 		if err := s.pace(r.Context(), p, len(tokens), count); err != nil {

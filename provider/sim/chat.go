@@ -107,7 +107,6 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	prompt := provider.EstimateTokens(input)
 	if cont != nil {
-		s.stats.continued.Add(1)
 		c.tokens = s.rest(req.Model, input, c.tokens, cont.prefix)
 		prompt += provider.EstimateTokens(cont.prefix) // the partial answer is input again
 		if s.cfg.ContinuationEcho {
@@ -117,6 +116,12 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	c.usage = chatUsage{PromptTokens: prompt, CompletionTokens: len(c.tokens),
 		PromptDetails: &promptDetails{}, CompletionDetails: &completionDetails{}}
 	c.usage.TotalTokens = c.usage.PromptTokens + c.usage.CompletionTokens
+	if !s.admit(w, r, EndpointChat, at.node, formOpenAI, c.usage.TotalTokens) {
+		return
+	}
+	if cont != nil {
+		s.stats.continued.Add(1)
+	}
 	if !req.Stream {
 		if err := s.pace(r.Context(), p, len(c.tokens), c.count); err != nil {
 			return

@@ -24,7 +24,9 @@ const DefaultTokens = 64
 //
 // Its YAML form (LoadConfig, DecodeConfig) has the keys seed, tokens,
 // tokens_per_second, silence, burst_tokens, keepalive, continuation,
-// continuation_echo and faults (a list of Fault); durations are Go duration strings ("2s", "150ms").
+// continuation_echo, limits (requests_per_minute, tokens_per_minute,
+// window) and faults (a list of Fault); durations are Go duration strings
+// ("2s", "150ms").
 type Config struct {
 	Seed            int64
 	Tokens          int           // output tokens when the request gives no max (default 64)
@@ -39,8 +41,11 @@ type Config struct {
 	// ContinuationEcho: a continued answer repeats the prefix before the
 	// continuation, as some servers do.
 	ContinuationEcho bool
-	Faults           []Fault
-	Logger           *slog.Logger // nil = discard
+	// Limits, when set, makes the simulator answer like a rate-limited
+	// account (limits.go, doc.go).
+	Limits *Limits
+	Faults []Fault
+	Logger *slog.Logger // nil = discard
 }
 
 // ConfigError is a config problem at a line of the YAML source.
@@ -146,6 +151,13 @@ func DecodeConfig(n *yaml.Node) (Config, error) {
 			return nil
 		case "continuation_echo":
 			return scalar(v, key, &cfg.ContinuationEcho)
+		case "limits":
+			if isNull(v) {
+				return nil
+			}
+			l, err := decodeLimits(v)
+			cfg.Limits = &l
+			return err
 		case "faults":
 			if isNull(v) {
 				return nil
@@ -162,9 +174,31 @@ func DecodeConfig(n *yaml.Node) (Config, error) {
 			}
 			return nil
 		}
-		return errAt(v, "unknown field %q (want seed, tokens, tokens_per_second, silence, burst_tokens, keepalive, continuation, continuation_echo, faults)", key)
+		return errAt(v, "unknown field %q (want seed, tokens, tokens_per_second, silence, burst_tokens, keepalive, continuation, continuation_echo, limits, faults)", key)
 	})
 	return cfg, err
+}
+
+func decodeLimits(n *yaml.Node) (Limits, error) {
+	var l Limits
+	err := eachField(n, "limits", func(key string, v *yaml.Node) error {
+		switch key {
+		case "requests_per_minute":
+			return nonNegative(v, key, &l.RequestsPerMinute)
+		case "tokens_per_minute":
+			return nonNegative(v, key, &l.TokensPerMinute)
+		case "window":
+			return duration(v, key, &l.Window)
+		}
+		return errAt(v, "unknown limits field %q (want requests_per_minute, tokens_per_minute, window)", key)
+	})
+	if err != nil {
+		return l, err
+	}
+	if err := l.Validate(); err != nil {
+		return l, errAt(n, "%v", err)
+	}
+	return l, nil
 }
 
 // DecodeFault decodes one fault from a YAML mapping, with the schema of a

@@ -158,6 +158,8 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("faults:\n  - kind: status\n    status: 429\n    retry_after: 5\n"))
 	f.Add([]byte("keepalive: 500ms\nburst_tokens: 3\ntokens_per_second: 2.5\n"))
 	f.Add([]byte("a: &x [1]\nb: *x\n"))
+	f.Add([]byte("limits:\n  requests_per_minute: 120\n  tokens_per_minute: 40000\n  window: 2s\n"))
+	f.Add([]byte("tokens: 300\nlimits: {requests_per_minute: 0, window: 1m}\nfaults: [{kind: status, status: 429}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := ParseConfig(data)
 		if err != nil {
@@ -166,6 +168,11 @@ func FuzzParseConfig(f *testing.F) {
 		for _, fl := range cfg.Faults {
 			if err := fl.Validate(); err != nil {
 				t.Fatalf("accepted an invalid fault: %v", err)
+			}
+		}
+		if cfg.Limits != nil {
+			if err := cfg.Limits.Validate(); err != nil {
+				t.Fatalf("accepted invalid limits: %v", err)
 			}
 		}
 		if cfg.Tokens < 0 || cfg.BurstTokens < 0 || cfg.TokensPerSecond < 0 || cfg.Silence < 0 || cfg.Keepalive < 0 {

@@ -22,7 +22,7 @@
 //	GET  /v1/models                     lists the model "sim"           endpoint "models"
 //	GET  /sim/stats                     Stats as JSON
 //	POST /sim/faults                    add a Fault, or a list of them (JSON, same schema as YAML)
-//	POST /sim/reset                     drop faults, zero counters, end an outage; body {"faults": [...]} arms new ones
+//	POST /sim/reset                     drop faults, zero counters, refill rate-limit buckets, end an outage; body {"faults": [...]} arms new ones
 //	POST /sim/outage?for=2s             refuse connections for a while
 //
 // Every endpoint is documented for CLI users in docs/simulator.md.
@@ -67,6 +67,37 @@
 // background response they never touch the generator, which keeps producing
 // into the response's log, so a resume finds everything.
 //
+// # Rate limits
+//
+// [Config.Limits] makes the simulator answer like a rate-limited account.
+// Each API key (the Authorization bearer token, else x-api-key, else
+// x-goog-api-key or the key query parameter; "" is a key too) has a request
+// bucket and a token bucket, each starting full at its capacity and refilled
+// continuously at capacity per Window, the token-bucket model OpenAI and
+// Anthropic document. A generation request (chat, responses.create,
+// messages, interactions.create, gemini.generate, gemini.stream) costs one
+// request and the tokens its usage will report: the input it counts plus the
+// output it will generate (a continued request's continuation only;
+// reasoning and thinking included). Polls, resumes, cancels, models and
+// /sim/ cost nothing; neither does a request answered 400.
+//
+// When a bucket lacks what a request needs, the answer is 429 in the
+// endpoint's error shape, nothing is deducted, and Retry-After is the whole
+// seconds (at least 1) until both buckets hold enough; the OpenAI endpoints
+// add retry-after-ms. A request needing more tokens than the capacity gets a
+// 429 without Retry-After: no wait would help. Every generation answer (200
+// and 429) reports the buckets after its deduction (remaining rounded down,
+// reset = until full): x-ratelimit-* on chat and Responses,
+// anthropic-ratelimit-requests-* and -tokens-* on messages (reset an RFC 3339
+// time), none on the Gemini endpoints (Google sends none).
+//
+// Order: faults are matched first. A fault that answers instead of the
+// request (status, outage) acts and leaves the buckets alone; otherwise the
+// limits decide, and a 429 spends the matched fault's use without it acting,
+// as a 400 does. An admitted request is charged even if a connection fault
+// then breaks its answer. Stats.RateLimited counts the limits' 429s only.
+// Reset refills every bucket. Without Limits the cost is one nil check.
+//
 // # Continuing a partial chat answer
 //
 // A chat request whose last message is a partial assistant answer, in one of
@@ -90,6 +121,10 @@
 //	continuation: [prefix]  # forms of continuing a partial chat answer it accepts
 //	                        # (prefix, continue_final_message, assistant_last; default all; [none])
 //	continuation_echo: true # a continued answer repeats the prefix first
+//	limits:                 # a rate-limited account (Limits)
+//	  requests_per_minute: 120  # per window and API key; 0 = unlimited
+//	  tokens_per_minute: 40000  # input + output tokens; 0 = unlimited
+//	  window: 1m                # the period of the limits (default 1m)
 //	faults:
 //	  - endpoint: chat          # chat, responses.create, responses.get,
 //	                            # responses.stream, responses.cancel, models; omit for any

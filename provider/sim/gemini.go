@@ -143,6 +143,9 @@ func (s *Server) handleGemini(w http.ResponseWriter, r *http.Request) {
 		finish = "MAX_TOKENS"
 	}
 	in := provider.EstimateTokens(input)
+	if !s.admit(w, r, ep, at.node, formGoogle, in+len(tokens)) {
+		return
+	}
 	usage := func(out int) map[string]any {
 		return map[string]any{"promptTokenCount": in, "candidatesTokenCount": out, "totalTokenCount": in + out}
 	}

@@ -23,8 +23,9 @@ var leakChecked sync.Map
 // start runs a simulator for the test and closes it at the end. After the
 // test's last server closed, it checks that no goroutine of this package was
 // left behind (cleanups run last-in first-out, so the check registered with
-// the first server runs after every server's Close).
-func start(t testing.TB, cfg Config) *Server {
+// the first server runs after every server's Close). setup runs between New
+// and Start, before any goroutine of the server exists.
+func start(t testing.TB, cfg Config, setup ...func(*Server)) *Server {
 	t.Helper()
 	if _, dup := leakChecked.LoadOrStore(t, true); !dup {
 		t.Cleanup(func() {
@@ -33,6 +34,9 @@ func start(t testing.TB, cfg Config) *Server {
 		})
 	}
 	s := New(cfg)
+	for _, f := range setup {
+		f(s)
+	}
 	if err := s.Start(""); err != nil {
 		t.Fatal(err)
 	}

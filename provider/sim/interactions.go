@@ -111,11 +111,15 @@ func (s *Server) handleCreateInteraction(w http.ResponseWriter, r *http.Request)
 	if req.GenerationConfig.ThinkingLevel != "" && req.GenerationConfig.ThinkingSummaries != "none" {
 		effort = req.GenerationConfig.ThinkingLevel
 	}
+	input := req.input()
+	if !s.admit(w, r, ep, at.node, formGoogle, generationCost(input, p.tokens, effort)) {
+		return
+	}
 	rreq := &responsesRequest{Model: name, Background: true, Stream: true}
 	if effort != "" {
 		rreq.Reasoning = &reasoning{Effort: effort}
 	}
-	rec := newRecord(id, name, req.input(), rreq, p)
+	rec := newRecord(id, name, input, rreq, p)
 	rec.count = s.stats.tokensFor(at.node)
 	g := &interGen{s: s, rec: rec, agent: req.Agent != ""}
 	var cancel context.CancelFunc

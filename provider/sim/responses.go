@@ -46,6 +46,9 @@ func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request) {
 	if s.earlyFault(w, r, f, ep) {
 		return
 	}
+	if !s.admit(w, r, ep, at.node, formOpenAI, generationCost(prompt, p.tokens, req.effort())) {
+		return
+	}
 	rec := newRecord(id, req.Model, prompt, req, p)
 	rec.count = s.stats.tokensFor(at.node)
 	g := &respGen{s: s, rec: rec}

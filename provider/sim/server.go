@@ -20,6 +20,7 @@ type Server struct {
 	log    *slog.Logger
 	faults faultSet
 	stats  counters
+	limits *limiter // nil without Config.Limits: the no-limits path is one nil check
 	store  store
 	mux    *http.ServeMux
 	// prompts are the system prompts written to the prompt cache (Messages API)
@@ -56,6 +57,15 @@ func New(cfg Config) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, log: lg, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
 	s.store.retention = Retention
+	if cfg.Limits != nil {
+		if err := cfg.Limits.Validate(); err != nil {
+			// not enforced: Start fails, and a mounted Handler runs without it
+			s.cfgErr = fmt.Errorf("sim: %w", err)
+			lg.Error("sim: invalid limits ignored", "err", err)
+		} else {
+			s.limits = newLimiter(*cfg.Limits)
+		}
+	}
 	for i, f := range cfg.Faults {
 		if err := f.Validate(); err != nil {
 			// not armed: Start fails, and a mounted Handler runs without it
@@ -165,7 +175,8 @@ func (s *Server) AddFault(f Fault) {
 }
 
 // Reset makes the server as good as new for the next test case: it drops
-// every fault, zeroes every counter, ends an outage, and then arms faults.
+// every fault, zeroes every counter, refills every rate-limit bucket, ends
+// an outage, and then arms faults.
 // Stored responses are kept (their ids are unique); responses still
 // generating go on.
 func (s *Server) Reset(faults ...Fault) error {
@@ -183,6 +194,9 @@ func (s *Server) Reset(faults ...Fault) error {
 	s.mu.Unlock()
 	s.faults.reset()
 	s.stats.reset()
+	if s.limits != nil {
+		s.limits.reset()
+	}
 	for _, f := range faults {
 		s.faults.add(f)
 	}

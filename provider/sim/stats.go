@@ -31,6 +31,9 @@ type Stats struct {
 	// ContinuedRequests counts chat requests that continued a partial
 	// answer (any form); their tokens_generated is only what followed it.
 	ContinuedRequests int64 `json:"continued_requests"`
+	// RateLimited counts the 429s answered because a request exceeded
+	// Config.Limits (a status fault's 429s are in Faults, not here).
+	RateLimited int64 `json:"rate_limited"`
 	// Faults counts faults that acted, per kind.
 	Faults map[string]int64 `json:"faults"`
 	// Nodes counts, per graph node that named itself (NodeHeader or
@@ -46,6 +49,8 @@ type NodeStats struct {
 	// Events counts the SSE events written on its streams (resumes
 	// included; keepalives not), for requests naming it by NodeHeader.
 	Events int64 `json:"events"`
+	// RateLimited counts its requests answered 429 by Config.Limits.
+	RateLimited int64 `json:"rate_limited"`
 }
 
 // counters are the live Stats.
@@ -59,6 +64,7 @@ type counters struct {
 	tokens       atomic.Int64
 	reasoning    atomic.Int64
 	continued    atomic.Int64
+	limited      atomic.Int64
 	nodes        map[string]*nodeCounters
 }
 
@@ -66,6 +72,7 @@ type nodeCounters struct {
 	requests map[string]int64 // under counters.mu
 	tokens   atomic.Int64
 	events   atomic.Int64
+	limited  atomic.Int64
 }
 
 // eventsFor is node's SSE event counter, nil for "".
@@ -151,6 +158,17 @@ func (c *counters) reset() {
 	c.tokens.Store(0)
 	c.reasoning.Store(0)
 	c.continued.Store(0)
+	c.limited.Store(0)
+}
+
+// rateLimited counts a 429 of Config.Limits for node ("" = unnamed).
+func (c *counters) rateLimited(node string) {
+	c.limited.Add(1)
+	if node != "" {
+		c.mu.Lock()
+		c.nodeLocked(node).limited.Add(1)
+		c.mu.Unlock()
+	}
 }
 
 func (c *counters) fault(k FaultKind) {
@@ -173,11 +191,13 @@ func (c *counters) snapshot() Stats {
 		TokensGenerated:     c.tokens.Load(),
 		ReasoningTokens:     c.reasoning.Load(),
 		ContinuedRequests:   c.continued.Load(),
+		RateLimited:         c.limited.Load(),
 		Faults:              maps.Clone(c.faults),
 		Nodes:               make(map[string]NodeStats, len(c.nodes)),
 	}
 	for name, nc := range c.nodes {
-		st.Nodes[name] = NodeStats{Requests: maps.Clone(nc.requests), TokensGenerated: nc.tokens.Load(), Events: nc.events.Load()}
+		st.Nodes[name] = NodeStats{Requests: maps.Clone(nc.requests), TokensGenerated: nc.tokens.Load(), Events: nc.events.Load(),
+			RateLimited: nc.limited.Load()}
 	}
 	if st.Requests == nil {
 		st.Requests = map[string]int64{}
