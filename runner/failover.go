@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
@@ -12,19 +11,6 @@ import (
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/resume"
 )
-
-// fallbacksOf is the list of providers n moves to when its own is
-// unavailable: its own list when it has one, else its provider's. The
-// fallbacks' own lists are not followed.
-func fallbacksOf(g *Graph, n *Node) []string {
-	list := n.Fallback
-	if list == nil {
-		if spec := g.Providers[n.Provider]; spec != nil {
-			list = spec.Fallback
-		}
-	}
-	return slices.DeleteFunc(slices.Clone(list), func(p string) bool { return p == n.Provider })
-}
 
 // failover moves the node to the next provider of its fallback list (the
 // decision d found its provider unavailable): the attempt on the old one

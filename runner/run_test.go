@@ -246,7 +246,8 @@ func TestUnauthorizedIsNotRetried(t *testing.T) {
 	}
 }
 
-// A 429 waits its Retry-After, in both forms: delay-seconds and HTTP-date.
+// Without pacing, a 429 is retried after its Retry-After, in both forms:
+// delay-seconds and HTTP-date (with pacing it parks: TestA429ParksTheNode).
 func TestRateLimitWaitsRetryAfter(t *testing.T) {
 	want := undisturbed(t, "essay")
 	for _, form := range []string{"seconds", "http-date"} {
@@ -257,9 +258,8 @@ func TestRateLimitWaitsRetryAfter(t *testing.T) {
 			}
 			srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: 200, Faults: []sim.Fault{
 				{Endpoint: sim.EndpointChat, Requests: []int{1}, Kind: sim.FaultStatus, Status: 429, RetryAfter: ra}}})
-			j := openJournal(t)
 			start := time.Now()
-			res := runGraph(t, chatGraph(t, srv.BaseURL(), "essay"), j)
+			res, j := runOwn(t, chatGraph(t, srv.BaseURL(), "essay"), Options{Quota: QuotaOptions{Off: true}})
 			if n := res.Nodes[0]; n.State != journal.NodeCompleted || n.Output != want {
 				t.Fatalf("node %s (%v)", n.State, n.Err)
 			}

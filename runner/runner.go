@@ -364,7 +364,7 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 		chunks: coalescer{j: r.j}, total: total, retries: total, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		req: provider.Request{Node: n.ID, System: system, Prompt: prompt, Agent: n.Agent, ReasoningEffort: n.ReasoningEffort,
 			MaxOutputTokens: n.MaxOutputTokens, Env: n.Env, Policy: r.prof},
-		order: r.order[n.ID], fallbacks: fallbacksOf(r.g, n)}
+		order: r.order[n.ID], fallbacks: r.g.FallbacksOf(n)}
 	x.use(n.Provider, n.Model)
 	e := r.entries[n.ID]
 	if e != nil && e.provider != "" { // it had moved to a fallback: it goes on there, with what is left of the list

@@ -13,8 +13,12 @@
 //
 // The budgets are token buckets, as OpenAI and Anthropic document theirs:
 // a capacity replenished continuously. A response's headers say what was
-// left when the server answered; requests sent since, whose answers have
-// not come, are taken off what it says.
+// left when the server took its request in, less the requests sent whose
+// answers have not come (some of which the server may have counted
+// already). Requests reach the server, and answers come back, in any
+// order, so no answer tells for sure what is left now: an answer only ever
+// lowers the budget, which then replenishes at the pace its resets tell.
+// The pace so errs on the slow side, by at most the requests in flight.
 package quota
 
 import (
@@ -76,10 +80,10 @@ type Pacer struct {
 	block  time.Time // nothing is sent before this (a 429's Retry-After)
 	flight int       // requests admitted and not yet ended
 	window float64   // AIMD bound on flight after a 429 without headers (0: none)
-	// pending are the requests admitted whose answers have not come: what
-	// a response's remaining does not count yet.
-	pendReq, pendTok float64
-	outAvg           float64 // output tokens per request, learnt; 0: not yet
+	// unheard sums what the requests sent and not answered yet were
+	// charged (requests, tokens).
+	unheard [2]float64
+	outAvg  float64 // output tokens per request, learnt; 0: not yet
 	queue            waiters
 }
 
@@ -107,11 +111,11 @@ func NewPacer(declared Limits, now func() time.Time) *Pacer {
 
 // Ticket is one admitted request. Observe each response it gets, then Done.
 type Ticket struct {
-	p        *Pacer
-	req, tok float64 // what it was charged
-	input    int
-	observed bool
-	done     bool
+	p     *Pacer
+	cost  [2]float64
+	input int
+	heard bool // its answer came (or it ended without one)
+	done  bool
 }
 
 // Wait blocks until the account's budget lets r's request be sent, in
@@ -203,11 +207,7 @@ func (t *Ticket) Done(output int) {
 	}
 	t.done = true
 	p.flight--
-	if !t.observed { // it got no answer: it no longer counts as pending
-		p.pendReq -= t.req
-		p.pendTok -= t.tok
-		t.observed = true
-	}
+	p.hearLocked(t)
 	if output > 0 {
 		if p.outAvg == 0 {
 			p.outAvg = float64(output)
@@ -226,10 +226,8 @@ func (p *Pacer) observe(t *Ticket, status int, h http.Header) {
 	snap, ok := ratelimit.Parse(h, now)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if t != nil && !t.observed { // from now on the server's count includes it
-		t.observed = true
-		p.pendReq -= t.req
-		p.pendTok -= t.tok
+	if t != nil {
+		p.hearLocked(t)
 	}
 	if ok {
 		tokens := tokenWindow(snap)
@@ -241,8 +239,8 @@ func (p *Pacer) observe(t *Ticket, status int, h http.Header) {
 			}
 		}
 		p.mode, p.probe = modeLimited, nil
-		p.srv[0].sync(snap.Requests, p.pendReq, now)
-		p.srv[1].sync(tokens, p.pendTok, now)
+		p.srv[0].sync(snap.Requests, p.unheard[0], now)
+		p.srv[1].sync(tokens, p.unheard[1], now)
 	} else if p.mode == modeProbing && t != nil && t == p.probe {
 		p.mode, p.probe = modeUnlimited, nil
 	}
@@ -336,13 +334,12 @@ func (p *Pacer) concurrency() int {
 
 func (p *Pacer) admitLocked(cost [2]float64, input int) *Ticket {
 	now := p.now()
-	t := &Ticket{p: p, req: cost[0], tok: cost[1], input: input}
 	for i := range 2 {
 		p.own[i].take(cost[i], now)
 		p.srv[i].take(cost[i], now)
+		p.unheard[i] += cost[i]
 	}
-	p.pendReq += cost[0]
-	p.pendTok += cost[1]
+	t := &Ticket{p: p, cost: cost, input: input}
 	p.flight++
 	if p.mode == modeUnknown {
 		p.mode, p.probe = modeProbing, t
@@ -361,6 +358,15 @@ func (p *Pacer) resetsInLocked(now time.Time) time.Duration {
 		d = max(d, p.own[i].fullIn(now), p.srv[i].fullIn(now))
 	}
 	return d
+}
+
+// hearLocked takes t off the requests not answered yet.
+func (p *Pacer) hearLocked(t *Ticket) {
+	if !t.heard {
+		t.heard = true
+		p.unheard[0] -= t.cost[0]
+		p.unheard[1] -= t.cost[1]
+	}
 }
 
 // notifyHeadLocked wakes the first waiter to look again.
@@ -442,9 +448,10 @@ func (b *bucket) take(n float64, now time.Time) {
 	b.avail -= n
 }
 
-// sync sets the bucket to what a response said was left, less what was
-// sent since that its count does not include.
-func (b *bucket) sync(w ratelimit.Window, pending float64, now time.Time) {
+// sync learns the limit and its pace from what a response said, and lowers
+// the bucket to what it said was left less what is unheard of (the first
+// answer sets it).
+func (b *bucket) sync(w ratelimit.Window, unheard float64, now time.Time) {
 	if !w.Known() {
 		return
 	}
@@ -454,7 +461,11 @@ func (b *bucket) sync(w ratelimit.Window, pending float64, now time.Time) {
 	} else if b.rate == 0 {
 		b.rate = b.limit / 60 // a per-minute limit, until a reset says otherwise
 	}
-	b.avail = float64(w.Remaining) - max(pending, 0)
+	left := float64(w.Remaining) - max(unheard, 0)
+	b.refill(now)
+	if b.at.IsZero() || left < b.avail {
+		b.avail = left
+	}
 	b.at = now
 }
 
