@@ -144,3 +144,144 @@ func TestA429ParksTheNode(t *testing.T) {
 		t.Errorf("%d requests, want the refused one and its repeat", n)
 	}
 }
+
+// failoverGraph is n chat nodes on provider primary (at down) with fallback
+// backup (at up); node n00 is side_effects: unsafe, the others get
+// nodeExtra. Its nodes set no model: each provider's own is used.
+func failoverGraph(t *testing.T, down, up string, n int, nodeExtra string) *Graph {
+	return failoverGraphModel(t, down, up, "gone-model", n, nodeExtra)
+}
+
+// fallbackAlone is what the nodes of failoverGraph answer on up, the
+// fallback's server, with its model: what failover must produce.
+func fallbackAlone(t *testing.T, up string, n int) *Result {
+	res, _ := runOwn(t, failoverGraphModel(t, up, up, "sim", n, ""), Options{Parallel: n})
+	return res
+}
+
+func failoverGraphModel(t *testing.T, down, up, model string, n int, nodeExtra string) *Graph {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, `name: failover
+profile: ci
+providers:
+  primary:
+    kind: openai
+    base_url: %s
+    model: %s
+    fallback: [backup]
+  backup:
+    kind: openai
+    base_url: %s
+    model: sim
+    continuation: prefix
+nodes:
+`, down, model, up)
+	for i := range n {
+		fmt.Fprintf(&b, "  - id: n%02d\n    provider: primary\n    prompt: write about %d\n", i, i)
+		if i == 0 {
+			b.WriteString("    side_effects: unsafe\n")
+		} else {
+			b.WriteString(nodeExtra)
+		}
+	}
+	return parseTestGraph(t, b.String())
+}
+
+// The failover acceptance: a 20-node graph whose provider's simulator is
+// down completes on its fallback, each node with what the fallback alone
+// would have answered, each journaled as failed over and named so in its
+// verdict; the unsafe node does not move.
+func TestFailoverToTheFallbackProvider(t *testing.T) {
+	const nodes = 20
+	up := simtest.Start(t, sim.Config{Seed: 3, Tokens: 40})
+	want := fallbackAlone(t, up.BaseURL(), nodes)
+	down := simtest.Start(t, sim.Config{Seed: 3})
+	if err := down.SetOutage(true); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		down string
+	}{
+		{"refused", down.BaseURL()},
+		// A provider that answers 404 for the model: withdrawn.
+		{"model not found", simtest.Start(t, sim.Config{Seed: 3, Faults: []sim.Fault{{Endpoint: sim.EndpointChat, Kind: sim.FaultStatus, Status: 404}}}).BaseURL()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			served := up.Stats().Requests[sim.EndpointChat]
+			res, j := runOwn(t, failoverGraph(t, c.down, up.BaseURL(), nodes, ""), Options{Parallel: nodes})
+			run, err := ledger.Load(context.Background(), j, res.RunID, ledger.LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := ledger.AccountOf(run, nil)
+			for i, n := range res.Nodes {
+				if n.ID == "n00" { // unsafe: never moves
+					if n.State != journal.NodeFailed || has(codes(t, j, res.RunID, n.ID), diagnostics.FailedOver.ID) {
+						t.Errorf("unsafe %s: %s, codes %v; want failed where it was", n.ID, n.State, codes(t, j, res.RunID, n.ID))
+					}
+					continue
+				}
+				if n.State != journal.NodeCompleted || n.Provider != "backup" {
+					t.Errorf("%s: %s on %q (%v)", n.ID, n.State, n.Provider, n.Err)
+					continue
+				}
+				if n.Output != want.Nodes[i].Output {
+					t.Errorf("%s: output %q, want the fallback's own %q", n.ID, head(n.Output), head(want.Nodes[i].Output))
+				}
+				if !has(codes(t, j, res.RunID, n.ID), diagnostics.FailedOver.ID) {
+					t.Errorf("%s: codes %v lack failed_over", n.ID, codes(t, j, res.RunID, n.ID))
+				}
+				if v := a.Nodes[i].Verdict; !strings.Contains(v, "completed on fallback backup") {
+					t.Errorf("%s: verdict %q does not name the fallback", n.ID, v)
+				}
+			}
+			if got := up.Stats().Requests[sim.EndpointChat] - served; got != nodes-1 {
+				t.Errorf("the fallback served %d requests, want one per safe node (%d)", got, nodes-1)
+			}
+		})
+	}
+}
+
+// A node that allows it (fallback_continue) hands its partial answer to a
+// fallback that can continue it: what was delivered is not generated
+// again. Both providers serve the same model here (another host of it), so
+// the answer is byte for byte the one the fallback alone gives.
+func TestFailoverContinuesThePartialAnswer(t *testing.T) {
+	up := simtest.Start(t, sim.Config{Seed: 3, Tokens: 200})
+	want := fallbackAlone(t, up.BaseURL(), 2)
+	// The primary cuts every stream after 50 events and cannot continue:
+	// its retry budget runs out.
+	flaky := simtest.Start(t, sim.Config{Seed: 3, Tokens: 200, Continuation: []string{"none"},
+		Faults: []sim.Fault{{Endpoint: sim.EndpointChat, Kind: sim.FaultClose, AfterEvents: 50}}})
+	before := up.Stats()
+	res, j := runOwn(t, failoverGraphModel(t, flaky.BaseURL(), up.BaseURL(), "sim", 2, "    fallback_continue: true\n"), Options{})
+	n := res.Nodes[1]
+	if n.State != journal.NodeCompleted || n.Provider != "backup" || n.Output != want.Nodes[1].Output {
+		t.Fatalf("node %s on %q: %q, want %q", n.State, n.Provider, head(n.Output), head(want.Nodes[1].Output))
+	}
+	after := up.Stats()
+	if after.ContinuedRequests-before.ContinuedRequests != 1 {
+		t.Errorf("the fallback continued %d requests, want 1", after.ContinuedRequests-before.ContinuedRequests)
+	}
+	if gen := after.Nodes["n01"].TokensGenerated - before.Nodes["n01"].TokensGenerated; gen >= 200 {
+		t.Errorf("the fallback generated %d tokens of 200: the delivered part again", gen)
+	}
+	recs := diagRecs(t, j, res.RunID, "n01")
+	for _, r := range recs {
+		if r.Code == diagnostics.FailedOver.ID && r.Attrs["continued_from"] == nil {
+			t.Errorf("failed_over record %v does not say where it continued from", r.Attrs)
+		}
+	}
+	// The journal rebuilds the whole answer from the fallback's attempt.
+	atts, _ := j.Attempts(context.Background(), res.RunID, "n01")
+	last := atts[len(atts)-1]
+	if out, err := j.RebuildOutput(context.Background(), res.RunID, "n01", last.N); err != nil || out != n.Output {
+		t.Errorf("rebuilt %q (%v), want the output", head(out), err)
+	}
+	if last.Provider != "backup" {
+		t.Errorf("last attempt on %q, want backup", last.Provider)
+	}
+}
+
