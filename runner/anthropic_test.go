@@ -62,7 +62,8 @@ func TestAnthropicDropRetried(t *testing.T) {
 	}
 }
 
-// A mid-stream overloaded_error (and HTTP 529) is transient: retried.
+// A mid-stream overloaded_error (and HTTP 529) is transient: retried (a
+// 429 parks the node until its Retry-After).
 // A 400, mid-stream or as the answer, is not: the node fails at once with
 // its code.
 func TestAnthropicErrorsClassified(t *testing.T) {
@@ -91,8 +92,12 @@ func TestAnthropicErrorsClassified(t *testing.T) {
 				if n.State != journal.NodeCompleted || n.Output != anthAnswer("claude-sonnet-4-5", "a") || reqs != 2 {
 					t.Fatalf("node %s (%v) after %d requests, want completed byte-identical after 2", n.State, n.Err, reqs)
 				}
-				if !has(got, c.code.ID, diagnostics.RetryStarted.ID) {
-					t.Errorf("codes %v: want %s and a retry", got, c.code)
+				step := diagnostics.RetryStarted // a 429 parks the node instead: the same request again, no retry
+				if c.code == diagnostics.RateLimitWait {
+					step = diagnostics.QuotaParked
+				}
+				if !has(got, c.code.ID, step.ID) {
+					t.Errorf("codes %v: want %s and %s", got, c.code, step)
 				}
 				return
 			}

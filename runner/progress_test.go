@@ -64,8 +64,9 @@ func TestProgressStates(t *testing.T) {
 		{ProgressSkipped, "skipped", true},
 		{ProgressInterrupted, "interrupted", true},
 		{ProgressAttention, "attention", true},
+		{ProgressWaiting, "waiting", false},
 		{0, "", false},
-		{ProgressAttention + 1, "ProgressState(10)", false},
+		{ProgressWaiting + 1, "ProgressState(11)", false},
 	} {
 		if c.s.String() != c.name || c.s.Final() != c.final {
 			t.Errorf("%d: %q final %v, want %q final %v", c.s, c.s.String(), c.s.Final(), c.name, c.final)

@@ -262,6 +262,10 @@ var fieldsSim = []Field{
 	{Name: "continuation", Type: "list of strings", Default: "all three forms", Doc: "The continuation forms the simulator accepts (prefix, continue_final_message, assistant_last), or [none]; another form gets the real servers' 400.",
 		Example: "[prefix]", schema: map[string]any{"type": "array", "items": sEnum(graphContinuations)}},
 	{Name: "continuation_echo", Type: "bool", Default: "false", Doc: "A continued answer repeats the prefix before the continuation, as some servers do.", Example: "true", schema: sBool()},
+	{Name: "limits", Type: "mapping", Doc: "Answers like a rate-limited account: requests_per_minute and tokens_per_minute per API key, per `window` (default 1m; tests scale it down), as token buckets that start full; a request past them gets a 429 with Retry-After, and every answer carries the provider's rate-limit headers (see docs/simulator.md).",
+		Example: "{requests_per_minute: 120, tokens_per_minute: 40000}",
+		schema: map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
+			"requests_per_minute": sInt(0), "tokens_per_minute": sInt(0), "window": sDuration()}}},
 	{Name: "faults", Type: "list of faults", Doc: "Scripted failures (see the fault block); the first that matches a request applies.", Example: "[{endpoint: chat, requests: [1], kind: reset, after_events: 25}]",
 		schema: map[string]any{"type": "array", "items": sRef("fault")}},
 }
