@@ -284,4 +284,3 @@ func TestFailoverContinuesThePartialAnswer(t *testing.T) {
 		t.Errorf("last attempt on %q, want backup", last.Provider)
 	}
 }
-

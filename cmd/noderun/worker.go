@@ -18,6 +18,7 @@ import (
 
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner"
+	"github.com/noderun/noderun/runner/quota"
 	ntemporal "github.com/noderun/noderun/runner/temporal"
 )
 
@@ -83,7 +84,7 @@ func workerCommand() *cli.Command {
 				return err
 			}
 			defer tc.Close()
-			w := ntemporal.NewWorker(tc, c.String("task-queue"), &ntemporal.Activities{Journal: j, Logger: log, Identity: identity},
+			w := ntemporal.NewWorker(tc, c.String("task-queue"), &ntemporal.Activities{Journal: j, Logger: log, Identity: identity, Pacers: quota.NewRegistry()},
 				worker.Options{MaxConcurrentActivityExecutionSize: c.Int("parallel"), WorkerStopTimeout: 10 * time.Second})
 			if err := w.Start(); err != nil {
 				return &exitError{exitFailed, fmt.Errorf("worker: %w", err)}

@@ -65,8 +65,8 @@ type Figures struct {
 	// QuotaWaitMS is the part spent waiting for the provider's quota: the
 	// waits of pacing (NR601) and the parks after a 429 (NR602), which are
 	// not lost to faults. UsefulMS + TimeLostMS + QuotaWaitMS = WallMS.
-	QuotaWaitMS int64 `json:"quota_wait_ms"`
-	Tokens     Tokens `json:"tokens"`
+	QuotaWaitMS int64  `json:"quota_wait_ms"`
+	Tokens      Tokens `json:"tokens"`
 	// CostUSD and WastedUSD (the part thrown away) are null without a price
 	// for the node's model; a run's totals sum its priced nodes.
 	CostUSD   *float64 `json:"cost_usd"`

@@ -115,8 +115,8 @@ func TestAccountNode(t *testing.T) {
 		// Paced: the node waited 2 s for quota within its active time, then
 		// streamed cleanly. Waiting is not lost, nor useful.
 		{name: "paced", state: journal.NodeCompleted, active: []Span{{at(0), at(3)}},
-			atts: []Attempt{att(1, ok, 2, 3, journal.Usage{InputTokens: 10, OutputTokens: 100})},
-			recs: []Record{rec(diagnostics.QuotaWait, 2, 0, diagnostics.KeyWaited, 2*time.Second)},
+			atts:   []Attempt{att(1, ok, 2, 3, journal.Usage{InputTokens: 10, OutputTokens: 100})},
+			recs:   []Record{rec(diagnostics.QuotaWait, 2, 0, diagnostics.KeyWaited, 2*time.Second)},
 			needed: 100, wallMS: 3000, quotaMS: 2000, cost: 0.00001 + 0.001,
 			verdict: "clean: 100 tokens, no recovery needed; 2.0 s waiting for quota"},
 		// A 429 parked the node 1.5 s (Retry-After), then the same request
@@ -130,8 +130,8 @@ func TestAccountNode(t *testing.T) {
 		// Its provider refused connections until the breaker opened; the
 		// node moved to its fallback and completed there from scratch.
 		{name: "failed over", state: journal.NodeCompleted, active: []Span{{at(0), at(2)}},
-			atts: []Attempt{att(1, bad, 0, 0.5, journal.Usage{Estimated: true}), att(2, ok, 0.5, 2, journal.Usage{InputTokens: 10, OutputTokens: 100})},
-			recs: []Record{rec(diagnostics.ConnectFailed, 0.1, 0.6), rec(diagnostics.FailedOver, 0.5, 0.6, diagnostics.KeyTo, "backup")},
+			atts:   []Attempt{att(1, bad, 0, 0.5, journal.Usage{Estimated: true}), att(2, ok, 0.5, 2, journal.Usage{InputTokens: 10, OutputTokens: 100})},
+			recs:   []Record{rec(diagnostics.ConnectFailed, 0.1, 0.6), rec(diagnostics.FailedOver, 0.5, 0.6, diagnostics.KeyTo, "backup")},
 			needed: 100, lostMS: 600, wallMS: 2000, faults: "connect_failed", cost: 2*0.00001 + 0.001, // each attempt's input
 			verdict: "recovered from 1 connect failure by failover (completed on fallback backup): 0 tokens regenerated, 0 preserved, 0.6 s lost"},
 		{name: "interrupted", state: journal.NodeCanceled, active: []Span{{at(0), at(2)}},

@@ -84,7 +84,7 @@ type Pacer struct {
 	// charged (requests, tokens).
 	unheard [2]float64
 	outAvg  float64 // output tokens per request, learnt; 0: not yet
-	queue            waiters
+	queue   waiters
 }
 
 type mode uint8
@@ -103,6 +103,11 @@ func NewPacer(declared Limits, now func() time.Time) *Pacer {
 		now = time.Now
 	}
 	p := &Pacer{now: now, declared: declared}
+	if declared != (Limits{}) {
+		// The graph says how to pace: no probe. The headers, when they
+		// come, may only slow it down.
+		p.mode = modeUnlimited
+	}
 	t := now()
 	p.own[0].declare(float64(declared.RequestsPerMinute), t)
 	p.own[1].declare(float64(declared.TokensPerMinute), t)
@@ -251,7 +256,7 @@ func (p *Pacer) observe(t *Ticket, status int, h http.Header) {
 			ra = max(p.srv[0].refillIn(1, now), p.srv[1].refillIn(1, now), time.Second)
 		}
 		p.block = later(p.block, now.Add(ra))
-		if !ok { // no headers to pace by: fewer requests in flight
+		if !snap.Requests.Known() && !tokenWindow(snap).Known() { // no budget to pace by: fewer requests in flight
 			p.window = math.Max(1, float64(p.flight)/2)
 		}
 	case status < 400 && p.window > 0:
@@ -487,7 +492,7 @@ func (q waiters) Less(i, j int) bool {
 	}
 	return q[i].order < q[j].order
 }
-func (q waiters) Swap(i, j int)  { q[i], q[j] = q[j], q[i]; q[i].index = i; q[j].index = j }
+func (q waiters) Swap(i, j int) { q[i], q[j] = q[j], q[i]; q[i].index = i; q[j].index = j }
 func (q *waiters) Push(x any)   { w := x.(*waiter); w.index = len(*q); *q = append(*q, w) }
 func (q *waiters) Pop() any {
 	old := *q

@@ -16,6 +16,7 @@ import (
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/runner"
 	"github.com/noderun/noderun/runner/ledger"
+	"github.com/noderun/noderun/runner/quota"
 )
 
 // Activities executes nodes on a worker. Its journal is the worker's own:
@@ -26,6 +27,11 @@ type Activities struct {
 	Getenv  func(string) string // API keys and base URLs (default os.Getenv)
 	// Identity names this worker in results (the client's identity).
 	Identity string
+	// Pacers pace every node this worker runs to its providers' rate
+	// limits together (runner.QuotaOptions); nil paces each node alone.
+	// Workers do not share what they learn: each learns from its own
+	// answers, and a 429 one of them meets holds only its own nodes.
+	Pacers *quota.Registry
 }
 
 // beatThrottle bounds how often healthy data becomes a heartbeat call; the
@@ -77,7 +83,7 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 	}()
 	res, err := runner.RunNode(ctx, g, in.Node, runner.NodeOptions{
 		Options: runner.Options{Journal: a.Journal, Profiles: profile.Set{in.Profile.Name: in.Profile}, Profile: in.Profile.Name,
-			Logger: a.logger(), Getenv: a.Getenv, RunID: in.RunID, Inputs: in.Inputs},
+			Logger: a.logger(), Getenv: a.Getenv, RunID: in.RunID, Inputs: in.Inputs, Quota: runner.QuotaOptions{Pacers: a.Pacers}},
 		Needs: in.Needs, Failed: in.Failed, From: from, Force: in.Force, Heartbeat: hb.beat,
 	})
 	stop()
