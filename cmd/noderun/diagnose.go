@@ -100,14 +100,14 @@ func printDiagnosis(w io.Writer, width int, d *ledger.Account, tableOnly bool) {
 		fmt.Fprintf(w, "run %s (%s) %s, profile %s\n", d.RunID, d.Graph, d.Status, d.Profile)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSTATE\tATTEMPTS\tSTEPS\tLOST\tGENERATED\tREGENERATED\tPRESERVED\tCOST")
+	fmt.Fprintln(tw, "NODE\tSTATE\tATTEMPTS\tSTEPS\tLOST\tQUOTA WAIT\tGENERATED\tREGENERATED\tPRESERVED\tCOST")
 	for _, n := range d.Nodes {
 		steps := n.Steps()
 		cost := "-"
 		if n.CostUSD != nil {
 			cost = fmt.Sprintf("$%.4f", *n.CostUSD)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.State, n.Attempts, steps, ledger.Seconds(n.TimeLostMS),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.State, n.Attempts, steps, ledger.Seconds(n.TimeLostMS), ledger.Seconds(n.QuotaWaitMS),
 			ledger.Thousands(n.Tokens.Generated), ledger.Thousands(n.Tokens.Regenerated), ledger.Thousands(n.Tokens.Preserved), cost)
 	}
 	tw.Flush()

@@ -405,9 +405,13 @@ func (a *Account) summary() []string {
 	case t.Tokens.Estimated:
 		est = " (some counted from the stream: estimated)"
 	}
+	waited := ""
+	if t.QuotaWaitMS > 0 { // apart from time lost: nothing went wrong
+		waited = fmt.Sprintf(" (%s of it waiting for quota)", Seconds(t.QuotaWaitMS))
+	}
 	lines := []string{
-		fmt.Sprintf("recovery: %s, %s, %s, %s lost of %s the nodes ran", faults, pluralWord(t.Steps(), "recovery step"),
-			pluralWord(t.Attempts, "attempt"), Seconds(t.TimeLostMS), Seconds(t.WallMS)),
+		fmt.Sprintf("recovery: %s, %s, %s, %s lost of %s the nodes ran%s", faults, pluralWord(t.Steps(), "recovery step"),
+			pluralWord(t.Attempts, "attempt"), Seconds(t.TimeLostMS), Seconds(t.WallMS), waited),
 		fmt.Sprintf("tokens: %s generated = %s needed + %s regenerated + %s unfinished; %s preserved by re-attach or continue%s",
 			Thousands(t.Tokens.Generated), Thousands(t.Tokens.Needed), Thousands(t.Tokens.Regenerated),
 			Thousands(t.Tokens.Unfinished), Thousands(t.Tokens.Preserved), est),

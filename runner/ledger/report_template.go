@@ -118,8 +118,8 @@ pre.output { background: #f6f7f9; border: 1px solid #e3e6ec; border-radius: 4px;
 
 <h2>What recovery did (noderun diagnose)</h2>
 <table id="diagnose">
-<thead><tr><th>node</th><th>state</th><th>attempts</th><th>time lost</th><th>generated</th><th>regenerated</th><th>preserved</th><th>cost</th><th class="verdict">verdict</th></tr></thead>
-<tbody>{{range .D.Nodes}}<tr data-node="{{.ID}}"><td><a href="#node-{{.ID}}">{{.ID}}</a></td><td>{{.State}}</td><td>{{.Attempts}}</td><td>{{seconds .TimeLostMS}}</td>
+<thead><tr><th>node</th><th>state</th><th>attempts</th><th>time lost</th><th>quota wait</th><th>generated</th><th>regenerated</th><th>preserved</th><th>cost</th><th class="verdict">verdict</th></tr></thead>
+<tbody>{{range .D.Nodes}}<tr data-node="{{.ID}}"><td><a href="#node-{{.ID}}">{{.ID}}</a></td><td>{{.State}}</td><td>{{.Attempts}}</td><td>{{seconds .TimeLostMS}}</td><td>{{seconds .QuotaWaitMS}}</td>
 <td>{{thousands .Tokens.Generated}}</td><td>{{thousands .Tokens.Regenerated}}</td><td>{{thousands .Tokens.Preserved}}</td><td>{{usd .CostUSD}}</td>
 <td class="verdict">{{.Verdict}}{{with steps .RecoverySteps}}<br><small>{{.}}</small>{{end}}</td></tr>{{end}}</tbody>
 </table>

@@ -13,12 +13,12 @@
 //
 // The budgets are token buckets, as OpenAI and Anthropic document theirs:
 // a capacity replenished continuously. A response's headers say what was
-// left when the server took its request in, less the requests sent whose
-// answers have not come (some of which the server may have counted
-// already). Requests reach the server, and answers come back, in any
-// order, so no answer tells for sure what is left now: an answer only ever
-// lowers the budget, which then replenishes at the pace its resets tell.
-// The pace so errs on the slow side, by at most the requests in flight.
+// left when the server took its request in, less the requests sent after
+// it. Requests reach the server, and answers come back, in any order, so no
+// answer tells for sure what is left now: an answer only ever lowers the
+// pacer's own count of the budget (what it sent against the pace the
+// resets tell), which may be too high only when something else spends the
+// account's quota.
 package quota
 
 import (
@@ -80,10 +80,10 @@ type Pacer struct {
 	block  time.Time // nothing is sent before this (a 429's Retry-After)
 	flight int       // requests admitted and not yet ended
 	window float64   // AIMD bound on flight after a 429 without headers (0: none)
-	// unheard sums what the requests sent and not answered yet were
-	// charged (requests, tokens).
-	unheard [2]float64
-	outAvg  float64 // output tokens per request, learnt; 0: not yet
+	// sent sums what the admitted requests were charged (requests,
+	// tokens): what was sent after a request is sent less its own sum.
+	sent   [2]float64
+	outAvg float64 // output tokens per request, learnt; 0: not yet
 	queue   waiters
 }
 
@@ -117,9 +117,8 @@ func NewPacer(declared Limits, now func() time.Time) *Pacer {
 // Ticket is one admitted request. Observe each response it gets, then Done.
 type Ticket struct {
 	p     *Pacer
-	cost  [2]float64
+	sent  [2]float64 // the pacer's sent, this request included
 	input int
-	heard bool // its answer came (or it ended without one)
 	done  bool
 }
 
@@ -212,7 +211,6 @@ func (t *Ticket) Done(output int) {
 	}
 	t.done = true
 	p.flight--
-	p.hearLocked(t)
 	if output > 0 {
 		if p.outAvg == 0 {
 			p.outAvg = float64(output)
@@ -231,9 +229,6 @@ func (p *Pacer) observe(t *Ticket, status int, h http.Header) {
 	snap, ok := ratelimit.Parse(h, now)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if t != nil {
-		p.hearLocked(t)
-	}
 	if ok {
 		tokens := tokenWindow(snap)
 		if p.mode != modeLimited && tokens.Known() && t != nil && t == p.probe && p.outAvg == 0 {
@@ -244,8 +239,12 @@ func (p *Pacer) observe(t *Ticket, status int, h http.Header) {
 			}
 		}
 		p.mode, p.probe = modeLimited, nil
-		p.srv[0].sync(snap.Requests, p.unheard[0], now)
-		p.srv[1].sync(tokens, p.unheard[1], now)
+		var after [2]float64 // sent after the request answered; an answer to none (a status check) counts all
+		if t != nil {
+			after = [2]float64{p.sent[0] - t.sent[0], p.sent[1] - t.sent[1]}
+		}
+		p.srv[0].sync(snap.Requests, after[0], now)
+		p.srv[1].sync(tokens, after[1], now)
 	} else if p.mode == modeProbing && t != nil && t == p.probe {
 		p.mode, p.probe = modeUnlimited, nil
 	}
@@ -342,9 +341,9 @@ func (p *Pacer) admitLocked(cost [2]float64, input int) *Ticket {
 	for i := range 2 {
 		p.own[i].take(cost[i], now)
 		p.srv[i].take(cost[i], now)
-		p.unheard[i] += cost[i]
+		p.sent[i] += cost[i]
 	}
-	t := &Ticket{p: p, cost: cost, input: input}
+	t := &Ticket{p: p, sent: p.sent, input: input}
 	p.flight++
 	if p.mode == modeUnknown {
 		p.mode, p.probe = modeProbing, t
@@ -363,15 +362,6 @@ func (p *Pacer) resetsInLocked(now time.Time) time.Duration {
 		d = max(d, p.own[i].fullIn(now), p.srv[i].fullIn(now))
 	}
 	return d
-}
-
-// hearLocked takes t off the requests not answered yet.
-func (p *Pacer) hearLocked(t *Ticket) {
-	if !t.heard {
-		t.heard = true
-		p.unheard[0] -= t.cost[0]
-		p.unheard[1] -= t.cost[1]
-	}
 }
 
 // notifyHeadLocked wakes the first waiter to look again.
@@ -409,6 +399,7 @@ type bucket struct {
 	limit float64 // 0: no limit known
 	avail float64
 	rate  float64 // per second
+	used  float64 // the most an answer said was used: what rate was learnt from
 	at    time.Time
 }
 
@@ -454,19 +445,28 @@ func (b *bucket) take(n float64, now time.Time) {
 }
 
 // sync learns the limit and its pace from what a response said, and lowers
-// the bucket to what it said was left less what is unheard of (the first
+// the bucket to what it said was left less what was sent after (the first
 // answer sets it).
-func (b *bucket) sync(w ratelimit.Window, unheard float64, now time.Time) {
+func (b *bucket) sync(w ratelimit.Window, after float64, now time.Time) {
 	if !w.Known() {
 		return
 	}
 	b.limit = float64(w.Limit)
-	if used := w.Limit - w.Remaining; used > 0 && w.Reset > 0 {
-		b.rate = float64(used) / w.Reset.Seconds()
+	// The pace is what was used over how long it takes to replenish. The
+	// remaining count is whole (a floor), so the answer with the most
+	// used tells it best.
+	if used := float64(w.Limit - w.Remaining); used > 0 && w.Reset > 0 && used >= b.used {
+		b.rate, b.used = used/w.Reset.Seconds(), used
 	} else if b.rate == 0 {
 		b.rate = b.limit / 60 // a per-minute limit, until a reset says otherwise
 	}
-	left := float64(w.Remaining) - max(unheard, 0)
+	// What is left, to a fraction: a bucket full again in Reset holds
+	// limit - rate*Reset (the floor would lose up to one request a cycle).
+	level := float64(w.Remaining)
+	if w.Reset > 0 {
+		level = max(level, b.limit-b.rate*w.Reset.Seconds())
+	}
+	left := level - max(after, 0)
 	b.refill(now)
 	if b.at.IsZero() || left < b.avail {
 		b.avail = left
