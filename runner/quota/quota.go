@@ -13,12 +13,13 @@
 //
 // The budgets are token buckets, as OpenAI and Anthropic document theirs:
 // a capacity replenished continuously. A response's headers say what was
-// left when the server took its request in, less the requests sent after
-// it. Requests reach the server, and answers come back, in any order, so no
-// answer tells for sure what is left now: an answer only ever lowers the
-// pacer's own count of the budget (what it sent against the pace the
-// resets tell), which may be too high only when something else spends the
-// account's quota.
+// left when the server took its request in. Requests reach the server, and
+// answers come back, in any order, so the pacer keeps the lowest level any
+// answer showed (replenished since at the pace the resets tell: it is the
+// latest state the server showed), and takes off it what it sent whose
+// answer has not come. Some of those the server may have counted already,
+// so the pace errs on the slow side while answers are on their way, and is
+// exact once they are all in.
 package quota
 
 import (
@@ -74,16 +75,16 @@ type Pacer struct {
 
 	mu     sync.Mutex
 	own    [2]bucket // the declared limits, kept by our own count: requests, tokens
-	srv    [2]bucket // the provider's, learnt from its headers: requests, tokens
+	srv    [2]bucket // the provider's level, learnt from its headers: requests, tokens
 	mode   mode
 	probe  *Ticket   // the first request, whose answer tells the limits
 	block  time.Time // nothing is sent before this (a 429's Retry-After)
 	flight int       // requests admitted and not yet ended
 	window float64   // AIMD bound on flight after a 429 without headers (0: none)
-	// sent sums what the admitted requests were charged (requests,
-	// tokens): what was sent after a request is sent less its own sum.
-	sent   [2]float64
-	outAvg float64 // output tokens per request, learnt; 0: not yet
+	// unheard sums what the requests sent and not answered yet were
+	// charged (requests, tokens).
+	unheard [2]float64
+	outAvg  float64 // output tokens per request, learnt; 0: not yet
 	queue   waiters
 }
 
@@ -117,8 +118,9 @@ func NewPacer(declared Limits, now func() time.Time) *Pacer {
 // Ticket is one admitted request. Observe each response it gets, then Done.
 type Ticket struct {
 	p     *Pacer
-	sent  [2]float64 // the pacer's sent, this request included
+	cost  [2]float64
 	input int
+	heard bool // its answer came (or it ended without one)
 	done  bool
 }
 
@@ -211,6 +213,7 @@ func (t *Ticket) Done(output int) {
 	}
 	t.done = true
 	p.flight--
+	p.hearLocked(t)
 	if output > 0 {
 		if p.outAvg == 0 {
 			p.outAvg = float64(output)
@@ -229,6 +232,9 @@ func (p *Pacer) observe(t *Ticket, status int, h http.Header) {
 	snap, ok := ratelimit.Parse(h, now)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if t != nil {
+		p.hearLocked(t)
+	}
 	if ok {
 		tokens := tokenWindow(snap)
 		if p.mode != modeLimited && tokens.Known() && t != nil && t == p.probe && p.outAvg == 0 {
@@ -239,12 +245,8 @@ func (p *Pacer) observe(t *Ticket, status int, h http.Header) {
 			}
 		}
 		p.mode, p.probe = modeLimited, nil
-		var after [2]float64 // sent after the request answered; an answer to none (a status check) counts all
-		if t != nil {
-			after = [2]float64{p.sent[0] - t.sent[0], p.sent[1] - t.sent[1]}
-		}
-		p.srv[0].sync(snap.Requests, after[0], now)
-		p.srv[1].sync(tokens, after[1], now)
+		p.srv[0].sync(snap.Requests, now)
+		p.srv[1].sync(tokens, now)
 	} else if p.mode == modeProbing && t != nil && t == p.probe {
 		p.mode, p.probe = modeUnlimited, nil
 	}
@@ -252,7 +254,7 @@ func (p *Pacer) observe(t *Ticket, status int, h http.Header) {
 	case status == http.StatusTooManyRequests:
 		ra := snap.RetryAfter
 		if ra <= 0 {
-			ra = max(p.srv[0].refillIn(1, now), p.srv[1].refillIn(1, now), time.Second)
+			ra = max(p.srv[0].refillIn(1+p.unheard[0], now), p.srv[1].refillIn(1+p.unheard[1], now), time.Second)
 		}
 		p.block = later(p.block, now.Add(ra))
 		if !snap.Requests.Known() && !tokenWindow(snap).Known() { // no budget to pace by: fewer requests in flight
@@ -322,7 +324,7 @@ func (p *Pacer) delayLocked(cost [2]float64, now time.Time) time.Duration {
 		d = p.block.Sub(now)
 	}
 	for i := range 2 {
-		d = max(d, p.own[i].refillIn(cost[i], now), p.srv[i].refillIn(cost[i], now))
+		d = max(d, p.own[i].refillIn(cost[i], now), p.srv[i].refillIn(cost[i]+p.unheard[i], now))
 	}
 	return d
 }
@@ -340,10 +342,9 @@ func (p *Pacer) admitLocked(cost [2]float64, input int) *Ticket {
 	now := p.now()
 	for i := range 2 {
 		p.own[i].take(cost[i], now)
-		p.srv[i].take(cost[i], now)
-		p.sent[i] += cost[i]
+		p.unheard[i] += cost[i] // the server's level goes down when its answer shows it
 	}
-	t := &Ticket{p: p, sent: p.sent, input: input}
+	t := &Ticket{p: p, cost: cost, input: input}
 	p.flight++
 	if p.mode == modeUnknown {
 		p.mode, p.probe = modeProbing, t
@@ -362,6 +363,15 @@ func (p *Pacer) resetsInLocked(now time.Time) time.Duration {
 		d = max(d, p.own[i].fullIn(now), p.srv[i].fullIn(now))
 	}
 	return d
+}
+
+// hearLocked takes t off the requests not answered yet.
+func (p *Pacer) hearLocked(t *Ticket) {
+	if !t.heard {
+		t.heard = true
+		p.unheard[0] -= t.cost[0]
+		p.unheard[1] -= t.cost[1]
+	}
 }
 
 // notifyHeadLocked wakes the first waiter to look again.
@@ -444,10 +454,11 @@ func (b *bucket) take(n float64, now time.Time) {
 	b.avail -= n
 }
 
-// sync learns the limit and its pace from what a response said, and lowers
-// the bucket to what it said was left less what was sent after (the first
-// answer sets it).
-func (b *bucket) sync(w ratelimit.Window, after float64, now time.Time) {
+// sync learns the limit and its pace from what a response said, and the
+// level it showed: the lowest level shown is the latest state of the
+// server, so the bucket only ever goes down to it (the first answer sets
+// it), and replenishes from there.
+func (b *bucket) sync(w ratelimit.Window, now time.Time) {
 	if !w.Known() {
 		return
 	}
@@ -466,10 +477,9 @@ func (b *bucket) sync(w ratelimit.Window, after float64, now time.Time) {
 	if w.Reset > 0 {
 		level = max(level, b.limit-b.rate*w.Reset.Seconds())
 	}
-	left := level - max(after, 0)
 	b.refill(now)
-	if b.at.IsZero() || left < b.avail {
-		b.avail = left
+	if b.at.IsZero() || level < b.avail {
+		b.avail = level
 	}
 	b.at = now
 }
