@@ -124,4 +124,3 @@ func quotaRun(b *testing.B, nodes, tokens, rpm, tpm int, paced bool) {
 			completed, nodes, late, wall.Round(time.Millisecond), floor.Round(time.Millisecond))
 	}
 }
-
