@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,23 +28,27 @@ import (
 //	retries         retries the nodes spent (a 429 costs one without pacing)
 //	completed       nodes completed (paced: all 300)
 //
+// The third side, two-runners, splits the graph between two runners that
+// pace alone, sharing nothing but the simulator: what two Temporal workers
+// of one run do (each worker has its own pacers).
+//
 // About two minutes a side; run with -benchtime 1x.
 func BenchmarkQuota(b *testing.B) {
 	const nodes, tokens, rpm, tpm = 300, 300, 120, 40_000
-	for _, paced := range []bool{true, false} {
-		name := "paced"
-		if !paced {
-			name = "unpaced"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, side := range []struct {
+		name    string
+		paced   bool
+		runners int
+	}{{"paced", true, 1}, {"unpaced", false, 1}, {"two-runners", true, 2}} {
+		b.Run(side.name, func(b *testing.B) {
 			for range b.N {
-				quotaRun(b, nodes, tokens, rpm, tpm, paced)
+				quotaRun(b, nodes, tokens, rpm, tpm, side.paced, side.runners)
 			}
 		})
 	}
 }
 
-func quotaRun(b *testing.B, nodes, tokens, rpm, tpm int, paced bool) {
+func quotaRun(b *testing.B, nodes, tokens, rpm, tpm int, paced bool, runners int) {
 	b.Helper()
 	window := time.Minute
 	srv := sim.New(sim.Config{Seed: 1, Tokens: tokens, Limits: &sim.Limits{RequestsPerMinute: rpm, TokensPerMinute: tpm, Window: window}})
@@ -51,20 +56,31 @@ func quotaRun(b *testing.B, nodes, tokens, rpm, tpm int, paced bool) {
 		b.Fatal(err)
 	}
 	defer srv.Close()
-	var src strings.Builder
-	fmt.Fprintf(&src, "name: quota\nproviders:\n  p:\n    kind: openai\n    base_url: %s\n    model: sim\nnodes:\n", srv.BaseURL())
-	for i := range nodes {
-		fmt.Fprintf(&src, "  - id: n%03d\n    prompt: write about %d\n", i, i)
+	// The graph, in as many parts as runners, each with its own journal.
+	type part struct {
+		g   *Graph
+		j   *journal.Journal
+		res *Result
+		err error
 	}
-	g, err := ParseGraph("quota.yaml", []byte(src.String()))
-	if err != nil {
-		b.Fatal(err)
+	parts := make([]*part, runners)
+	for r := range parts {
+		var src strings.Builder
+		fmt.Fprintf(&src, "name: quota\nproviders:\n  p:\n    kind: openai\n    base_url: %s\n    model: sim\nnodes:\n", srv.BaseURL())
+		for i := r; i < nodes; i += runners {
+			fmt.Fprintf(&src, "  - id: n%03d\n    prompt: write about %d\n", i, i)
+		}
+		g, err := ParseGraph("quota.yaml", []byte(src.String()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		j, err := journal.Open(context.Background(), fmt.Sprintf("%s/j%d.db", b.TempDir(), r))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer j.Close()
+		parts[r] = &part{g: g, j: j}
 	}
-	j, err := journal.Open(context.Background(), b.TempDir()+"/j.db")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer j.Close()
 
 	// The simulator's refusals by the end of the first window.
 	var early atomic.Int64
@@ -72,43 +88,56 @@ func quotaRun(b *testing.B, nodes, tokens, rpm, tpm int, paced bool) {
 	start := time.Now()
 	stop := time.AfterFunc(window, func() { early.Store(srv.Stats().RateLimited) })
 	b.ResetTimer()
-	res, err := Run(context.Background(), g, Options{Journal: j, Parallel: nodes, Quota: QuotaOptions{Off: !paced}})
+	var wg sync.WaitGroup
+	for _, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.res, p.err = Run(context.Background(), p.g, Options{Journal: p.j, Parallel: nodes, Quota: QuotaOptions{Off: !paced}})
+		}()
+	}
+	wg.Wait()
 	wall := time.Since(start)
 	b.StopTimer()
 	stop.Stop()
-	if err != nil {
-		b.Fatal(err)
+	for _, p := range parts {
+		if p.err != nil {
+			b.Fatal(p.err)
+		}
 	}
 	st := srv.Stats()
 	late := st.RateLimited - max(early.Load(), 0)
 	if early.Load() < 0 { // the run ended within the first window
 		late = 0
 	}
-	completed, retries := 0, 0
-	for _, n := range res.Nodes {
-		if n.State == journal.NodeCompleted {
-			completed++
+	completed, retries, used := 0, 0, 0
+	for _, p := range parts {
+		for _, n := range p.res.Nodes {
+			if n.State == journal.NodeCompleted {
+				completed++
+			}
 		}
-	}
-	evs, err := j.Events(context.Background(), res.RunID, journal.EventFilter{Kinds: []string{journal.KindDiagnostic}, AfterSeq: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, e := range evs {
-		if c, ok := diagnostics.Lookup(e.Code); ok && c.SpendsRetry() {
-			retries++
+		evs, err := p.j.Events(context.Background(), p.res.RunID, journal.EventFilter{Kinds: []string{journal.KindDiagnostic}, AfterSeq: -1})
+		if err != nil {
+			b.Fatal(err)
 		}
+		for _, e := range evs {
+			if c, ok := diagnostics.Lookup(e.Code); ok && c.SpendsRetry() {
+				retries++
+			}
+		}
+		// A node's tokens are its usage, which the simulator charges.
+		run, err := ledger.Load(context.Background(), p.j, p.res.RunID, ledger.LoadOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		a := ledger.AccountOf(run, nil)
+		used += a.Totals.Tokens.Needed + a.Totals.Tokens.Input
 	}
 	// The floor: each request needs one of the requests bucket and its
 	// tokens of the tokens bucket; both start full and replenish at
 	// limit/window. The last request leaves when both have had enough.
-	// A node's tokens are its usage, which the simulator charges.
-	run, err := ledger.Load(context.Background(), j, res.RunID, ledger.LoadOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	a := ledger.AccountOf(run, nil)
-	perNode := float64(a.Totals.Tokens.Needed+a.Totals.Tokens.Input) / float64(max(completed, 1))
+	perNode := float64(used) / float64(max(completed, 1))
 	needReq := float64(nodes - rpm)
 	needTok := float64(nodes)*perNode - float64(tpm)
 	floor := time.Duration(max(needReq/float64(rpm), needTok/float64(tpm)) * float64(window))
@@ -119,7 +148,7 @@ func quotaRun(b *testing.B, nodes, tokens, rpm, tpm int, paced bool) {
 	b.ReportMetric(float64(late), "429s-late")
 	b.ReportMetric(float64(retries), "retries")
 	b.ReportMetric(float64(completed), "completed")
-	if paced && (completed != nodes || late > 2 || wall > floor*11/10) {
+	if paced && runners == 1 && (completed != nodes || late > 2 || wall > floor*11/10) {
 		b.Errorf("paced: %d of %d completed, %d refused after the first window, wall %s against a floor of %s",
 			completed, nodes, late, wall.Round(time.Millisecond), floor.Round(time.Millisecond))
 	}

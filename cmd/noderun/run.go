@@ -555,6 +555,8 @@ func printResultJSON(w io.Writer, res *runner.Result, d *ledger.Account) error {
 		Reason string `json:"reason,omitempty"`
 		// CachedFrom is "run/node" whose output a cache hit reused.
 		CachedFrom string `json:"cached_from,omitempty"`
+		// Provider is the fallback that completed the node (NR603).
+		Provider string `json:"provider,omitempty"`
 	}
 	out := struct {
 		RunID   string   `json:"run_id"`
@@ -563,7 +565,7 @@ func printResultJSON(w io.Writer, res *runner.Result, d *ledger.Account) error {
 		Summary []string `json:"summary"`
 	}{RunID: res.RunID, Status: string(res.Status), Nodes: []node{}, Summary: []string{}}
 	for _, n := range res.Nodes {
-		out.Nodes = append(out.Nodes, node{n.ID, string(n.State), n.Output, n.Reason, n.FromCache})
+		out.Nodes = append(out.Nodes, node{n.ID, string(n.State), n.Output, n.Reason, n.FromCache, n.Provider})
 	}
 	if d != nil {
 		out.Summary = d.Summary

@@ -67,6 +67,8 @@ func TestParseLimitsAndFallbackRejects(t *testing.T) {
 			`provider "p": fallback: every entry must be a string`},
 
 		// node fallback
+		{"fallback without a model", graphProv("  p: {kind: openai, model: m, fallback: [q]}\n  q: {kind: anthropic}\n", "  - {id: a, provider: p, prompt: x}\n"), 3,
+			`provider "p": fallback: provider "q" has no model: a node that moves to it sends the fallback's model (set model on "q")`},
 		{"unknown node fallback", graphProv(graphPQ, "  - {id: a, provider: p, fallback: [r], prompt: x}\n"), 6, `node "a": fallback: unknown provider "r" (defined: p, q)`},
 		{"misspelt node fallback", graphProv("  main: {kind: sim}\n  backup: {kind: sim}\n", "  - {id: a, provider: main, fallback: [backpu], prompt: x}\n"), 6,
 			`node "a": fallback: unknown provider "backpu" (defined: backup, main) (did you mean "backup"?)`},

@@ -1074,6 +1074,13 @@ func (p *graphParser) checkFallbacks(s graphScope, g *Graph, own *ProviderSpec, 
 			(own.Kind == ProviderKindHarness) != (fb.Kind == ProviderKindHarness):
 			p.report(s, lines[i], "fallback", "fallback: provider %s is kind %s and provider %s kind %s: a node cannot move between an agent harness and a model API",
 				graphQuote(name), fb.Kind, graphQuote(own.Name), own.Kind)
+		case fb.Model == "" && (fb.Kind == ProviderKindOpenAI || fb.Kind == ProviderKindResponses || fb.Kind == ProviderKindAnthropic):
+			// A node that moves takes its fallback's model, never its own.
+			p.report(s, lines[i], "fallback", "fallback: provider %s has no model: a node that moves to it sends the fallback's model (set model on %s)",
+				graphQuote(name), graphQuote(name))
+		case fb.Model == "" && fb.Agent == "" && fb.Kind == ProviderKindGemini:
+			p.report(s, lines[i], "fallback", "fallback: provider %s has no model or agent: a node that moves to it sends the fallback's (set one on %s)",
+				graphQuote(name), graphQuote(name))
 		}
 		seen[name] = true
 	}

@@ -259,12 +259,40 @@ func (p *Pacer) observe(t *Ticket, status int, h http.Header) {
 		p.block = later(p.block, now.Add(ra))
 		if !snap.Requests.Known() && !tokenWindow(snap).Known() { // no budget to pace by: fewer requests in flight
 			p.window = math.Max(1, float64(p.flight)/2)
+		} else if t != nil {
+			// Refused though the budget seemed to allow it: something
+			// else spends this account's quota (another worker, another
+			// program). Take a smaller share of what replenishes.
+			p.setShare(max(minShare, p.share()*0.7))
 		}
-	case status < 400 && p.window > 0:
-		p.window += 1 / p.window
+	case status < 400:
+		if p.window > 0 {
+			p.window += 1 / p.window
+		}
+		if t != nil && p.share() < 1 {
+			p.setShare(min(1, p.share()+shareGrowth)) // grows back slowly: an answer at a time
+		}
 	}
 	p.notifyHeadLocked()
 }
+
+// minShare and shareGrowth bound how far 429s that pacing did not foresee
+// slow the pace (to a fifth of what replenishes), and how fast it grows
+// back (by a full share over 400 answers).
+const (
+	minShare    = 0.2
+	shareGrowth = 1.0 / 400
+)
+
+// share is the part of the provider's replenishment this pacer counts on.
+func (p *Pacer) share() float64 {
+	if p.srv[0].scale == 0 {
+		return 1
+	}
+	return p.srv[0].scale
+}
+
+func (p *Pacer) setShare(f float64) { p.srv[0].scale, p.srv[1].scale = f, f }
 
 // Waiting reports how many requests wait for the budget now.
 func (p *Pacer) Waiting() int {
@@ -409,6 +437,9 @@ type bucket struct {
 	limit float64 // 0: no limit known
 	avail float64
 	rate  float64 // per second
+	// scale is the part of rate this pacer counts on (0: all of it): less
+	// when something else spends the same budget.
+	scale float64
 	used  float64 // the most an answer said was used: what rate was learnt from
 	at    time.Time
 }
@@ -424,7 +455,7 @@ func (b *bucket) refill(now time.Time) {
 		return
 	}
 	if dt := now.Sub(b.at).Seconds(); dt > 0 {
-		b.avail = math.Min(b.limit, b.avail+b.rate*dt)
+		b.avail = math.Min(b.limit, b.avail+b.pace()*dt)
 	}
 	b.at = now
 }
@@ -441,7 +472,15 @@ func (b *bucket) refillIn(n float64, now time.Time) time.Duration {
 	if b.rate <= 0 {
 		return time.Second // nothing learnt of its pace: look again soon
 	}
-	return time.Duration(math.Ceil((n - b.avail) / b.rate * float64(time.Second)))
+	return time.Duration(math.Ceil((n - b.avail) / b.pace() * float64(time.Second)))
+}
+
+// pace is the rate the bucket replenishes at, for this pacer.
+func (b *bucket) pace() float64 {
+	if b.scale > 0 {
+		return b.rate * b.scale
+	}
+	return b.rate
 }
 
 func (b *bucket) fullIn(now time.Time) time.Duration { return b.refillIn(b.limit, now) }

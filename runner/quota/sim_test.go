@@ -68,3 +68,34 @@ func TestPacerAgainstSimulator(t *testing.T) {
 	}
 	t.Logf("30 requests in %s", el.Round(time.Millisecond))
 }
+
+// Two pacers that share an account without knowing of each other (two
+// Temporal workers) meet its limit now and then; each 429 makes the one
+// refused take a smaller share of the replenishment, so refusals stop.
+func TestTwoPacersShareAnAccount(t *testing.T) {
+	srv := simtest.Start(t, sim.Config{Tokens: 20, Limits: &sim.Limits{RequestsPerMinute: 10, TokensPerMinute: 100000, Window: 2 * time.Second}})
+	pacers := []*quota.Pacer{quota.NewPacer(quota.Limits{}, nil), quota.NewPacer(quota.Limits{}, nil)}
+	var refused [2]atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	const each = 30
+	for w, p := range pacers {
+		for i := range each {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for send(t, p, srv.BaseURL(), i) == http.StatusTooManyRequests { // parked: the same request again
+					refused[w].Add(1)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	el := time.Since(start)
+	floor := time.Duration(2*each-10) * 2 * time.Second / 10
+	n := refused[0].Load() + refused[1].Load()
+	t.Logf("2 x %d requests in %s (floor %s): %d refused (%d, %d)", each, el.Round(time.Millisecond), floor, n, refused[0].Load(), refused[1].Load())
+	if n > 2*each/3 {
+		t.Errorf("%d of %d requests refused: the pacers did not back off", n, 2*each)
+	}
+}
