@@ -1,0 +1,89 @@
+package temporal_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/worker"
+
+	"github.com/noderun/noderun/internal/testkit"
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/profile"
+	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/provider/sim/simtest"
+	"github.com/noderun/noderun/runner/quota"
+	ntemporal "github.com/noderun/noderun/runner/temporal"
+)
+
+// Two workers of one run pace alone (each learns the account's budget from
+// its own answers): a graph three times wider than the limit lets through at
+// once completes; the simulator refuses requests in the first window (both
+// workers start on a full budget), and few after it: a refusal makes the
+// worker refused count on a smaller share of what replenishes, so the two
+// soon leave slack between them. (At a 4 s window a worker's timing is a
+// large part of the pace: this bound is 3; BenchmarkQuota/two-runners, at a
+// minute, has none after the first window.)
+func TestTwoWorkersPaceOneAccount(t *testing.T) {
+	const nodes, perWindow, window = 60, 20, 4 * time.Second
+	srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: 20,
+		Limits: &sim.Limits{RequestsPerMinute: perWindow, TokensPerMinute: 1_000_000, Window: window}})
+	var src strings.Builder
+	fmt.Fprintf(&src, "name: quota\nprofile: ci\nproviders:\n  p: {kind: openai, base_url: %s, model: sim}\nnodes:\n", srv.BaseURL())
+	for i := range nodes {
+		fmt.Fprintf(&src, "  - {id: n%02d, prompt: 'write about %d'}\n", i, i)
+	}
+	dir := t.TempDir()
+	g := loadGraph(t, dir, "quota.yaml", src.String())
+	c := dialDev(t)
+	queue := fmt.Sprintf("quota-%d", time.Now().UnixNano())
+	for _, id := range []string{"w1", "w2"} {
+		wj := testkit.OpenJournal(t, filepath.Join(dir, id+".db"))
+		defer wj.Close()
+		w := ntemporal.NewWorker(c, queue, &ntemporal.Activities{Journal: wj, Identity: id, Pacers: quota.NewRegistry()}, worker.Options{})
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+	}
+	prof, err := profile.Set(profile.Builtins()).Get("ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	in := ntemporal.RunInput{RunID: fmt.Sprintf("quota-%d", time.Now().UnixNano()), GraphPath: g.Path,
+		GraphText: string(g.Source), Profile: prof, Parallel: nodes}
+	start := time.Now()
+	var early atomic.Int64
+	early.Store(-1)
+	stop := time.AfterFunc(window, func() { early.Store(srv.Stats().RateLimited) })
+	if _, err := ntemporal.Submit(ctx, c, queue, in); err != nil {
+		t.Fatal(err)
+	}
+	res, err := ntemporal.Follow(ctx, c, in.RunID, 50*time.Millisecond, nil)
+	wall := time.Since(start)
+	stop.Stop()
+	if err != nil || res.Status != string(journal.RunCompleted) {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	workers := map[string]int{}
+	for _, n := range res.Nodes {
+		workers[n.Worker]++
+	}
+	st := srv.Stats()
+	late := st.RateLimited - max(early.Load(), 0)
+	t.Logf("%d nodes on %v in %s: %d refused, %d after the first window", nodes, workers, wall.Round(time.Millisecond), st.RateLimited, late)
+	if len(workers) != 2 {
+		t.Errorf("nodes ran on %v: want both workers", workers)
+	}
+	if early.Load() >= 0 && late > 3 {
+		t.Errorf("%d requests refused after the first window, want at most 3", late)
+	}
+	if floor := time.Duration(nodes-perWindow) * window / perWindow; wall < floor {
+		t.Errorf("%s for what the limit lets through in no less than %s", wall, floor)
+	}
+}
