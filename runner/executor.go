@@ -140,6 +140,12 @@ func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 			return "", x.fail(ctx, d, ce)
 		case resume.ActPark: // the same step again, when the quota allows (pace.go)
 			x.park(ctx, ce, delay)
+			if action != resume.ActRetry && action != resume.ActContinue {
+				// A re-attach or a check asks the pacer nothing: it waits here.
+				if err := sleep(ctx, delay); err != nil {
+					return "", x.stop(ctx, err)
+				}
+			}
 			continue
 		case resume.ActFailover:
 			x.recoveries++

@@ -329,3 +329,37 @@ func TestLiveLine(t *testing.T) {
 		})
 	}
 }
+
+// A node whose request the quota does not allow yet says so on its line:
+// `waiting for quota (resets in …)`, until it sends.
+func TestLiveViewShowsWaitingForQuota(t *testing.T) {
+	// One request per 3 s: the second node waits for the first's to replenish.
+	screenOf := liveRun(t, "warn", `name: paced
+providers:
+  chat:
+    kind: sim
+    sim:
+      seed: 5
+      tokens: 20
+      limits: {requests_per_minute: 1, window: 3s}
+nodes:
+  - {id: first, provider: chat, prompt: one}
+  - {id: second, provider: chat, prompt: two}
+`)
+	waitRE := regexp.MustCompile(`(?m)^\s*(first|second)\s+waiting\s.*\| waiting for quota \(resets in \d+(\.\d)?s\)`)
+	shown, ended := false, false
+	var screen string
+	deadline := time.Now().Add(30 * time.Second)
+	for !ended && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		screen = screenOf()
+		shown = shown || waitRE.MatchString(screen)
+		ended = strings.Count(screen, "done (") == 2
+	}
+	if !ended {
+		t.Fatalf("the run did not end:\n%s", screen)
+	}
+	if !shown {
+		t.Errorf("no line said the node waits for quota:\n%s", screen)
+	}
+}

@@ -62,9 +62,10 @@ type Request struct {
 	// Front puts the request before every request that is not: a node
 	// parked by a 429 had its turn already.
 	Front bool
-	// OnWait is called once, from Wait's goroutine, when the request has to
-	// wait, with how long until the budget it waits for has replenished
-	// (0 when not known).
+	// OnWait is called from Wait's goroutine when the request has to wait,
+	// with how long until the budget it waits for has replenished (0 when
+	// not known: the first answer has not come), and once more when that
+	// becomes known.
 	OnWait func(resetsIn time.Duration)
 }
 
@@ -145,7 +146,7 @@ func (p *Pacer) Wait(ctx context.Context, r Request) (*Ticket, time.Duration, er
 	p.notifyHeadLocked()
 	p.mu.Unlock()
 
-	told := false
+	told, toldUnknown := false, false
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -177,8 +178,8 @@ func (p *Pacer) Wait(ctx context.Context, r Request) (*Ticket, time.Duration, er
 		}
 		resets := p.resetsInLocked(p.now())
 		p.mu.Unlock()
-		if !told && r.OnWait != nil {
-			told = true
+		if r.OnWait != nil && (!told || (toldUnknown && resets > 0)) {
+			told, toldUnknown = true, resets == 0
 			r.OnWait(resets)
 		}
 		select {
