@@ -115,6 +115,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./profile/
 	$(GO) test -run '^$$' -fuzz '^FuzzSSE$$' -fuzztime $(FUZZTIME) ./provider/sse/
 	$(GO) test -run '^$$' -fuzz '^FuzzChatStream$$' -fuzztime $(FUZZTIME) ./provider/openai/
+	$(GO) test -run '^$$' -fuzz '^FuzzLeanChunk$$' -fuzztime $(FUZZTIME) ./provider/openai/
 	$(GO) test -run '^$$' -fuzz '^FuzzInteractionsStream$$' -fuzztime $(FUZZTIME) ./provider/gemini/
 	$(GO) test -run '^$$' -fuzz '^FuzzString$$' -fuzztime $(FUZZTIME) ./internal/redact/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEvent$$' -fuzztime $(FUZZTIME) ./provider/harness/
