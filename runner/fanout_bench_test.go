@@ -160,7 +160,7 @@ func benchFanOut(b *testing.B, n int) {
 	}
 	var runs []ran
 	journaled := func() {
-		res, err := Run(ctx, g, Options{Journal: j, Parallel: n})
+		res, err := Run(ctx, g, Options{Journal: j, Parallel: n, Cache: noCache})
 		if err != nil || res.Status != journal.RunCompleted {
 			b.Fatalf("%v %s", err, res.Status)
 		}
