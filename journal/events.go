@@ -106,6 +106,15 @@ func (j *Journal) Events(ctx context.Context, runID string, f EventFilter) ([]Ev
 	if err := rows.Err(); err != nil {
 		return nil, j.errorf("events of run %q: %w", runID, err)
 	}
+	// Folded rows (fold.go) come back among the others, as they were.
+	folded, err := j.foldedEvents(ctx, runID, f)
+	if err != nil {
+		return nil, j.errorf("events of run %q: %w", runID, err)
+	}
+	out = mergeEvents(out, folded)
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
 	return out, nil
 }
 
@@ -150,7 +159,7 @@ const chainStartQuery = `SELECT CASE
 
 const (
 	// Arguments: run id, node id, first and last attempt, the kind rebuilt.
-	rebuildQuery = `SELECT kind, payload FROM events INDEXED BY events_by_node
+	rebuildQuery = `SELECT seq, kind, payload FROM events INDEXED BY events_by_node
 		WHERE run = (SELECT key FROM runs WHERE id = ?) AND node = ? AND attempt BETWEEN ? AND ?
 			AND kind IN (?, 'reset')
 		ORDER BY seq`
@@ -191,6 +200,10 @@ func (j *Journal) rebuild(ctx context.Context, runID, nodeID string, attempt int
 	if err != nil {
 		return "", j.errorf("rebuild %s of %s/%s#%d: %w", kind, runID, nodeID, attempt, err)
 	}
+	folded, err := j.foldedRebuildRows(ctx, runID, nodeID, start, attempt, kind)
+	if err != nil {
+		return "", j.errorf("rebuild %s of %s/%s#%d: %w", kind, runID, nodeID, attempt, err)
+	}
 	rows, err := j.rdb.QueryContext(ctx, rebuildQuery, runID, nodeID, start, attempt, kind)
 	if err != nil {
 		return "", j.errorf("rebuild %s of %s/%s#%d: %w", kind, runID, nodeID, attempt, err)
@@ -198,10 +211,16 @@ func (j *Journal) rebuild(ctx context.Context, runID, nodeID string, attempt int
 	defer rows.Close()
 	var b strings.Builder
 	var got string
+	var seq int64
 	var payload sql.RawBytes
 	for rows.Next() {
-		if err := rows.Scan(&got, &payload); err != nil {
+		if err := rows.Scan(&seq, &got, &payload); err != nil {
 			return "", j.errorf("rebuild %s of %s/%s#%d: %w", kind, runID, nodeID, attempt, err)
+		}
+		// The folded rows before this one (a reset is never folded).
+		for len(folded) > 0 && folded[0].seq < seq {
+			b.Write(folded[0].payload)
+			folded = folded[1:]
 		}
 		if got == KindReset {
 			b.Reset()
@@ -211,6 +230,9 @@ func (j *Journal) rebuild(ctx context.Context, runID, nodeID string, attempt int
 	}
 	if err := rows.Err(); err != nil {
 		return "", j.errorf("rebuild %s of %s/%s#%d: %w", kind, runID, nodeID, attempt, err)
+	}
+	for _, r := range folded {
+		b.Write(r.payload)
 	}
 	return b.String(), nil
 }
