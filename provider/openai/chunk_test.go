@@ -76,13 +76,13 @@ func TestLeanChunk(t *testing.T) {
 		{leanSeeds[3], `[0 "" "" "stop"]`, true},
 		{leanSeeds[4], ` usage {prompt:12 completion:50 hasDetails:true reasoning:7}`, true},
 		{leanSeeds[5], `[0 "" "" "" {true 0 "call_1" "function" "f" "{\"a\":"}]`, true},
-		{leanSeeds[8], `[0 "x" "" ""]`, false},             // keys in another case: encoding/json matches them
-		{leanSeeds[9], `[0 "a" "" "stop"]`, false},         // a repeated member: encoding/json merges
-		{leanSeeds[10], `[0 "a" "" ""]`, false},            // an escaped key
-		{leanSeeds[13], `[0 "a" "" ""]`, true},             // a type error where noderun does not read
-		{leanSeeds[15], `[0 "" "" ""][0 "" "" ""]`, true},  // null elements
-		{leanSeeds[16], `[0 "�x�" "" ""]`, true}, // a lone surrogate, invalid UTF-8
-		{leanSeeds[22], `[0 "" "" ""]`, true},              // -0, null content, trailing space
+		{leanSeeds[8], `[0 "x" "" ""]`, false},            // keys in another case: encoding/json matches them
+		{leanSeeds[9], `[0 "a" "" "stop"]`, false},        // a repeated member: encoding/json merges
+		{leanSeeds[10], `[0 "a" "" ""]`, false},           // an escaped key
+		{leanSeeds[13], `[0 "a" "" ""]`, true},            // a type error where noderun does not read
+		{leanSeeds[15], `[0 "" "" ""][0 "" "" ""]`, true}, // null elements
+		{leanSeeds[16], `[0 "�x�" "" ""]`, true},          // a lone surrogate, invalid UTF-8
+		{leanSeeds[22], `[0 "" "" ""]`, true},             // -0, null content, trailing space
 	}
 	for _, c := range cases {
 		var got chunk
