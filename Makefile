@@ -67,6 +67,8 @@ $(TEMPORAL):
 #   ChunkPath           the runner's own CPU per chunk, without network and decoding
 #   FanOut              1,000 and 10,000 nodes x 200 tokens at once vs a bare go-openai fan-out
 #                       (ratio <= 1.2, lost-bytes = 0, dial-timeouts = 0, peak-rss-MiB <= 1024)
+#   FoldedJournal       a finished run of 100 nodes x 2,000 tokens: journal bytes / output bytes,
+#                       as run and after `noderun compact` (folded-ratio <= 1.5, lost-bytes = 0)
 #   IngestVsRaw         journal ingest vs a raw database/sql insert of the same rows (ratio >= 0.75)
 #   NodeLifecycle       what the journal writer spends on each node of a wide graph
 #   Append, Stream100k  the journal's batch sizes and a 100k events/s stream
@@ -80,6 +82,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'RecoveryCost' -benchtime 5x -count 1 ./runner/
 	$(GO) test -run '^$$' -bench 'FanOut/nodes=1000$$' -benchtime 3x -count 1 ./runner/
 	$(GO) test -run '^$$' -bench 'FanOut/nodes=10000$$' -benchtime 2x -count 1 -timeout 20m ./runner/
+	$(GO) test -run '^$$' -bench 'FoldedJournal' -benchtime 3x -count 1 ./runner/
 	$(GO) test -run '^$$' -bench 'IngestVsRaw' -benchtime 9x -count 1 ./journal/
 	$(GO) test -run '^$$' -bench 'NodeLifecycle' -benchtime 10000x -count 1 ./journal/
 	$(GO) test -run '^$$' -bench . -benchtime 10x -count 1 ./runner/temporal/
