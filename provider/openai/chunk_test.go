@@ -1,12 +1,17 @@
 package openai
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
 	goopenai "github.com/sashabaranov/go-openai"
+
+	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/provider"
 )
 
 // String is a chunk's values, for comparisons.
@@ -141,4 +146,58 @@ func BenchmarkChunkDecode(b *testing.B) {
 			_ = json.Unmarshal(in, &resp)
 		}
 	})
+}
+
+// How the chat adapter ends on a body, read by the SSE reader and the lean
+// decoder: success only on terminal evidence, the error objects and
+// undecodable chunks classified as go-openai's Recv had them classified.
+func TestChatBodies(t *testing.T) {
+	const (
+		hi     = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n"
+		finish = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+		done   = "data: [DONE]\n\n"
+	)
+	cases := []struct {
+		name, body string
+		out        string
+		class      diagnostics.Class // ClassNone: success
+		says       string
+	}{
+		{"complete", hi + finish + done, "hi", diagnostics.ClassNone, ""},
+		{"CRLF and keepalives", ": ping\r\n\r\n" + strings.ReplaceAll(hi+finish+done, "\n", "\r\n"), "hi", diagnostics.ClassNone, ""},
+		{"[DONE] without its blank line", hi + finish + "data: [DONE]\n", "hi", diagnostics.ClassNone, ""},
+		{"nothing after [DONE] is read", hi + finish + done + "data: {nonsense\n\n", "hi", diagnostics.ClassNone, ""},
+		{"no [DONE]", hi + finish, "hi", diagnostics.ClassDisconnect, "body ended"},
+		{"no finish_reason", hi + done, "hi", diagnostics.ClassDisconnect, "[DONE] true"},
+		{"cut inside an event", hi + "data: {\"choi", "hi", diagnostics.ClassDisconnect, "inside an event"},
+		{"[DONE] not as a line of its own", hi + finish + "data:  [DONE]\n\n", "hi", diagnostics.ClassDisconnect, "[DONE] false"},
+		{"error object", hi + "data: {\"error\":{\"message\":\"overloaded\",\"type\":\"server_error\"}}\n\n", "hi", diagnostics.ClassDisconnect, "overloaded"},
+		{"error object after other members", "data: {\"id\":\"x\",\"error\":{\"message\":\"overloaded\"}}\n\n", "", diagnostics.ClassDisconnect, "overloaded"},
+		{"context length error object", "data: {\"error\":{\"message\":\"This model's maximum context length is 8192 tokens\"}}\n\n", "", diagnostics.ClassDeterministic, "maximum context length"},
+		{"an error that is no object", "data: {\"error\":\"down\"}\n\n", "", diagnostics.ClassProtocol, "error object"},
+		{"undecodable", hi + "data: {\"choices\": [nonsense\n\n", "hi", diagnostics.ClassProtocol, "invalid character"},
+		{"two chunks in one event", "data: {\"choices\":[]}\ndata: {\"choices\":[]}\n\n", "", diagnostics.ClassProtocol, "invalid character"},
+		{"a type error where noderun reads", "data: {\"choices\":[{\"index\":\"0\"}]}\n\n", "", diagnostics.ClassProtocol, "cannot unmarshal"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := New(Config{BaseURL: "http://127.0.0.1:1/v1", HTTPClient: &http.Client{Transport: bodyTransport(c.body)}})
+			var out strings.Builder
+			err := p.Stream(context.Background(), provider.Request{Model: "m", Prompt: "p"}, func(ev provider.Event) error {
+				if ev.Kind == provider.KindDelta {
+					out.WriteString(ev.Text)
+				}
+				return nil
+			})
+			if got := diagnostics.Classify(err).Class; got != c.class {
+				t.Errorf("class %s (%v), want %s", got, err, c.class)
+			}
+			if err != nil && !strings.Contains(err.Error(), c.says) {
+				t.Errorf("error %q does not say %q", err, c.says)
+			}
+			if out.String() != c.out {
+				t.Errorf("output %q, want %q", out.String(), c.out)
+			}
+		})
+	}
 }
