@@ -130,6 +130,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseMatrix$$' -fuzztime $(FUZZTIME) ./runner/chaos/
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePrices$$' -fuzztime $(FUZZTIME) ./cmd/noderun/
 	$(GO) test -run '^$$' -fuzz '^FuzzContinuation$$' -fuzztime $(FUZZTIME) ./provider/openai/
+	$(GO) test -run '^$$' -fuzz '^FuzzUnpackFold$$' -fuzztime $(FUZZTIME) ./journal/
 
 clean:
 	rm -rf bin demo.db demo.db-wal demo.db-shm
