@@ -336,20 +336,33 @@ func (j *Journal) foldedEvents(ctx context.Context, runID string, f EventFilter)
 	return out, nil
 }
 
-// mergeEvents merges two lists in seq order (seqs are unique in a run).
+// mergeEvents merges two lists in seq order. A seq in both is one row read
+// before and after a fold moved it (the same row): it is kept once.
 func mergeEvents(a, b []Event) []Event {
+	return merge(a, b, func(e Event) int64 { return e.Seq })
+}
+
+// mergeRows is mergeEvents for rebuild's rows.
+func mergeRows(a, b []foldedRow) []foldedRow {
+	return merge(a, b, func(r foldedRow) int64 { return r.seq })
+}
+
+func merge[T any](a, b []T, seq func(T) int64) []T {
 	if len(b) == 0 {
 		return a
 	}
 	if len(a) == 0 {
 		return b
 	}
-	out := make([]Event, 0, len(a)+len(b))
+	out := make([]T, 0, len(a)+len(b))
 	for len(a) > 0 && len(b) > 0 {
-		if a[0].Seq < b[0].Seq {
+		switch sa, sb := seq(a[0]), seq(b[0]); {
+		case sa < sb:
 			out, a = append(out, a[0]), a[1:]
-		} else {
+		case sa > sb:
 			out, b = append(out, b[0]), b[1:]
+		default:
+			out, a, b = append(out, a[0]), a[1:], b[1:]
 		}
 	}
 	return append(append(out, a...), b...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -235,4 +236,93 @@ func FuzzUnpackFold(f *testing.F) {
 			t.Fatalf("repacked rows differ: %v", err)
 		}
 	})
+}
+
+// A row read both before and after a fold moved it (the rows read first,
+// then the folds) is one row; none is dropped.
+func TestMergeKeepsEachSeqOnce(t *testing.T) {
+	ev := func(seqs ...int64) []Event {
+		var out []Event
+		for _, s := range seqs {
+			out = append(out, Event{Seq: s})
+		}
+		return out
+	}
+	cases := []struct{ rows, folded, want []Event }{
+		{ev(1, 2, 5), nil, ev(1, 2, 5)},
+		{nil, ev(3, 4), ev(3, 4)},
+		{ev(1, 5), ev(2, 3, 4), ev(1, 2, 3, 4, 5)},
+		{ev(1, 2, 3, 4, 5), ev(2, 3, 4), ev(1, 2, 3, 4, 5)}, // the fold committed between the two reads
+		{ev(1, 2, 4), ev(2, 3), ev(1, 2, 3, 4)},
+	}
+	for _, c := range cases {
+		got := mergeEvents(c.rows, c.folded)
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("merge(%v, %v) = %v, want %v", c.rows, c.folded, got, c.want)
+		}
+	}
+}
+
+// Another process folding while this one reads: every read gives the
+// rows as they were, never one twice or one missing.
+func TestReadsDuringAFoldElsewhere(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "j.db")
+	w := openTest(t, path)
+	const runs = 12
+	want := map[string]string{}
+	for r := range runs {
+		id := fmt.Sprintf("run%d", r)
+		createRun(t, w, id)
+		check(t, w.SetNodesPending(ctx, id, []string{"n"}))
+		a, err := w.BeginAttempt(ctx, id, "n", ModeStart, "p")
+		check(t, err)
+		var out strings.Builder
+		for i := range 300 {
+			s := fmt.Sprintf("%d-%d ", r, i)
+			out.WriteString(s)
+			check(t, w.Append(Event{RunID: id, NodeID: "n", Attempt: a, Kind: KindDelta, ProviderSeq: -1, Payload: []byte(s)}))
+		}
+		check(t, w.EndAttempt(ctx, id, "n", a, AttemptEnd{Outcome: OutcomeOK, Cursor: -1}))
+		check(t, w.CompleteNode(ctx, id, "n", out.String()))
+		want[id] = out.String()
+	}
+	check(t, w.Flush(ctx))
+	r := openTest(t, path) // the reader, as another process
+	folded := make(chan error, 1)
+	go func() {
+		for i := range runs {
+			if _, err := w.Fold(ctx, fmt.Sprintf("run%d", i)); err != nil {
+				folded <- err
+				return
+			}
+		}
+		folded <- nil
+	}()
+	for done := false; !done; {
+		select {
+		case err := <-folded:
+			check(t, err)
+			done = true
+		default:
+		}
+		for id, out := range want {
+			evs, err := r.Events(ctx, id, EventFilter{Kinds: []string{KindDelta}})
+			check(t, err)
+			var b strings.Builder
+			for _, e := range evs {
+				b.Write(e.Payload)
+			}
+			got, err := r.RebuildOutput(ctx, id, "n", 1)
+			check(t, err)
+			if len(evs) != 300 || b.String() != out || got != out {
+				t.Fatalf("%s during a fold: %d events, their text equal %v, rebuilt equal %v", id, len(evs), b.String() == out, got == out)
+			}
+		}
+	}
+	var rows int
+	check(t, r.rdb.QueryRow(`SELECT count(*) FROM events WHERE kind = 'delta'`).Scan(&rows))
+	if rows != 0 {
+		t.Errorf("%d delta rows left after the folds", rows)
+	}
 }
