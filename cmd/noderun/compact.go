@@ -23,7 +23,7 @@ func compactCommand() *cli.Command {
 			"attempt, whose text is found in the node's output instead of being stored twice, then rewrites the\n" +
 			"file (VACUUM) to give the freed space back. Nothing is lost: events, show, diagnose, report and\n" +
 			"resume read a compacted run exactly as before (every event with its seq, time and text). Running\n" +
-			"nodes are left alone, so a live run can be compacted; its writer waits while the file is rewritten.\n\n" +
+			"nodes are left alone, so a live run can be compacted; the file is rewritten only when no run is live.\n\n" +
 			"Examples:\n  noderun compact            # every run in the journal\n  noderun compact last       # the last run",
 		ArgsUsage: "[RUN|last]",
 		Flags:     []cli.Flag{dbFlag, &cli.BoolFlag{Name: "no-vacuum", Usage: "fold only; leave the file's size as it is"}},
@@ -61,6 +61,19 @@ func compactCommand() *cli.Command {
 			}
 			if c.Bool("no-vacuum") {
 				return nil
+			}
+			// VACUUM holds the file's write lock while it rewrites it; a live
+			// runner's writer waits its busy timeout (5 s) and then fails its
+			// journal. So no vacuum while a run of this journal is live.
+			all, err := j.Runs(c.Context, 0)
+			if err != nil {
+				return err
+			}
+			for _, r := range all {
+				if r.Status == journal.RunRunning && !j.Abandoned(r) {
+					fmt.Fprintf(c.App.Writer, "journal %s: not vacuumed while run %s is live (its folded rows' pages are reused; compact again when it has finished)\n", j.Path(), r.ID)
+					return nil
+				}
 			}
 			if err := j.Vacuum(c.Context); err != nil {
 				return err

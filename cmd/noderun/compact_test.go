@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
@@ -160,4 +161,45 @@ func firstDiff(a, b string) string {
 		}
 	}
 	return fmt.Sprintf("%d lines before, %d after", len(al), len(bl))
+}
+
+// A live run can be compacted: its completed nodes are folded while it
+// goes, the file is not vacuumed under it, and the run completes as it
+// would have, every output whole in its events.
+func TestCompactDuringALiveRun(t *testing.T) {
+	srv := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: 2000, TokensPerSecond: 1000})
+	chat := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: 200, TokensPerSecond: 4000})
+	cmd, db, errOut := startRunOut(t, t.TempDir(), fmt.Sprintf(
+		"name: live\nprofile: ci\ncache: false\nproviders:\n  p: {kind: responses, base_url: %s, model: sim}\n  c: {kind: openai, base_url: %s, model: sim}\nnodes:\n  - {id: a, provider: p, prompt: %s}\n  - {id: quick, provider: c, prompt: quick}\n",
+		srv.BaseURL(), chat.BaseURL(), intPrompt))
+	waitStreaming(t, srv, 500)
+	code, stdout, stderr := runCLI(t, "compact", "--db", db)
+	if code != exitOK || !strings.Contains(stdout, "of 1 nodes folded") || !strings.Contains(stdout, "not vacuumed while run") {
+		t.Fatalf("compact of a live run: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the run after a compact: %v\n%s", err, errOut)
+	}
+	run, outs := nodeOutputs(t, db)
+	if want := strings.Join(sim.Text("sim", intPrompt, intSeed, 2000), ""); run.Status != journal.RunCompleted || outs["a"] != want || outs["quick"] == "" {
+		t.Fatalf("run %s, a %d bytes (want %d), quick %d bytes", run.Status, len(outs["a"]), len(want), len(outs["quick"]))
+	}
+	j := testkit.OpenJournal(t, db)
+	defer j.Close()
+	evs, err := j.Events(t.Context(), run.ID, journal.EventFilter{Kinds: []string{journal.KindDelta}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for i, e := range evs {
+		if i > 0 && e.Seq <= evs[i-1].Seq {
+			t.Fatalf("event %d: seq %d after %d", i, e.Seq, evs[i-1].Seq)
+		}
+		got[e.NodeID] += string(e.Payload)
+	}
+	for id, o := range outs {
+		if got[id] != o {
+			t.Errorf("node %s: its delta events hold %d bytes of its %d", id, len(got[id]), len(o))
+		}
+	}
 }
