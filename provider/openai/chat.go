@@ -136,6 +136,8 @@ func (p *Provider) stream(ctx context.Context, obs *observation, creq goopenai.C
 	var finish string
 	var usage *provider.Usage
 	var c chunk
+	// ended: the body ended (or failed after the [DONE] line). It is
+	// success only on both terminal signs.
 	ended := func(how string) error {
 		if finish != "" && obs.sawDone() {
 			return emit(provider.Event{Kind: provider.KindDone, Seq: -1, Usage: usage, Time: time.Now()})
@@ -150,14 +152,16 @@ func (p *Provider) stream(ctx context.Context, obs *observation, creq goopenai.C
 			case finish != "" && obs.sawDone():
 				// The [DONE] line was read whole; what failed came after it,
 				// where go-openai's Recv would have stopped reading.
-				return ended("")
+				return ended("after [DONE]")
 			case errors.Is(err, io.EOF):
 				return ended("body ended")
-			case errors.Is(err, io.ErrUnexpectedEOF):
-				return ended("body ended inside an event")
 			case ctx.Err() != nil:
 				// The executor's idle watchdog and Ctrl-C both cancel ctx; its cause says which.
 				return fmt.Errorf("chat stream: %w", context.Cause(ctx))
+			case errors.Is(err, io.ErrUnexpectedEOF):
+				// A clean end inside an event (the SSE reader), or a chunked
+				// body cut short (the transport): a disconnect either way.
+				return ended("body ended inside an event: " + err.Error())
 			case errors.Is(err, sse.ErrEventTooLarge):
 				return guard.LineLimit("chat stream")
 			}
