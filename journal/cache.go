@@ -56,6 +56,9 @@ func (j *Journal) CompleteNodeFromCache(ctx context.Context, runID, nodeID, key 
 	}
 	now := time.Now().UnixNano()
 	return j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
+		if _, err := tx.ExecContext(ctx, unshareQuery, runID, nodeID); err != nil {
+			return err
+		}
 		if err := updateNode(ctx, tx, completeNodeQuery, nil, runID, nodeID, NodeCompleted, now, e.Output); err != nil {
 			return err
 		}

@@ -106,6 +106,17 @@ func (j *Journal) Events(ctx context.Context, runID string, f EventFilter) ([]Ev
 	if err := rows.Err(); err != nil {
 		return nil, j.errorf("events of run %q: %w", runID, err)
 	}
+	// Folded rows (fold.go) come back among the others, as they were. The
+	// folds are read after the rows: a fold that commits in between moves
+	// rows from one to the other, seen twice (and merged), never missed.
+	folded, err := j.foldedEvents(ctx, runID, f)
+	if err != nil {
+		return nil, j.errorf("events of run %q: %w", runID, err)
+	}
+	out = mergeEvents(out, folded)
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
 	return out, nil
 }
 
@@ -150,7 +161,7 @@ const chainStartQuery = `SELECT CASE
 
 const (
 	// Arguments: run id, node id, first and last attempt, the kind rebuilt.
-	rebuildQuery = `SELECT kind, payload FROM events INDEXED BY events_by_node
+	rebuildQuery = `SELECT seq, kind, payload FROM events INDEXED BY events_by_node
 		WHERE run = (SELECT key FROM runs WHERE id = ?) AND node = ? AND attempt BETWEEN ? AND ?
 			AND kind IN (?, 'reset')
 		ORDER BY seq`
@@ -191,26 +202,42 @@ func (j *Journal) rebuild(ctx context.Context, runID, nodeID string, attempt int
 	if err != nil {
 		return "", j.errorf("rebuild %s of %s/%s#%d: %w", kind, runID, nodeID, attempt, err)
 	}
+	// The rows first, then the folds: a fold that commits in between (from
+	// another process) moves rows from one to the other, and read in this
+	// order they are seen twice (and merged), never missed.
 	rows, err := j.rdb.QueryContext(ctx, rebuildQuery, runID, nodeID, start, attempt, kind)
 	if err != nil {
 		return "", j.errorf("rebuild %s of %s/%s#%d: %w", kind, runID, nodeID, attempt, err)
 	}
 	defer rows.Close()
-	var b strings.Builder
-	var got string
-	var payload sql.RawBytes
+	var evs []foldedRow // payload nil: a reset
 	for rows.Next() {
-		if err := rows.Scan(&got, &payload); err != nil {
+		var r foldedRow
+		var got string
+		if err := rows.Scan(&r.seq, &got, &r.payload); err != nil {
 			return "", j.errorf("rebuild %s of %s/%s#%d: %w", kind, runID, nodeID, attempt, err)
 		}
 		if got == KindReset {
-			b.Reset()
-			continue
+			r.payload = nil
+		} else if r.payload == nil {
+			r.payload = []byte{}
 		}
-		b.Write(payload)
+		evs = append(evs, r)
 	}
 	if err := rows.Err(); err != nil {
 		return "", j.errorf("rebuild %s of %s/%s#%d: %w", kind, runID, nodeID, attempt, err)
+	}
+	folded, err := j.foldedRebuildRows(ctx, runID, nodeID, start, attempt, kind)
+	if err != nil {
+		return "", j.errorf("rebuild %s of %s/%s#%d: %w", kind, runID, nodeID, attempt, err)
+	}
+	var b strings.Builder
+	for _, r := range mergeRows(evs, folded) {
+		if r.payload == nil {
+			b.Reset()
+			continue
+		}
+		b.Write(r.payload)
 	}
 	return b.String(), nil
 }

@@ -343,6 +343,9 @@ func (j *Journal) CompleteNode(ctx context.Context, runID, nodeID, output string
 	}
 	now := time.Now().UnixNano()
 	return j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
+		if _, err := tx.ExecContext(ctx, unshareQuery, runID, nodeID); err != nil {
+			return err
+		}
 		return updateNode(ctx, tx, completeNodeQuery, nil, runID, nodeID, NodeCompleted, now, output)
 	})
 }

@@ -129,6 +129,28 @@ ALTER TABLE nodes ADD COLUMN cache_key TEXT NOT NULL DEFAULT '';
 ALTER TABLE nodes ADD COLUMN cache_origin TEXT NOT NULL DEFAULT '';
 CREATE INDEX nodes_by_cache_key ON nodes (cache_key) WHERE cache_key != '';
 `,
+	// 5: folded event rows (fold.go): the delta and reasoning rows of an
+	// ended attempt of a completed node, packed into one row per attempt
+	// and kind. idx holds each row's seq, time, provider seq and payload
+	// length (varints, each after the previous row's); the payloads are
+	// text, or, where out_off >= 0, the bytes of the node's output from
+	// out_off on (not stored twice). run is runs.key.
+	`
+CREATE TABLE folds (
+	run       INTEGER NOT NULL,
+	node      TEXT NOT NULL,
+	attempt   INTEGER NOT NULL,
+	kind      TEXT NOT NULL,
+	first_seq INTEGER NOT NULL,
+	last_seq  INTEGER NOT NULL,
+	rows      INTEGER NOT NULL,
+	bytes     INTEGER NOT NULL,
+	out_off   INTEGER NOT NULL,
+	text      BLOB NOT NULL,
+	idx       BLOB NOT NULL,
+	PRIMARY KEY (run, node, attempt, kind)
+) WITHOUT ROWID;
+`,
 }
 
 // errForeignDB: an SQLite database with tables but no journal schema.

@@ -223,7 +223,9 @@ const rowsPerInsert = 16
 
 // The writer's reads, by run key, each answered from an index (plan_test.go).
 const (
-	lastSeqQuery = `SELECT COALESCE(MAX(seq), 0) FROM events WHERE run = ?`
+	// Folded rows (fold.go) keep their seqs: the last may be among them.
+	lastSeqQuery = `SELECT max(COALESCE((SELECT MAX(seq) FROM events WHERE run = ?1), 0),
+		COALESCE((SELECT MAX(last_seq) FROM folds WHERE run = ?1), 0))`
 	// chainTopQuery: the highest provider seq of a chain of attempts
 	// (run key, node, first and last attempt), and where its events start.
 	chainTopQuery = `SELECT COALESCE(MAX(top), -1), COALESCE(MIN(first_seq), 0) FROM provider_seq_tops

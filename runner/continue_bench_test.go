@@ -42,7 +42,7 @@ func BenchmarkRecoveryCost(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				srv.AddFault(sim.Fault{Endpoint: sim.EndpointChat, Times: 1, Kind: sim.FaultClose, AfterEvents: 1 + tokens/2})
-				res, err := Run(context.Background(), g, Options{Journal: j})
+				res, err := Run(context.Background(), g, Options{Journal: j, Cache: noCache})
 				if err != nil || res.Status != journal.RunCompleted {
 					b.Fatalf("%v %+v", err, res)
 				}

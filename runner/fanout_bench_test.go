@@ -160,7 +160,7 @@ func benchFanOut(b *testing.B, n int) {
 	}
 	var runs []ran
 	journaled := func() {
-		res, err := Run(ctx, g, Options{Journal: j, Parallel: n})
+		res, err := Run(ctx, g, Options{Journal: j, Parallel: n, Cache: noCache})
 		if err != nil || res.Status != journal.RunCompleted {
 			b.Fatalf("%v %s", err, res.Status)
 		}
@@ -220,6 +220,10 @@ func benchFanOut(b *testing.B, n int) {
 		verify(r)
 	}
 	p.report(b, "s")
+	// CPU per node, to set against other runners on the same simulator
+	// settings (docs/performance.md).
+	b.ReportMetric(benchstat.Median(p.runCPU)*1e6/float64(n), "cpu-µs/node")
+	b.ReportMetric(benchstat.Median(p.bareCPU)*1e6/float64(n), "bare-cpu-µs/node")
 	b.ReportMetric(benchstat.Median(peakHeap), "peak-heap-MiB")
 	b.ReportMetric(benchstat.Median(peakHeap)*1024/float64(n), "heap-KiB/node")
 	b.ReportMetric(benchstat.Median(barePeakHeap)*1024/float64(n), "bare-heap-KiB/node")

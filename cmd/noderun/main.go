@@ -95,7 +95,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Action:         rootAction,
 		ExitErrHandler: func(*cli.Context, error) {}, // run() maps errors to exit codes
 		Commands: slices.Concat( // the groups of --help, in this order
-			group("Run", runCommand(), resumeCommand(), cancelCommand()),
+			group("Run", runCommand(), resumeCommand(), cancelCommand(), compactCommand()),
 			group("Inspect", statusCommand(), eventsCommand(), showCommand(), diagnoseCommand(), reportCommand()),
 			group("Test", validateCommand(), schemaCommand(), profilesCommand(), simCommand(), chaosCommand()),
 			group("Scale out", workerCommand()),

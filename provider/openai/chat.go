@@ -5,7 +5,9 @@
 package openai
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +22,7 @@ import (
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/conns"
 	"github.com/noderun/noderun/provider/guard"
+	"github.com/noderun/noderun/provider/sse"
 )
 
 // Config configures the adapter.
@@ -111,55 +114,108 @@ func chatRequest(req provider.Request) goopenai.ChatCompletionRequest {
 }
 
 // stream sends creq and emits what comes back, until terminal evidence.
+// go-openai sends the request and turns an error status into its
+// APIError (Retry-After and the status are noted by watchingDoer); the body
+// is then read here, by the project's SSE reader and the lean chunk decoder
+// (chunk.go), not by go-openai's Recv: its reflective decode of every field
+// of every chunk was ~90% of a stream's CPU.
 func (p *Provider) stream(ctx context.Context, obs *observation, creq goopenai.ChatCompletionRequest, emit provider.Emit) error {
 	stream, err := p.client.CreateChatCompletionStream(ctx, creq)
 	if err != nil {
 		return obs.classify(err)
 	}
 	defer stream.Close()
+	if obs.body == nil { // not a body watchingDoer let through: cannot happen
+		return obs.classify(fmt.Errorf("chat stream: %w: no response body", diagnostics.ErrProtocol))
+	}
+	// 4 KiB, as go-openai's own reader: a chunk is a few hundred bytes, and
+	// at 10,000 streams the buffer is a large part of each one's memory.
+	r := sse.NewReaderSize(obs.body, 4<<10)
+	r.MaxEventBytes = guard.MaxEventBytes
 
-	var finish goopenai.FinishReason
+	var finish string
 	var usage *provider.Usage
-	for {
-		resp, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			if finish != "" && obs.sawDone() {
-				return emit(provider.Event{Kind: provider.KindDone, Seq: -1, Usage: usage, Time: time.Now()})
-			}
-			return diagnostics.Wrap(diagnostics.ClassDisconnect,
-				fmt.Errorf("%w: body ended (finish_reason %q, [DONE] %v)", diagnostics.ErrDisconnected, finish, obs.sawDone()))
+	var c chunk
+	// ended: the body ended (or failed after the [DONE] line). It is
+	// success only on both terminal signs.
+	ended := func(how string) error {
+		if finish != "" && obs.sawDone() {
+			return emit(provider.Event{Kind: provider.KindDone, Seq: -1, Usage: usage, Time: time.Now()})
 		}
+		return diagnostics.Wrap(diagnostics.ClassDisconnect,
+			fmt.Errorf("%w: %s (finish_reason %q, [DONE] %v)", diagnostics.ErrDisconnected, how, finish, obs.sawDone()))
+	}
+	for {
+		_, data, err := r.NextRaw()
 		if err != nil {
-			if ctx.Err() != nil {
+			switch {
+			case finish != "" && obs.sawDone():
+				// The [DONE] line was read whole; what failed came after it,
+				// where go-openai's Recv would have stopped reading.
+				return ended("after [DONE]")
+			case errors.Is(err, io.EOF):
+				return ended("body ended")
+			case ctx.Err() != nil:
 				// The executor's idle watchdog and Ctrl-C both cancel ctx; its cause says which.
 				return fmt.Errorf("chat stream: %w", context.Cause(ctx))
+			case errors.Is(err, io.ErrUnexpectedEOF):
+				// A clean end inside an event (the SSE reader), or a chunked
+				// body cut short (the transport): a disconnect either way.
+				return ended("body ended inside an event: " + err.Error())
+			case errors.Is(err, sse.ErrEventTooLarge):
+				return guard.LineLimit("chat stream")
 			}
 			return obs.classify(fmt.Errorf("chat stream: %w", err))
 		}
-		if resp.Usage != nil {
-			usage = &provider.Usage{InputTokens: resp.Usage.PromptTokens, OutputTokens: resp.Usage.CompletionTokens}
-			if d := resp.Usage.CompletionTokensDetails; d != nil {
-				usage.ReasoningTokens = d.ReasoningTokens
-			}
+		if isDoneData(data) {
+			// As go-openai: nothing after [DONE] is read. It counts only if
+			// the watcher saw the line exactly (`data: [DONE]`).
+			return ended("body ended at [DONE]")
 		}
-		for i := range resp.Choices {
-			ch := &resp.Choices[i] // not a copy: a choice is ~300 bytes, and there is one a chunk
-			if ch.Index != 0 {
+		if err := decodeChunk(data, &c); err != nil {
+			return obs.classify(fmt.Errorf("chat stream: %w", err))
+		}
+		if c.errRaw != nil {
+			return obs.classify(streamError(c.errRaw))
+		}
+		if c.hasUsage {
+			usage = &provider.Usage{InputTokens: c.usage.prompt, OutputTokens: c.usage.completion, ReasoningTokens: c.usage.reasoning}
+		}
+		for i := range c.choices {
+			ch := &c.choices[i]
+			if ch.index != 0 {
 				continue // one output per node; n > 1 is never requested
 			}
-			if ch.Delta.Content != "" {
-				if err := emit(provider.Event{Kind: provider.KindDelta, Text: ch.Delta.Content, Seq: -1, Time: obs.arrived}); err != nil {
+			if ch.content != "" {
+				if err := emit(provider.Event{Kind: provider.KindDelta, Text: ch.content, Seq: -1, Time: obs.arrived}); err != nil {
 					return err
 				}
 			}
-			if ch.Delta.ReasoningContent != "" {
-				if err := emit(provider.Event{Kind: provider.KindReasoning, Text: ch.Delta.ReasoningContent, Seq: -1, Time: obs.arrived}); err != nil {
+			if ch.reasoning != "" {
+				if err := emit(provider.Event{Kind: provider.KindReasoning, Text: ch.reasoning, Seq: -1, Time: obs.arrived}); err != nil {
 					return err
 				}
 			}
-			if ch.FinishReason != "" {
-				finish = ch.FinishReason
+			if ch.finish != "" {
+				finish = ch.finish
 			}
 		}
 	}
+}
+
+// isDoneData: an event whose data is [DONE] (go-openai trims the line's
+// spaces before it compares).
+func isDoneData(data []byte) bool {
+	return len(data) >= 6 && len(data) < 32 && string(bytes.TrimSpace(data)) == "[DONE]"
+}
+
+// streamError is the error an error object in the stream stands for: the
+// same *goopenai.APIError (status 0) go-openai's Recv returned for a
+// `data: {"error": …}` line, so it is classified as before.
+func streamError(raw []byte) error {
+	var apiErr goopenai.APIError
+	if err := json.Unmarshal(raw, &apiErr); err != nil {
+		return fmt.Errorf("chat stream: error object: %w", err)
+	}
+	return fmt.Errorf("chat stream: error, %w", &apiErr)
 }

@@ -35,6 +35,9 @@ type observation struct {
 	// The body is read only inside stream.Recv, so stream's goroutine alone
 	// writes and reads it.
 	arrived time.Time
+	// body is the response body, watched, that stream reads: go-openai
+	// sends the request and reads the headers, but not the body.
+	body io.Reader
 }
 
 func (o *observation) sawDone() bool { return o.done.Load() }
@@ -73,7 +76,8 @@ func (d *watchingDoer) Do(req *http.Request) (*http.Response, error) {
 		_ = resp.Body.Close()
 		return nil, err
 	}
-	resp.Body = &doneWatcher{r: resp.Body, obs: obs}
+	w := &doneWatcher{r: resp.Body, obs: obs}
+	resp.Body, obs.body = w, w
 	return resp, nil
 }
 

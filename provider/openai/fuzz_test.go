@@ -3,10 +3,14 @@ package openai
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/provider"
@@ -47,4 +51,58 @@ func FuzzChatStream(f *testing.F) {
 			t.Fatalf("unclassified error %v", err)
 		}
 	})
+}
+
+// FuzzLeanChunk holds the lean chunk decoder (chunk.go) to encoding/json
+// into go-openai's chunk type on any input: where encoding/json succeeds,
+// decodeChunk succeeds with the same values of every field it reads; where
+// encoding/json fails, decodeChunk fails too, unless encoding/json's only
+// complaint is a type error in a field noderun does not read; and a chunk
+// decodeChunk accepts carries the values encoding/json decoded around such
+// an error. Decoding into a reused chunk gives the same as into a new one.
+func FuzzLeanChunk(f *testing.F) {
+	for _, s := range leanSeeds {
+		f.Add([]byte(s))
+	}
+	var reused chunk
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var fresh chunk
+		err := decodeChunk(data, &fresh)
+		var want goopenai.ChatCompletionStreamResponse
+		jerr := json.Unmarshal(data, &want)
+		var te *json.UnmarshalTypeError
+		switch {
+		case jerr == nil && err != nil:
+			t.Fatalf("lean: %v; encoding/json decodes %q", err, data)
+		case jerr != nil && err == nil && !errors.As(jerr, &te) && fresh.errRaw == nil:
+			t.Fatalf("lean accepts %q; encoding/json: %v", data, jerr)
+		case jerr != nil && err == nil && errors.As(jerr, &te) && fresh.errRaw == nil && readField(te.Field):
+			t.Fatalf("lean accepts %q; encoding/json: type error in %q, which noderun reads", data, te.Field)
+		case jerr != nil && err != nil && err.Error() != jerr.Error():
+			t.Fatalf("lean error %q, encoding/json's %q", err, jerr)
+		}
+		if err == nil && (jerr == nil || fresh.errRaw == nil) {
+			if got, exp := fresh.String(), fromGoOpenAI(want).String(); got != exp {
+				t.Fatalf("%q:\n lean         %s\n encoding/json %s", data, got, exp)
+			}
+		}
+		err2 := decodeChunk(data, &reused)
+		if (err2 == nil) != (err == nil) || err == nil && reused.String() != fresh.String() {
+			t.Fatalf("%q: into a reused chunk %s (%v), into a new one %s (%v)", data, reused.String(), err2, fresh.String(), err)
+		}
+	})
+}
+
+// readField: the dotted paths (encoding/json's UnmarshalTypeError.Field)
+// of what decodeChunk reads, or of an object or array on the way to it.
+func readField(path string) bool {
+	switch strings.ToLower(path) {
+	case "", "choices", "choices.index", "choices.delta", "choices.delta.content", "choices.delta.reasoning_content",
+		"choices.delta.tool_calls", "choices.delta.tool_calls.index", "choices.delta.tool_calls.id",
+		"choices.delta.tool_calls.type", "choices.delta.tool_calls.function", "choices.delta.tool_calls.function.name",
+		"choices.delta.tool_calls.function.arguments", "choices.finish_reason", "usage", "usage.prompt_tokens",
+		"usage.completion_tokens", "usage.completion_tokens_details", "usage.completion_tokens_details.reasoning_tokens":
+		return true
+	}
+	return false
 }

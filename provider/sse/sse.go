@@ -58,8 +58,14 @@ type Reader struct {
 }
 
 // NewReader returns a Reader reading from r.
-func NewReader(r io.Reader) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, 32<<10), first: true}
+func NewReader(r io.Reader) *Reader { return NewReaderSize(r, 32<<10) }
+
+// NewReaderSize returns a Reader whose read buffer holds size bytes. A
+// stream of small events (chat chunks of a few hundred bytes) needs no more
+// than a few KiB; at thousands of streams at once the buffer is a large part
+// of each stream's memory. An event may still be longer than the buffer.
+func NewReaderSize(r io.Reader, size int) *Reader {
+	return &Reader{br: bufio.NewReaderSize(r, size), first: true}
 }
 
 // LastEventID is the last event ID committed by a dispatch (what a client
@@ -74,8 +80,20 @@ func (r *Reader) Retry() time.Duration { return r.retry }
 // one (that event is discarded), or the underlying read error. After an error
 // every call returns the same error.
 func (r *Reader) Next() (Event, error) {
+	typ, data, err := r.NextRaw()
+	if err != nil {
+		return Event{}, err
+	}
+	return Event{Type: typ, Data: string(data), ID: r.lastID}, nil
+}
+
+// NextRaw is Next without the copy of the event's data: data is the
+// reader's own buffer, valid only until the next call, and the event's ID
+// is LastEventID. A decoder that takes what it needs from each event saves
+// an allocation per event.
+func (r *Reader) NextRaw() (typ string, data []byte, err error) {
 	if r.err != nil {
-		return Event{}, r.err
+		return "", nil, r.err
 	}
 	for {
 		line, partial, err := r.readLine()
@@ -87,22 +105,22 @@ func (r *Reader) Next() (Event, error) {
 			}
 			r.err = err
 			r.reset()
-			return Event{}, err
+			return "", nil, err
 		}
 		if r.first {
 			r.first = false
 			line = bytes.TrimPrefix(line, []byte("\xEF\xBB\xBF"))
 		}
 		if len(line) == 0 {
-			if ev, ok := r.dispatch(); ok {
-				return ev, nil
+			if typ, data, ok := r.dispatch(); ok {
+				return typ, data, nil
 			}
 			continue
 		}
 		if err := r.field(line); err != nil {
 			r.err = err
 			r.reset()
-			return Event{}, err
+			return "", nil, err
 		}
 	}
 }
@@ -212,16 +230,16 @@ func digits(b []byte) (int64, bool) {
 	return n, true
 }
 
-// dispatch ends the current block at a blank line.
-func (r *Reader) dispatch() (Event, bool) {
+// dispatch ends the current block at a blank line. The data it returns
+// stays valid until the next read: reset keeps the buffer's bytes.
+func (r *Reader) dispatch() (typ string, data []byte, ok bool) {
 	r.lastID = r.idBuf
 	defer r.reset()
 	if r.data.Len() == 0 {
-		return Event{}, false
+		return "", nil, false
 	}
 	d := r.data.Bytes()
-	d = d[:len(d)-1] // strip the one trailing newline
-	return Event{Type: r.typ, Data: string(d), ID: r.lastID}, true
+	return r.typ, d[:len(d)-1], true // without the one trailing newline
 }
 
 // reset clears the pending event (not the last event ID buffer, which

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/noderun/noderun/journal"
+)
+
+// compactCommand folds the streamed rows of finished nodes (journal.Fold)
+// and gives the freed pages back to the file system (journal.Vacuum). It is
+// a command, not something every run does at each node's completion: a
+// run's hot path pays nothing for it, and a journal shrinks on disk only
+// when VACUUM rewrites the file, which a live run's writer must not wait for
+// (docs/performance.md, "A compact journal").
+func compactCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "compact",
+		Usage: "fold finished nodes' streamed rows: a journal about its outputs' size",
+		Description: "Folds the delta and reasoning rows of every ended attempt of every completed node into one row per\n" +
+			"attempt, whose text is found in the node's output instead of being stored twice, then rewrites the\n" +
+			"file (VACUUM) to give the freed space back. Nothing is lost: events, show, diagnose, report and\n" +
+			"resume read a compacted run exactly as before (every event with its seq, time and text). Running\n" +
+			"nodes are left alone, so a live run can be compacted; the file is rewritten only when no run is live.\n\n" +
+			"Examples:\n  noderun compact            # every run in the journal\n  noderun compact last       # the last run",
+		ArgsUsage: "[RUN|last]",
+		Flags:     []cli.Flag{dbFlag, &cli.BoolFlag{Name: "no-vacuum", Usage: "fold only; leave the file's size as it is"}},
+		Action: func(c *cli.Context) error {
+			if err := wantArgs(c, 0, 1, "give a run id (or last), or nothing for every run"); err != nil {
+				return err
+			}
+			log, err := newLogger(c)
+			if err != nil {
+				return err
+			}
+			j, err := openExisting(c, journal.WithLogger(log))
+			if err != nil {
+				return err
+			}
+			defer j.Close()
+			var runs []journal.Run
+			if c.NArg() == 1 {
+				r, err := findRun(c.Context, j, c.Args().First())
+				if err != nil {
+					return err
+				}
+				runs = []journal.Run{r}
+			} else if runs, err = j.Runs(c.Context, 0); err != nil {
+				return err
+			}
+			before := fileSize(j.Path())
+			for _, r := range runs {
+				st, err := j.Fold(c.Context, r.ID)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.Writer, "run %s: %d rows of %d nodes folded (%s, %s of it found in the outputs)\n",
+					r.ID, st.Rows, st.Nodes, sizeText(int(st.Bytes)), sizeText(int(st.Shared)))
+			}
+			if c.Bool("no-vacuum") {
+				return nil
+			}
+			// VACUUM holds the file's write lock while it rewrites it; a live
+			// runner's writer waits its busy timeout (5 s) and then fails its
+			// journal. So no vacuum while a run of this journal is live.
+			all, err := j.Runs(c.Context, 0)
+			if err != nil {
+				return err
+			}
+			for _, r := range all {
+				if r.Status == journal.RunRunning && !j.Abandoned(r) {
+					fmt.Fprintf(c.App.Writer, "journal %s: not vacuumed while run %s is live (its folded rows' pages are reused; compact again when it has finished)\n", j.Path(), r.ID)
+					return nil
+				}
+			}
+			if err := j.Vacuum(c.Context); err != nil {
+				return err
+			}
+			if err := j.Close(); err != nil { // and its WAL with it
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "journal %s: %s before, %s after\n", j.Path(), sizeText(int(before)), sizeText(int(fileSize(j.Path()))))
+			return nil
+		},
+	}
+}
+
+// fileSize is a journal's bytes on disk: the file and its WAL.
+func fileSize(path string) int64 {
+	var n int64
+	for _, suffix := range []string{"", "-wal"} {
+		if st, err := os.Stat(path + suffix); err == nil {
+			n += st.Size()
+		}
+	}
+	return n
+}
