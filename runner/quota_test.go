@@ -284,3 +284,46 @@ func TestFailoverContinuesThePartialAnswer(t *testing.T) {
 		t.Errorf("last attempt on %q, want backup", last.Provider)
 	}
 }
+
+// A node interrupted on the fallback it moved to is resumed there: the
+// journal says where its attempt ran, and its own provider is not asked
+// again (it stays down).
+func TestResumeGoesOnOnTheFallback(t *testing.T) {
+	up := simtest.Start(t, sim.Config{Seed: 3, Tokens: 200, TokensPerSecond: 400})
+	want := fallbackAlone(t, up.BaseURL(), 2)
+	down := simtest.Start(t, sim.Config{Seed: 3})
+	if err := down.SetOutage(true); err != nil {
+		t.Fatal(err)
+	}
+	g := failoverGraphModel(t, down.BaseURL(), up.BaseURL(), "sim", 2, "")
+	j := openJournal(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res, err := Run(ctx, g, Options{Journal: j, OnProgress: func(p Progress) {
+		if p.Node == "n01" && p.Bytes > 100 { // streaming on the fallback
+			cancel()
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := res.Nodes[1]; n.State != journal.NodeCanceled {
+		t.Fatalf("n01 %s, want interrupted on the fallback", n.State)
+	}
+	before := len(codes(t, j, res.RunID, "n01"))
+	res, err = Resume(context.Background(), res.RunID, nil, Options{Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := res.Nodes[1]
+	if n.State != journal.NodeCompleted || n.Output != want.Nodes[1].Output {
+		t.Fatalf("resumed n01 %s: %q, want %q", n.State, head(n.Output), head(want.Nodes[1].Output))
+	}
+	if after := codes(t, j, res.RunID, "n01")[before:]; has(after, diagnostics.FailedOver.ID) {
+		t.Errorf("the resume failed over again (%v): it went back to the node's own provider", after)
+	}
+	atts, _ := j.Attempts(context.Background(), res.RunID, "n01")
+	if last := atts[len(atts)-1]; last.Provider != "backup" {
+		t.Errorf("the resumed attempt ran on %q, want backup", last.Provider)
+	}
+}

@@ -31,11 +31,7 @@ func compactCommand() *cli.Command {
 			if err := wantArgs(c, 0, 1, "give a run id (or last), or nothing for every run"); err != nil {
 				return err
 			}
-			log, err := newLogger(c)
-			if err != nil {
-				return err
-			}
-			j, err := openExisting(c, journal.WithLogger(log))
+			j, _, err := openLogged(c)
 			if err != nil {
 				return err
 			}

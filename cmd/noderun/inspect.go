@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -20,6 +21,17 @@ import (
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner/ledger"
 )
+
+// openLogged opens the existing journal of a command that writes to it
+// (cancel, compact), with the command's logger, which it returns too.
+func openLogged(c *cli.Context) (*journal.Journal, *slog.Logger, error) {
+	log, err := newLogger(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	j, err := openExisting(c, journal.WithLogger(log))
+	return j, log, err
+}
 
 // openExisting opens a journal to continue its runs; it refuses to create one.
 func openExisting(c *cli.Context, opts ...journal.Option) (*journal.Journal, error) {

@@ -244,11 +244,7 @@ func cancelCommand() *cli.Command {
 			if err := wantArgs(c, 1, -1, "give a run id (or last), and optionally nodes"); err != nil {
 				return err
 			}
-			log, err := newLogger(c)
-			if err != nil {
-				return err
-			}
-			j, err := openExisting(c, journal.WithLogger(log))
+			j, log, err := openLogged(c)
 			if err != nil {
 				return err
 			}
