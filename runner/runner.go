@@ -381,6 +381,7 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 			return r.notStarted(ctx, n, err)
 		}
 	}
+	defer x.releaseTicket(0) // a node that ends before its request is sent leaves the pacer nothing in flight
 	if n.Timeout > 0 {
 		// The node's wall time, recovery included: the executor reports
 		// ErrNodeTimeout with its own code when this fires.
