@@ -125,6 +125,10 @@ func TestBuildInCode(t *testing.T) {
 	if !errors.As(err, &ge) {
 		t.Fatalf("err = %v", err)
 	}
+	// No line of the generated file: the Go values are the place to look.
+	if !ge.InCode || strings.Contains(err.Error(), "graph.yaml") || !strings.HasPrefix(err.Error(), `graph "bad": `) {
+		t.Errorf("a graph built in code reports a generated file:\n%v", err)
+	}
 	for _, want := range []string{`provider "p": unknown kind "nope"`, `node "a": needs "b", which is not defined`, `node "a": prompt uses the output of "c"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
