@@ -95,7 +95,11 @@ func (g *Graph) MarshalYAML() ([]byte, error) {
 			ykv(m, "max_dials", yint(p.MaxDials))
 		}
 		if p.Sim != nil {
-			ykv(m, "sim", p.Sim)
+			sv, err := p.Sim.MarshalYAML()
+			if err != nil {
+				return nil, fmt.Errorf("graph %q: provider %q: sim: %w", g.Name, name, err)
+			}
+			ykv(m, "sim", sv.(*yaml.Node))
 		}
 		if len(p.Args) > 0 {
 			ykv(m, "args", ylist(p.Args))

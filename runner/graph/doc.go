@@ -2,7 +2,8 @@
 // parser and validator of graph files (every problem reported with its
 // file:line), and the Go templates of node prompts. It imports nothing from
 // the runner, the journal or the provider adapters: a graph is data, and
-// package runner executes it.
+// package runner executes it. (It imports provider/sim for one type: a sim
+// provider's configuration, ProviderSpec.Sim, is a sim.Config.)
 //
 // # Templates
 //

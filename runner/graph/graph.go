@@ -13,7 +13,7 @@ import (
 	"text/template"
 	"time"
 
-	"go.yaml.in/yaml/v3"
+	"github.com/noderun/noderun/provider/sim"
 )
 
 // Graph is a validated goal graph, as read from a YAML file. A *Graph
@@ -106,9 +106,11 @@ type ProviderSpec struct {
 	StateDir string
 	Args     []string
 	Env      map[string]string
-	// Sim (sim) is the simulator configuration, a YAML mapping left for
-	// provider/sim to decode; nil when omitted.
-	Sim *yaml.Node
+	// Sim (sim) is the simulator's configuration: how it generates (seed,
+	// tokens, pace, silence) and its scripted faults; nil when omitted (the
+	// zero sim.Config). A graph file's `sim:` block fills it (problems
+	// reported at their file:line); in code, set it directly.
+	Sim *sim.Config
 	// Limits are the rate limits of the provider's account as the graph
 	// declares them (`limits:`); zero fields are not declared. A run also
 	// learns the account's limits from the provider's response headers,
