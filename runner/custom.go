@@ -52,10 +52,10 @@ func checkKinds(kinds map[string]ProviderFunc) error {
 	for _, k := range kindNames(kinds) {
 		switch k {
 		case ProviderKindSim, ProviderKindOpenAI, ProviderKindResponses, ProviderKindHarness, ProviderKindGemini:
-			return fmt.Errorf("runner: Options.Kinds: %q is a built-in provider kind", k)
+			return fmt.Errorf("runner: Options.Kinds: %q is %w", k, ErrBuiltinKind)
 		}
 		if kinds[k] == nil {
-			return fmt.Errorf("runner: Options.Kinds: %q has no ProviderFunc", k)
+			return fmt.Errorf("runner: Options.Kinds: %q has %w", k, ErrNoProviderFunc)
 		}
 	}
 	return nil

@@ -205,8 +205,12 @@ func Prepare(g *Graph, opts *Options) (profile.Profile, error) {
 }
 
 // Run executes g to the end (or until ctx is canceled) and journals
-// everything. The returned error is for failures of the run itself (bad
-// configuration, journal errors); node failures are in the Result.
+// everything. Node failures are in the Result (Result.Failed, each
+// NodeResult's Err). The returned error is for the run itself: a setup
+// error (ErrNoJournal, ErrBuiltinKind, a *GraphError, ...) with a nil
+// Result, a journal error, or, with the Result, ErrInterrupted when the run
+// was interrupted (canceled ctx: errors.Is(err, context.Canceled) too), which
+// Resume continues.
 func Run(ctx context.Context, g *Graph, opts Options) (*Result, error) {
 	if opts.RunID == "" {
 		opts.RunID = uuid.NewString()
@@ -252,13 +256,21 @@ func (r *runState) run(ctx context.Context) (*Result, error) {
 	if cause := context.Cause(ctx); errors.Is(cause, diagnostics.ErrJournal) {
 		return res, cause
 	}
+	if err == nil && res.Status == journal.RunInterrupted {
+		// The caller matches it (errors.Is) rather than reading Status;
+		// with the context's cause, when that is what stopped it.
+		if cause := context.Cause(ctx); cause != nil {
+			return res, fmt.Errorf("%w: %w", ErrInterrupted, cause)
+		}
+		return res, ErrInterrupted
+	}
 	return res, err
 }
 
 // newRunState checks the options and builds the providers of a run.
 func newRunState(ctx context.Context, g *Graph, opts *Options) (*runState, func(), error) {
 	if opts.Journal == nil {
-		return nil, nil, errors.New("runner: no journal")
+		return nil, nil, ErrNoJournal
 	}
 	if err := checkKinds(opts.Kinds); err != nil {
 		return nil, nil, err
