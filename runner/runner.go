@@ -138,6 +138,33 @@ type NodeResult struct {
 	// Provider is the fallback provider that completed the node after its
 	// own was unavailable (NR603); empty when its own provider did.
 	Provider string
+	// Attempts are the node's requests and re-attachments in order, over
+	// every Run and Resume of the run, each with what it cost; nil for a
+	// node that sent none (skipped, from the cache).
+	Attempts []AttemptResult
+	// Diagnostics are the node's diagnostic records in order, decoded and
+	// typed: every fault, recovery step and outcome, with its code
+	// (Record.Code.Role says which; compare codes with ==, like
+	// d.Record.Code == diagnostics.Recovered).
+	Diagnostics []Diagnostic
+}
+
+// AttemptResult is one attempt of a node, as journaled: its provider, mode
+// (journal.ModeStart, ModeReattach, ...), Ref (response or thread id),
+// Outcome, ErrClass and Error (the error without its class), and its Usage.
+type AttemptResult struct {
+	journal.Attempt
+	// Usage is what the attempt cost in tokens (zero if it recorded none).
+	Usage journal.Usage
+}
+
+// Diagnostic is one journaled diagnostic of a node: the record (its code,
+// message and typed attributes, read with Record.Attr or a key's Of), the
+// attempt it belongs to (0: none), and when it was journaled.
+type Diagnostic struct {
+	Record  diagnostics.Record
+	Attempt int
+	Time    time.Time
 }
 
 // Failed reports whether any node failed or was skipped.
@@ -348,7 +375,54 @@ func (r *runState) finish(ctx context.Context) (*Result, error) {
 	if err := r.j.SetRunStatus(bg(ctx), r.id, res.Status); err != nil {
 		return res, err
 	}
-	return res, r.j.Flush(bg(ctx))
+	if err := r.j.Flush(bg(ctx)); err != nil {
+		return res, err
+	}
+	r.records(bg(ctx), res)
+	return res, nil
+}
+
+// records fills in the nodes' attempts, usage and diagnostics from the
+// journal: one query of each kind for the whole run, so that a wide run
+// does not pay a query per node. A read that fails leaves them out (and
+// says so in the log): the run itself is journaled and finished.
+func (r *runState) records(ctx context.Context, res *Result) {
+	atts, err := r.j.Attempts(ctx, r.id, "")
+	if err != nil {
+		r.log.Warn("result: reading the attempts", "error", err)
+		return
+	}
+	usage, err := r.j.AttemptUsage(ctx, r.id, "")
+	if err != nil {
+		r.log.Warn("result: reading the usage", "error", err)
+		return
+	}
+	evs, err := r.j.Events(ctx, r.id, journal.EventFilter{Kinds: []string{journal.KindDiagnostic}})
+	if err != nil {
+		r.log.Warn("result: reading the diagnostics", "error", err)
+		return
+	}
+	at := make(map[string]int, len(res.Nodes))
+	for i, n := range res.Nodes {
+		at[n.ID] = i
+	}
+	for _, a := range atts {
+		if i, ok := at[a.NodeID]; ok {
+			res.Nodes[i].Attempts = append(res.Nodes[i].Attempts, AttemptResult{Attempt: a, Usage: usage[a.NodeID][a.N]})
+		}
+	}
+	for _, e := range evs {
+		i, ok := at[e.NodeID]
+		if !ok {
+			continue // run-level
+		}
+		rec, err := diagnostics.Decode(e.Payload)
+		if err != nil {
+			r.log.Warn("result: a diagnostic that does not decode", "node", e.NodeID, "seq", e.Seq, "error", err)
+			continue
+		}
+		res.Nodes[i].Diagnostics = append(res.Nodes[i].Diagnostics, Diagnostic{Record: rec, Attempt: e.Attempt, Time: e.Time})
+	}
 }
 
 // runNode executes one node whose needs have all completed.
