@@ -124,7 +124,9 @@ type seqProvider struct {
 	c   *http.Client
 }
 
-func (p *seqProvider) Capabilities() provider.Capabilities { return provider.Capabilities{Resume: true} }
+func (p *seqProvider) Capabilities() provider.Capabilities {
+	return provider.Capabilities{Resume: true}
+}
 
 func (p *seqProvider) Stream(ctx context.Context, req provider.Request, emit provider.Emit) error {
 	return p.get(ctx, p.url, emit)
@@ -176,7 +178,9 @@ func Example_customKindWithResume() {
 	j, done := tempJournal()
 	defer done()
 	kinds := map[string]runner.ProviderFunc{
-		"seq": func(*graph.ProviderSpec) (provider.Provider, error) { return &seqProvider{url: srv.URL, c: srv.Client()}, nil },
+		"seq": func(*graph.ProviderSpec) (provider.Provider, error) {
+			return &seqProvider{url: srv.URL, c: srv.Client()}, nil
+		},
 	}
 	g, err := graph.Build(&graph.Graph{Name: "custom", Profile: "ci",
 		Providers: map[string]*graph.ProviderSpec{"lines": {Kind: "seq"}},
