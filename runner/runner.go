@@ -10,6 +10,16 @@
 // run does is in the journal, and Resume continues a run that did not
 // finish, with the inputs it started with.
 //
+// The Result has each node's state, output and error, its attempts
+// (provider, mode, response id, outcome, error class, token usage) and its
+// diagnostics, decoded (NodeResult.Attempts, NodeResult.Diagnostics); what
+// recovery did and cost, in sum, is package runner/ledger (ledger.Load,
+// ledger.AccountOf). A run that is interrupted (ctx canceled) returns its
+// Result with an error matching ErrInterrupted and the context's cause;
+// setup errors are sentinels (ErrNoJournal, ErrBuiltinKind,
+// ErrNoProviderFunc). The examples show each, and examples/embed in the
+// repository is a program that does them all.
+//
 // A program adds its own providers by kind name (Options.Kinds): anything
 // that implements provider.Provider, and optionally provider.Resumer,
 // provider.Checker, provider.Canceler and provider.Continuer, gets the same
