@@ -14,11 +14,12 @@ var ErrNodeTimeout = errors.New("node timeout")
 
 // ErrInterrupted is (wrapped in) the error Run and Resume return, together
 // with the Result (Status journal.RunInterrupted), when the run stopped
-// before every node ended: its context was canceled (errors.Is(err,
-// context.Canceled) is then true too, or the cause given to
-// context.WithCancelCause matches) or its worker stopped. Nothing is lost:
-// Resume continues it. The nodes it stopped have State journal.NodeCanceled,
-// and their Err matches ErrInterrupted as well.
+// before every node ended because its context was canceled: errors.Is(err,
+// context.Canceled) is then true too (or the cause given to
+// context.WithCancelCause matches). Nothing is lost: Resume continues it.
+// The nodes it stopped mid-way have State journal.NodeCanceled and an Err
+// that matches ErrInterrupted too; those it had not started stay
+// journal.NodePending.
 //
 //	res, err := runner.Run(ctx, g, opts)
 //	switch {

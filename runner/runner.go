@@ -150,7 +150,9 @@ type NodeResult struct {
 	Provider string
 	// Attempts are the node's requests and re-attachments in order, over
 	// every Run and Resume of the run, each with what it cost; nil for a
-	// node that sent none (skipped, from the cache).
+	// node that sent none (skipped, from the cache). Run and Resume fill
+	// Attempts and Diagnostics in; RunNode (one node, for a worker) does
+	// not.
 	Attempts []AttemptResult
 	// Diagnostics are the node's diagnostic records in order, decoded and
 	// typed: every fault, recovery step and outcome, with its code
