@@ -521,6 +521,7 @@ func (r *runState) notStarted(ctx context.Context, n *Node, err error) *NodeResu
 	res := &NodeResult{ID: n.ID, Err: err}
 	if ctx.Err() != nil {
 		res.State, res.Reason = journal.NodeCanceled, "interrupted"
+		res.Err = fmt.Errorf("node %q: %w while waiting for quota: %w", n.ID, ErrInterrupted, err)
 		_ = r.j.SetNodeState(bg(ctx), r.id, n.ID, journal.NodeCanceled, "interrupted while waiting for quota")
 		return res
 	}
