@@ -26,8 +26,8 @@
 // or input is an error, never "". Parse and Build check every template
 // statically: a reference to a node that is not a need, a computed id
 // (output $x), an unknown field of dot, .Outputs used as a whole other than
-// in range, call, and template definitions are errors, each reported at the
-// node and field (and, in a file, the line). Node.Render executes a node's
+// in range, and call are errors, each reported at the node and field (and,
+// in a file, the line). Node.Render executes a node's
 // templates with Values.
 //
 // # Graphs built in code
