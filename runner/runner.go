@@ -162,8 +162,10 @@ type NodeResult struct {
 }
 
 // AttemptResult is one attempt of a node, as journaled: its provider, mode
-// (journal.ModeStart, ModeReattach, ...), Ref (response or thread id),
-// Outcome, ErrClass and Error (the error without its class), and its Usage.
+// (journal.ModeStart, ModeRetry, ModeReattach, ...; a re-attach that picks a
+// dropped stream up again stays in its attempt), Ref (response or thread
+// id), Outcome, ErrClass and Error (the error without its class), and its
+// Usage.
 type AttemptResult struct {
 	journal.Attempt
 	// Usage is what the attempt cost in tokens (zero if it recorded none).
