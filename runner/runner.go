@@ -398,7 +398,9 @@ func (r *runState) finish(ctx context.Context) (*Result, error) {
 
 // records fills in the nodes' attempts, usage and diagnostics from the
 // journal: one query of each kind for the whole run, so that a wide run
-// does not pay a query per node. A read that fails leaves them out (and
+// does not pay a query per node. Measured on BenchmarkFanOut (10,000 nodes,
+// 2 shared cores): ~35 µs of CPU and ~3 KiB of heap per node, ~5% of the
+// runner's cost there. A read that fails leaves them out (and
 // says so in the log): the run itself is journaled and finished.
 func (r *runState) records(ctx context.Context, res *Result) {
 	atts, err := r.j.Attempts(ctx, r.id, "")
