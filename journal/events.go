@@ -17,7 +17,9 @@ const (
 	// summary, never part of its output.
 	KindReasoning = "reasoning"
 	// KindDiagnostic: the payload is a diagnostic record
-	// (diagnostics.Record: code, name, message, attrs).
+	// (diagnostics.Record: code, name, message, attrs; read it with
+	// diagnostics.Decode). Event.Code is its code's ID. A finished run's
+	// records are decoded in runner.NodeResult.Diagnostics.
 	KindDiagnostic = "diagnostic"
 	// KindReset: every earlier delta of the attempt (and of the attempts it
 	// continues) is void: the work restarted, or its whole output came from

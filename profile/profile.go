@@ -136,7 +136,18 @@ func (p Profile) CheckIdle(polls bool) error {
 }
 
 // Builtins returns the built-in profiles, keyed by name. Each call returns
-// fresh values, so callers may modify them.
+// fresh values, so callers may modify them. A graph picks one by name
+// (`profile: ci`, runner.Options.Profile), and a profiles file may override
+// any of their fields (Load). The built-ins and their values (the fields of
+// Profile, durations as `noderun profiles` prints them):
+//
+//	ci: retries 3, reconnects 8, backoff {base 5ms, factor 2, cap 50ms}, deadline 5s, idle_timeout 2s, poll_after 1s, poll_interval 50ms, stuck_after 500ms, max_retry_after 2s, breaker 3, breaker_cooldown 500ms
+//	default: retries 3, reconnects 8, backoff {base 1s, factor 2, cap 30s}, deadline 10m, idle_timeout 90s, poll_after 30s, poll_interval 5s, stuck_after 2m, max_retry_after 2m, breaker 5, breaker_cooldown 5s
+//	patient: retries 5, reconnects 50, backoff {base 2s, factor 2, cap 60s}, deadline 60m, idle_timeout 10m, poll_after 45s, poll_interval 15s, stuck_after 10m, max_retry_after 10m, breaker 5, breaker_cooldown 15s
+//
+// default is for interactive runs against real providers; ci keeps every
+// wait short, for tests against the simulator; patient is for long
+// reasoning and agent calls that may sit silent for many minutes.
 func Builtins() map[string]Profile {
 	return map[string]Profile{
 		"default": {

@@ -1,7 +1,17 @@
 // Package provider defines what a model provider adapter is: something that
 // translates a wire protocol into Events and declares what it can do to
-// recover (resume, check status, cancel). Adapters live in subpackages; the
-// recovery loop that uses them lives in runner.
+// recover (resume, check status, cancel, continue). Adapters live in
+// subpackages; the recovery loop that uses them lives in runner.
+//
+// Every adapter is a Provider. What else it implements, its Capabilities
+// promise (CheckCapabilities): Resumer (Resume: re-attach by Ref from a
+// Cursor), Checker (Check: the work's status), Canceler (Cancel: stop the
+// work), Continuer (Continue: re-send a chat request with the answer so far
+// and emit what follows), and RequestContinuer to continue some requests
+// only. An adapter that speaks HTTP sends with Send, which marks the request
+// with its node (NodeHeader) and shows the response to the context's
+// ResponseObserver (the runner's pacer). A program plugs in its own adapter
+// as a provider kind: runner.Options.Kinds, runner.ProviderFunc.
 package provider
 
 import (

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -226,7 +227,7 @@ func TestAnthropicResumeContinuesInterruptedNode(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			time.AfterFunc(700*time.Millisecond, cancel)
 			res, err := Run(ctx, g, Options{Journal: j})
-			if err != nil || res.Status != journal.RunInterrupted {
+			if !errors.Is(err, ErrInterrupted) || res.Status != journal.RunInterrupted {
 				t.Fatalf("run %v %v", res, err)
 			}
 			if part, err := j.RebuildOutput(context.Background(), res.RunID, "slow", 1); err != nil || part == "" {

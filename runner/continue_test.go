@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -374,7 +375,7 @@ func TestResumeContinuesInterruptedChatNode(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(400*time.Millisecond, cancel)
 	res, err := Run(ctx, g, Options{Journal: j})
-	if err != nil || res.Status != journal.RunInterrupted {
+	if !errors.Is(err, ErrInterrupted) || res.Status != journal.RunInterrupted {
 		t.Fatalf("run %v %v", res, err)
 	}
 	part, err := j.RebuildOutput(context.Background(), res.RunID, "slow", 1)

@@ -10,13 +10,35 @@ import (
 )
 
 // ProviderFunc builds the adapter of a graph provider whose kind was
-// registered in Options.Kinds. The result may also implement
-// provider.Resumer, provider.Checker, provider.Canceler and
-// provider.Continuer, as its Capabilities say (the runner refuses a
-// provider whose Capabilities promise one it does not implement, see
-// provider.CheckCapabilities); the recovery loop then re-attaches, checks,
-// cancels and continues through them exactly as it does for the built-in
-// adapters. If it implements io.Closer, it is closed when the run ends.
+// registered in Options.Kinds. The result is a provider.Provider (Start
+// streams a request's events; a stream that ends without terminal evidence
+// must be reported as diagnostics.ErrDisconnected, which makes it
+// recoverable). It may also implement the optional interfaces of package
+// provider, each promised by a flag of its Capabilities (the runner refuses
+// a provider whose Capabilities promise one it does not implement, see
+// provider.CheckCapabilities):
+//
+//   - provider.Resumer (Capabilities.Resume): re-attach to the work by its
+//     Ref from a Cursor after a drop, regenerating nothing;
+//   - provider.Checker (Capabilities.Check): ask for the work's status by
+//     Ref, before deciding to resume, wait or retry;
+//   - provider.Canceler (Capabilities.Cancel): stop the work at the
+//     provider (an interrupted run's `noderun cancel`, a stuck response);
+//   - provider.Continuer (Capabilities.Continue): re-send a chat request with
+//     the answer delivered so far as the last assistant message, and emit
+//     only what follows it; provider.RequestContinuer narrows it to some
+//     requests.
+//
+// The recovery loop then re-attaches, checks, cancels and continues through
+// them exactly as it does for the built-in adapters. If it implements
+// io.Closer, it is closed when the run ends.
+//
+// A provider that speaks HTTP should send its requests with provider.Send
+// (provider.MarkNode alone only marks them): the request then carries the
+// node's header, which the simulator's per-node faults and a gateway's logs
+// match on, and its response's status and headers reach the context's
+// provider.ResponseObserver, through which the runner learns the account's
+// rate limits and paces the run (Options.Quota).
 type ProviderFunc func(spec *graph.ProviderSpec) (provider.Provider, error)
 
 // ParseGraphWith parses a graph file's text that may use the provider kinds
@@ -30,10 +52,10 @@ func checkKinds(kinds map[string]ProviderFunc) error {
 	for _, k := range kindNames(kinds) {
 		switch k {
 		case ProviderKindSim, ProviderKindOpenAI, ProviderKindResponses, ProviderKindHarness, ProviderKindGemini:
-			return fmt.Errorf("runner: Options.Kinds: %q is a built-in provider kind", k)
+			return fmt.Errorf("runner: Options.Kinds: %q is %w", k, ErrBuiltinKind)
 		}
 		if kinds[k] == nil {
-			return fmt.Errorf("runner: Options.Kinds: %q has no ProviderFunc", k)
+			return fmt.Errorf("runner: Options.Kinds: %q has %w", k, ErrNoProviderFunc)
 		}
 	}
 	return nil

@@ -12,6 +12,36 @@ import (
 // ErrNodeTimeout is (wrapped in) the error of a node whose timeout passed.
 var ErrNodeTimeout = errors.New("node timeout")
 
+// ErrInterrupted is (wrapped in) the error Run and Resume return, together
+// with the Result (Status journal.RunInterrupted), when the run stopped
+// before every node ended because its context was canceled: errors.Is(err,
+// context.Canceled) is then true too (or the cause given to
+// context.WithCancelCause matches). Nothing is lost: Resume continues it.
+// The nodes it stopped mid-way have State journal.NodeCanceled and an Err
+// that matches ErrInterrupted too; those it had not started stay
+// journal.NodePending.
+//
+//	res, err := runner.Run(ctx, g, opts)
+//	switch {
+//	case errors.Is(err, runner.ErrInterrupted): // res.Status == journal.RunInterrupted; Resume(ctx, res.RunID, nil, opts) later
+//	case err != nil: // the run itself failed: configuration, journal
+//	case res.Failed(): // a node failed: res.Nodes[i].Err
+//	}
+var ErrInterrupted = errors.New("run interrupted")
+
+// Setup errors: Run, Resume, RunNode and Cancel return them (wrapped)
+// before anything is journaled.
+var (
+	// ErrNoJournal: Options.Journal is nil.
+	ErrNoJournal = errors.New("runner: no journal")
+	// ErrBuiltinKind: Options.Kinds registers a kind name that a built-in
+	// provider kind has (sim, openai, responses, harness, gemini, ...).
+	ErrBuiltinKind = errors.New("a built-in provider kind")
+	// ErrNoProviderFunc: Options.Kinds registers a kind with a nil
+	// ProviderFunc.
+	ErrNoProviderFunc = errors.New("no ProviderFunc")
+)
+
 // nodeTimeout is the cause of a node context that its timeout ended.
 type nodeTimeout struct{ d time.Duration }
 
@@ -35,7 +65,19 @@ type NodeError struct {
 }
 
 func (e *NodeError) Error() string {
-	return fmt.Sprintf("node %q failed [%s %s]: %v; %s (tried: %s)", e.Node, e.Code.ID, e.Code.Name, e.Err, e.Reason, e.Tried)
+	verb := "failed"
+	if e.interrupted() {
+		verb = "interrupted" // not a failure: Resume continues it
+	}
+	return fmt.Sprintf("node %q %s [%s %s]: %v; %s (tried: %s)", e.Node, verb, e.Code.ID, e.Code.Name, e.Err, e.Reason, e.Tried)
 }
 
 func (e *NodeError) Unwrap() error { return e.Err }
+
+// Is makes the error of a node that an interruption stopped match
+// ErrInterrupted.
+func (e *NodeError) Is(target error) bool { return target == ErrInterrupted && e.interrupted() }
+
+func (e *NodeError) interrupted() bool {
+	return e.Class == diagnostics.ClassCanceled || e.Class == diagnostics.ClassJournal
+}

@@ -876,7 +876,7 @@ func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) e
 func (x *nodeExec) endAttempt(ctx context.Context, ce *diagnostics.Error) {
 	outcome, class, msg := journal.OutcomeOK, "", ""
 	if ce != nil && ce.Class != diagnostics.ClassNone {
-		outcome, class, msg = journal.OutcomeError, string(ce.Class), x.run.red.String(ce.Error())
+		outcome, class, msg = journal.OutcomeError, string(ce.Class), x.run.red.String(attemptError(ce))
 	}
 	if x.unreported { // the last figures of the attempt, before whatever comes next
 		x.report(Progress{State: ProgressData})
@@ -888,6 +888,20 @@ func (x *nodeExec) endAttempt(ctx context.Context, ce *diagnostics.Error) {
 	if err := x.run.j.EndAttempt(bg(ctx), x.run.id, x.node.ID, x.attempt, end); err != nil {
 		x.run.log.Error("journal: end attempt", "node", x.node.ID, "error", err)
 	}
+}
+
+// attemptError is the text of an attempt's error without its class, which
+// the attempt records apart (journal.Attempt.ErrClass): ce.Error() would
+// say it twice wherever the two are shown together.
+func attemptError(ce *diagnostics.Error) string {
+	msg := ""
+	if ce.Err != nil {
+		msg = ce.Err.Error()
+	}
+	if ce.Status != 0 {
+		msg = fmt.Sprintf("HTTP %d: %s", ce.Status, msg)
+	}
+	return msg
 }
 
 // diag journals a diagnostic, logs it on stderr and reports it with the

@@ -74,7 +74,11 @@ type Progress struct {
 	LastData, LastPoll time.Time
 	// Step is the recovery step of a ProgressRecovering report.
 	Step RecoveryStep
-	// Code is the diagnostic of a ProgressDiagnostic report.
+	// Code is the diagnostic of a ProgressDiagnostic report. Codes are
+	// comparable values: compare with ==, like p.Code ==
+	// diagnostics.Reattached, or ask the code what it is (p.Code.Role,
+	// p.Code.Means, p.Code.IsFault()); Code.ID ("NR201") is its stable
+	// text, for storing.
 	Code diagnostics.Code
 	// Time is when it was reported.
 	Time time.Time

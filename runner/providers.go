@@ -200,11 +200,25 @@ func secrets(g *Graph, getenv func(string) string) []string {
 	return out
 }
 
+// simConfig is the configuration of a sim provider's own simulator. The
+// graph's parser (or Build) checked it already; a Graph put together
+// without them is checked here.
 func simConfig(spec *ProviderSpec) (sim.Config, error) {
 	if spec.Sim == nil {
 		return sim.Config{}, nil
 	}
-	return sim.DecodeConfig(spec.Sim)
+	cfg := *spec.Sim
+	if cfg.Limits != nil {
+		if err := cfg.Limits.Validate(); err != nil {
+			return cfg, fmt.Errorf("sim: %w", err)
+		}
+	}
+	for i, f := range cfg.Faults {
+		if err := f.Validate(); err != nil {
+			return cfg, fmt.Errorf("sim: faults[%d]: %w", i, err)
+		}
+	}
+	return cfg, nil
 }
 
 // buildProviders makes every adapter the graph names, starting an embedded

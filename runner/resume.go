@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -25,6 +24,8 @@ import (
 // (--retry NODE).
 //
 // The graph is the one journaled with the run, not the file as it is now.
+// Its result and errors are Run's: ErrInterrupted (with the Result) when it
+// is interrupted again.
 func Resume(ctx context.Context, runID string, force []string, opts Options) (*Result, error) {
 	r, release, err := reopen(ctx, runID, "--retry", force, &opts)
 	if err != nil {
@@ -97,7 +98,7 @@ func Resume(ctx context.Context, runID string, force []string, opts Options) (*R
 // providers and releases the lock.
 func reopen(ctx context.Context, runID, flag string, nodes []string, opts *Options) (r *runState, release func(), err error) {
 	if opts.Journal == nil {
-		return nil, nil, errors.New("runner: no journal")
+		return nil, nil, ErrNoJournal
 	}
 	j := opts.Journal
 	run, err := j.Run(ctx, runID)

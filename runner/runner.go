@@ -10,6 +10,16 @@
 // run does is in the journal, and Resume continues a run that did not
 // finish, with the inputs it started with.
 //
+// The Result has each node's state, output and error, its attempts
+// (provider, mode, response id, outcome, error class, token usage) and its
+// diagnostics, decoded (NodeResult.Attempts, NodeResult.Diagnostics); what
+// recovery did and cost, in sum, is package runner/ledger (ledger.Load,
+// ledger.AccountOf). A run that is interrupted (ctx canceled) returns its
+// Result with an error matching ErrInterrupted and the context's cause;
+// setup errors are sentinels (ErrNoJournal, ErrBuiltinKind,
+// ErrNoProviderFunc). The examples show each, and examples/embed in the
+// repository is a program that does them all.
+//
 // A program adds its own providers by kind name (Options.Kinds): anything
 // that implements provider.Provider, and optionally provider.Resumer,
 // provider.Checker, provider.Canceler and provider.Continuer, gets the same
@@ -138,6 +148,37 @@ type NodeResult struct {
 	// Provider is the fallback provider that completed the node after its
 	// own was unavailable (NR603); empty when its own provider did.
 	Provider string
+	// Attempts are the node's requests and re-attachments in order, over
+	// every Run and Resume of the run, each with what it cost; nil for a
+	// node that sent none (skipped, from the cache). Run and Resume fill
+	// Attempts and Diagnostics in; RunNode (one node, for a worker) does
+	// not.
+	Attempts []AttemptResult
+	// Diagnostics are the node's diagnostic records in order, decoded and
+	// typed: every fault, recovery step and outcome, with its code
+	// (Record.Code.Role says which; compare codes with ==, like
+	// d.Record.Code == diagnostics.Recovered).
+	Diagnostics []Diagnostic
+}
+
+// AttemptResult is one attempt of a node, as journaled: its provider, mode
+// (journal.ModeStart, ModeRetry, ModeReattach, ...; a re-attach that picks a
+// dropped stream up again stays in its attempt), Ref (response or thread
+// id), Outcome, ErrClass and Error (the error without its class), and its
+// Usage.
+type AttemptResult struct {
+	journal.Attempt
+	// Usage is what the attempt cost in tokens (zero if it recorded none).
+	Usage journal.Usage
+}
+
+// Diagnostic is one journaled diagnostic of a node: the record (its code,
+// message and typed attributes, read with Record.Attr or a key's Of), the
+// attempt it belongs to (0: none), and when it was journaled.
+type Diagnostic struct {
+	Record  diagnostics.Record
+	Attempt int
+	Time    time.Time
 }
 
 // Failed reports whether any node failed or was skipped.
@@ -205,8 +246,12 @@ func Prepare(g *Graph, opts *Options) (profile.Profile, error) {
 }
 
 // Run executes g to the end (or until ctx is canceled) and journals
-// everything. The returned error is for failures of the run itself (bad
-// configuration, journal errors); node failures are in the Result.
+// everything. Node failures are in the Result (Result.Failed, each
+// NodeResult's Err). The returned error is for the run itself: a setup
+// error (ErrNoJournal, ErrBuiltinKind, a *GraphError, ...) with a nil
+// Result, a journal error, or, with the Result, ErrInterrupted when the run
+// was interrupted (canceled ctx: errors.Is(err, context.Canceled) too), which
+// Resume continues.
 func Run(ctx context.Context, g *Graph, opts Options) (*Result, error) {
 	if opts.RunID == "" {
 		opts.RunID = uuid.NewString()
@@ -252,13 +297,21 @@ func (r *runState) run(ctx context.Context) (*Result, error) {
 	if cause := context.Cause(ctx); errors.Is(cause, diagnostics.ErrJournal) {
 		return res, cause
 	}
+	if err == nil && res.Status == journal.RunInterrupted {
+		// The caller matches it (errors.Is) rather than reading Status;
+		// with the context's cause, when that is what stopped it.
+		if cause := context.Cause(ctx); cause != nil {
+			return res, fmt.Errorf("%w: %w", ErrInterrupted, cause)
+		}
+		return res, ErrInterrupted
+	}
 	return res, err
 }
 
 // newRunState checks the options and builds the providers of a run.
 func newRunState(ctx context.Context, g *Graph, opts *Options) (*runState, func(), error) {
 	if opts.Journal == nil {
-		return nil, nil, errors.New("runner: no journal")
+		return nil, nil, ErrNoJournal
 	}
 	if err := checkKinds(opts.Kinds); err != nil {
 		return nil, nil, err
@@ -336,7 +389,56 @@ func (r *runState) finish(ctx context.Context) (*Result, error) {
 	if err := r.j.SetRunStatus(bg(ctx), r.id, res.Status); err != nil {
 		return res, err
 	}
-	return res, r.j.Flush(bg(ctx))
+	if err := r.j.Flush(bg(ctx)); err != nil {
+		return res, err
+	}
+	r.records(bg(ctx), res)
+	return res, nil
+}
+
+// records fills in the nodes' attempts, usage and diagnostics from the
+// journal: one query of each kind for the whole run, so that a wide run
+// does not pay a query per node. Measured on BenchmarkFanOut (10,000 nodes,
+// 2 shared cores): ~35 µs of CPU and ~3 KiB of heap per node, ~5% of the
+// runner's cost there. A read that fails leaves them out (and
+// says so in the log): the run itself is journaled and finished.
+func (r *runState) records(ctx context.Context, res *Result) {
+	atts, err := r.j.Attempts(ctx, r.id, "")
+	if err != nil {
+		r.log.Warn("result: reading the attempts", "error", err)
+		return
+	}
+	usage, err := r.j.AttemptUsage(ctx, r.id, "")
+	if err != nil {
+		r.log.Warn("result: reading the usage", "error", err)
+		return
+	}
+	evs, err := r.j.Events(ctx, r.id, journal.EventFilter{Kinds: []string{journal.KindDiagnostic}})
+	if err != nil {
+		r.log.Warn("result: reading the diagnostics", "error", err)
+		return
+	}
+	at := make(map[string]int, len(res.Nodes))
+	for i, n := range res.Nodes {
+		at[n.ID] = i
+	}
+	for _, a := range atts {
+		if i, ok := at[a.NodeID]; ok {
+			res.Nodes[i].Attempts = append(res.Nodes[i].Attempts, AttemptResult{Attempt: a, Usage: usage[a.NodeID][a.N]})
+		}
+	}
+	for _, e := range evs {
+		i, ok := at[e.NodeID]
+		if !ok {
+			continue // run-level
+		}
+		rec, err := diagnostics.Decode(e.Payload)
+		if err != nil {
+			r.log.Warn("result: a diagnostic that does not decode", "node", e.NodeID, "seq", e.Seq, "error", err)
+			continue
+		}
+		res.Nodes[i].Diagnostics = append(res.Nodes[i].Diagnostics, Diagnostic{Record: rec, Attempt: e.Attempt, Time: e.Time})
+	}
 }
 
 // runNode executes one node whose needs have all completed.
@@ -424,6 +526,7 @@ func (r *runState) notStarted(ctx context.Context, n *Node, err error) *NodeResu
 	res := &NodeResult{ID: n.ID, Err: err}
 	if ctx.Err() != nil {
 		res.State, res.Reason = journal.NodeCanceled, "interrupted"
+		res.Err = fmt.Errorf("node %q: %w while waiting for quota: %w", n.ID, ErrInterrupted, err)
 		_ = r.j.SetNodeState(bg(ctx), r.id, n.ID, journal.NodeCanceled, "interrupted while waiting for quota")
 		return res
 	}

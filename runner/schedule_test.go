@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -111,8 +112,8 @@ func TestInterruptRecordsRunAsInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(500*time.Millisecond, cancel)
 	res, err := Run(ctx, g, Options{Journal: j})
-	if err != nil {
-		t.Fatal(err)
+	if !errors.Is(err, ErrInterrupted) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want ErrInterrupted", err)
 	}
 	if res.Status != journal.RunInterrupted || res.Nodes[0].State != journal.NodeCanceled {
 		t.Fatalf("run %s, node %s", res.Status, res.Nodes[0].State)

@@ -292,7 +292,7 @@ func runErr(err error) error {
 	var locked *journal.LockedError
 	var unknown *runner.UnknownNodeError
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, runner.ErrInterrupted): // the result says it: report maps it
 		return nil
 	case errors.As(err, &locked):
 		return usageErr(fmt.Errorf("%w; one runner per run: wait for it, or stop it first", err))
@@ -304,6 +304,9 @@ func runErr(err error) error {
 
 // report prints a run's result and maps it to an exit code.
 func report(c *cli.Context, opts runner.Options, res *runner.Result, err error) error {
+	if res != nil && errors.Is(err, runner.ErrInterrupted) {
+		err = nil // res.Status is interrupted: exit code and hint below
+	}
 	if err != nil && res != nil && errors.Is(err, diagnostics.ErrJournal) {
 		// Nothing more was sent once the journal could not record it; what
 		// it holds is intact and resumable.

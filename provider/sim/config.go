@@ -325,3 +325,107 @@ func isNull(n *yaml.Node) bool {
 func errAt(n *yaml.Node, format string, args ...any) error {
 	return &ConfigError{Line: n.Line, Msg: fmt.Sprintf(format, args...)}
 }
+
+// MarshalYAML writes c in its YAML form (the `sim:` block of a graph file,
+// the file of LoadConfig), leaving out zero fields and the Logger:
+// DecodeConfig of the result gives back c. It is how a Config set in code
+// becomes part of a graph's source (graph.Build).
+func (c Config) MarshalYAML() (any, error) {
+	m := &yaml.Node{Kind: yaml.MappingNode}
+	kv := func(k string, v *yaml.Node) {
+		m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, v)
+	}
+	if c.Seed != 0 {
+		kv("seed", yInt(c.Seed))
+	}
+	if c.Tokens != 0 {
+		kv("tokens", yInt(int64(c.Tokens)))
+	}
+	if c.TokensPerSecond != 0 {
+		kv("tokens_per_second", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: strconv.FormatFloat(c.TokensPerSecond, 'g', -1, 64)})
+	}
+	if c.Silence != 0 {
+		kv("silence", yStr(c.Silence.String()))
+	}
+	if c.BurstTokens != 0 {
+		kv("burst_tokens", yInt(int64(c.BurstTokens)))
+	}
+	if c.Keepalive != 0 {
+		kv("keepalive", yStr(c.Keepalive.String()))
+	}
+	if c.Continuation != nil { // empty is not nil: see Config.Continuation
+		l := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+		for _, f := range c.Continuation {
+			l.Content = append(l.Content, yStr(f))
+		}
+		kv("continuation", l)
+	}
+	if c.ContinuationEcho {
+		kv("continuation_echo", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
+	}
+	if c.Limits != nil {
+		l := &yaml.Node{Kind: yaml.MappingNode}
+		for _, f := range []struct {
+			k string
+			v int64
+		}{{"requests_per_minute", int64(c.Limits.RequestsPerMinute)}, {"tokens_per_minute", int64(c.Limits.TokensPerMinute)}} {
+			if f.v != 0 {
+				l.Content = append(l.Content, yStr(f.k), yInt(f.v))
+			}
+		}
+		if c.Limits.Window != 0 {
+			l.Content = append(l.Content, yStr("window"), yStr(c.Limits.Window.String()))
+		}
+		kv("limits", l)
+	}
+	if len(c.Faults) > 0 {
+		l := &yaml.Node{Kind: yaml.SequenceNode}
+		for _, f := range c.Faults {
+			l.Content = append(l.Content, faultNode(f))
+		}
+		kv("faults", l)
+	}
+	return m, nil
+}
+
+// faultNode is f in the YAML form decodeFault reads.
+func faultNode(f Fault) *yaml.Node {
+	m := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+	str := func(k, v string) {
+		if v != "" {
+			m.Content = append(m.Content, yStr(k), yStr(v))
+		}
+	}
+	num := func(k string, v int) {
+		if v != 0 {
+			m.Content = append(m.Content, yStr(k), yInt(int64(v)))
+		}
+	}
+	str("kind", string(f.Kind))
+	str("endpoint", f.Endpoint)
+	str("node", f.Node)
+	if len(f.Requests) > 0 {
+		l := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+		for _, r := range f.Requests {
+			l.Content = append(l.Content, yInt(int64(r)))
+		}
+		m.Content = append(m.Content, yStr("requests"), l)
+	}
+	str("response_id", f.ResponseID)
+	num("times", f.Times)
+	num("after_events", f.AfterEvents)
+	if f.Duration != 0 {
+		str("duration", f.Duration.String())
+	}
+	num("status", f.Status)
+	str("retry_after", f.RetryAfter)
+	return m
+}
+
+func yStr(s string) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
+}
+
+func yInt(v int64) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatInt(v, 10)}
+}

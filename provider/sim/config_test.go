@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -179,4 +180,32 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("accepted negative values: %+v", cfg)
 		}
 	})
+}
+
+// A Config set in code writes the YAML form DecodeConfig reads back: it is
+// how graph.Build puts it in a graph's source.
+func TestConfigYAMLRoundTrip(t *testing.T) {
+	for _, c := range []Config{
+		{},
+		{Seed: -7, Tokens: 300, TokensPerSecond: 12.5, Silence: 1500 * time.Millisecond, BurstTokens: 20, Keepalive: 15 * time.Second,
+			Continuation: []string{FormPrefix}, ContinuationEcho: true, Limits: &Limits{RequestsPerMinute: 60, Window: 2 * time.Second},
+			Faults: []Fault{
+				{Endpoint: EndpointChat, Node: "plan", Requests: []int{1, 3}, Kind: FaultReset, AfterEvents: 25, Times: 2},
+				{Kind: FaultStatus, Status: 503, RetryAfter: "2", ResponseID: "resp_1"},
+				{Kind: FaultSilence, Duration: 90 * time.Second},
+			}},
+		{Continuation: []string{}, Limits: &Limits{}},
+	} {
+		b, err := yaml.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ParseConfig(b)
+		if err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if !reflect.DeepEqual(got, c) {
+			t.Errorf("round trip of\n%+v\nthrough\n%s\ngave\n%+v", c, b, got)
+		}
+	}
 }

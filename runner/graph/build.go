@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -11,8 +12,10 @@ import (
 // Profile, ProfilesPath, Inputs, Providers, Nodes, and Path for relative
 // paths) exactly as Parse checks a file, and returns it parsed: indexed,
 // templates compiled, defaults filled in. Its Source is the equivalent graph
-// file, which is what a run journals and a resume parses again; the lines in
-// an *Error refer to that text. g itself is not modified.
+// file, which is what a run journals and a resume parses again. Its errors
+// are an *Error with InCode set: each problem names the node (or provider)
+// and the field it is about, never a line of a file that does not exist.
+// g itself is not modified.
 func Build(g *Graph, opts Options) (*Graph, error) {
 	src, err := g.MarshalYAML()
 	if err != nil {
@@ -22,7 +25,16 @@ func Build(g *Graph, opts Options) (*Graph, error) {
 	if path == "" {
 		path = "graph.yaml"
 	}
-	return ParseWith(path, src, opts)
+	built, err := ParseWith(path, src, opts)
+	if ge, ok := errors.AsType[*Error](err); ok {
+		// The lines are in src, which the caller never saw: name the Go
+		// values instead (every Problem has its node and field).
+		ge.InCode = true
+		if g.Path == "" {
+			ge.Path = fmt.Sprintf("graph %q", g.Name)
+		}
+	}
+	return built, err
 }
 
 // MarshalYAML returns g as a graph file: Parse of the result gives back an
@@ -83,7 +95,11 @@ func (g *Graph) MarshalYAML() ([]byte, error) {
 			ykv(m, "max_dials", yint(p.MaxDials))
 		}
 		if p.Sim != nil {
-			ykv(m, "sim", p.Sim)
+			sv, err := p.Sim.MarshalYAML()
+			if err != nil {
+				return nil, fmt.Errorf("graph %q: provider %q: sim: %w", g.Name, name, err)
+			}
+			ykv(m, "sim", sv.(*yaml.Node))
 		}
 		if len(p.Args) > 0 {
 			ykv(m, "args", ylist(p.Args))

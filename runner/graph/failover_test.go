@@ -280,7 +280,7 @@ func TestBuildLimitsAndFallback(t *testing.T) {
 		{"node falls back to its provider", func(g *Graph) { g.Nodes[2].Fallback = []string{"q"} }, `node "c": fallback: "q" is the node's own provider`},
 		{"node fallback twice", func(g *Graph) { g.Nodes[2].Fallback = []string{"p", "p"} }, `node "c": fallback names "p" more than once`},
 		{"unsafe node with fallback", func(g *Graph) { g.Nodes[2].SideEffects = SideUnsafe },
-			`node "c": unsafe nodes never fail over: drop fallback or side_effects`},
+			`node "c": fallback: unsafe nodes never fail over: drop fallback or side_effects`},
 		{"continue without fallback", func(g *Graph) { g.Nodes[3].FallbackContinue = true; g.Nodes[3].SideEffects = SideNone },
 			`node "d": fallback_continue does nothing: the node has no fallback providers (set fallback on the node or on provider "h")`},
 		{"continue with fallback off", func(g *Graph) { g.Nodes[1].FallbackContinue = true },

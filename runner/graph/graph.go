@@ -13,7 +13,7 @@ import (
 	"text/template"
 	"time"
 
-	"go.yaml.in/yaml/v3"
+	"github.com/noderun/noderun/provider/sim"
 )
 
 // Graph is a validated goal graph, as read from a YAML file. A *Graph
@@ -106,9 +106,11 @@ type ProviderSpec struct {
 	StateDir string
 	Args     []string
 	Env      map[string]string
-	// Sim (sim) is the simulator configuration, a YAML mapping left for
-	// provider/sim to decode; nil when omitted.
-	Sim *yaml.Node
+	// Sim (sim) is the simulator's configuration: how it generates (seed,
+	// tokens, pace, silence) and its scripted faults; nil when omitted (the
+	// zero sim.Config). A graph file's `sim:` block fills it (problems
+	// reported at their file:line); in code, set it directly.
+	Sim *sim.Config
 	// Limits are the rate limits of the provider's account as the graph
 	// declares them (`limits:`); zero fields are not declared. A run also
 	// learns the account's limits from the provider's response headers,
@@ -157,7 +159,8 @@ type Node struct {
 	// Agent (gemini) is the node's agent, or when the file omits it (and
 	// sets no model) the provider's; a node with an agent sends no model.
 	Agent string
-	// System and Prompt are Go text/templates (see RenderPrompt).
+	// System and Prompt are Go text/templates: output "id", input "name",
+	// failed "id", .Outputs and .Inputs (see the package doc, Render).
 	System string
 	Prompt string
 	// ReasoningEffort is "" or one of none, minimal, low, medium, high.
@@ -354,6 +357,11 @@ func (h *graphIntHeap) Pop() any {
 type Error struct {
 	Path     string
 	Problems []Problem
+	// InCode: the graph was built in code (Build), so there is no file to
+	// point into. Path is then the Graph's Path, or `graph "NAME"`; Error
+	// names each problem by its node and field only, and a Problem's Line
+	// refers to the graph's Source (the equivalent graph file).
+	InCode bool
 }
 
 // Problem is one thing wrong with a graph file.
@@ -376,7 +384,8 @@ func (p Problem) String() string {
 	return p.Msg
 }
 
-// Error lists every problem, one per line, as "path:line: message".
+// Error lists every problem, one per line, as "path:line: message"; for a
+// graph built in code, as `graph "NAME": node "ID": field ...: message`.
 func (e *Error) Error() string {
 	path := e.Path
 	if path == "" {
@@ -388,10 +397,14 @@ func (e *Error) Error() string {
 			b.WriteByte('\n')
 		}
 		b.WriteString(path)
-		if p.Line > 0 {
+		if p.Line > 0 && !e.InCode {
 			fmt.Fprintf(&b, ":%d", p.Line)
 		}
 		b.WriteString(": ")
+		if e.InCode && p.Field != "" && !strings.HasPrefix(p.Msg, p.Field) {
+			// Without a line, the field is the only place to look.
+			p.Msg = p.Field + ": " + p.Msg
+		}
 		b.WriteString(p.String())
 	}
 	if len(e.Problems) == 0 {

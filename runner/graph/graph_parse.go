@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/noderun/noderun/provider/sim"
 )
 
 var (
@@ -684,7 +686,13 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 			case sv == nil || sv.Kind != yaml.MappingNode:
 				p.report(s, f.val.Line, name, "sim must be a mapping (the simulator's configuration)")
 			default:
-				spec.Sim = sv
+				cfg, err := sim.DecodeConfig(sv)
+				if ce, ok := errors.AsType[*sim.ConfigError](err); ok {
+					p.report(s, ce.Line, name, "sim: %s", ce.Msg)
+				} else if err != nil {
+					p.report(s, sv.Line, name, "sim: %v", err)
+				}
+				spec.Sim = &cfg
 			}
 		case "harness":
 			if h, ok := p.filled(s, f, name, "name a built-in descriptor, like codex, or a descriptor file"); ok {

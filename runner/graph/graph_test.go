@@ -338,7 +338,7 @@ nodes:
 	if local.Name != "local" || local.Kind != ProviderKindSim || local.API != SimAPIChat || local.Model != "sim-1" || local.Line != 5 {
 		t.Errorf("local: %+v", local)
 	}
-	if local.Sim == nil || local.Sim.Line != 8 || len(local.Sim.Content) != 2 || local.Sim.Content[0].Value != "seed" {
+	if local.Sim == nil || local.Sim.Seed != 7 || len(local.Sim.Faults) != 0 {
 		t.Errorf("local.Sim: %+v", local.Sim)
 	}
 	remote := g.Providers["remote"]
