@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -304,8 +305,8 @@ func TestResumeGoesOnOnTheFallback(t *testing.T) {
 			cancel()
 		}
 	}})
-	if err != nil {
-		t.Fatal(err)
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("run: %v, want it interrupted", err)
 	}
 	if n := res.Nodes[1]; n.State != journal.NodeCanceled {
 		t.Fatalf("n01 %s, want interrupted on the fallback", n.State)
