@@ -113,7 +113,7 @@ func runTemporal(c *cli.Context, g *runner.Graph, opts runner.Options) error {
 	}
 	defer tc.Close()
 	in := ntemporal.RunInput{RunID: uuid.NewString(), GraphPath: g.Path, GraphText: string(g.Source), Profile: p, Parallel: opts.Parallel,
-		Inputs: opts.Inputs}
+		Inputs: opts.Inputs, HeartbeatTimeout: c.Duration("heartbeat-timeout")}
 	if _, err := ntemporal.Submit(c.Context, tc, c.String("task-queue"), in); err != nil {
 		return &exitError{exitFailed, fmt.Errorf("submit to Temporal: %w", err)}
 	}

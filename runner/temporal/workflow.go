@@ -50,6 +50,9 @@ type RunInput struct {
 	// Inputs are the run's inputs as given (`--input`); every node resolves
 	// them against the graph's defaults the same way.
 	Inputs map[string]string `json:"inputs,omitempty"`
+	// HeartbeatTimeout is how long a node's worker may stay silent before
+	// the node goes to another worker; 0: DefaultHeartbeatTimeout.
+	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
 }
 
 // NodeInput is one node's activity.
@@ -101,19 +104,35 @@ type RunResult struct {
 	Nodes  []NodeOutcome `json:"nodes"`
 }
 
-// HeartbeatTimeout is how long a node's worker may stay silent before
-// Temporal counts it as lost. Workers heartbeat on healthy data, on every
-// recovery step, and at least every third of it while waiting; it follows the
-// profile's poll_after, the longest a healthy node waits for a sign of the
-// provider, and stays between 5 s (a busy machine must not look dead) and 2 min.
-func HeartbeatTimeout(p profile.Profile) time.Duration {
-	return min(max(2*p.PollAfter.D(), 5*time.Second), 2*time.Minute)
+// DefaultHeartbeatTimeout is how long a node's worker may stay silent
+// before Temporal counts it as lost and gives the node to another worker,
+// unless the run sets its own (RunInput.HeartbeatTimeout, `run --temporal
+// --heartbeat-timeout`). It does not follow the profile: a worker heartbeats
+// every third of it from a goroutine of its own, whatever the node is doing
+// (streaming, silent, backing off, waiting for quota), so only a worker that
+// is gone (kill -9, a lost host) or a machine stalled that long stays
+// silent. Shorter notices a lost worker sooner and costs Temporal more
+// calls: the SDK sends at most one heartbeat per 0.8 × the timeout per
+// running node, so 10 s and 1,000 nodes running are ~125 calls a second.
+const DefaultHeartbeatTimeout = 10 * time.Second
+
+// MinHeartbeatTimeout bounds a run's heartbeat timeout from below: a busy
+// machine (a 10,000-node worker, a garbage collection) must not look dead.
+const MinHeartbeatTimeout = 3 * time.Second
+
+// HeartbeatTimeout is the heartbeat timeout of in's nodes: its own, at
+// least MinHeartbeatTimeout, else DefaultHeartbeatTimeout.
+func HeartbeatTimeout(in RunInput) time.Duration {
+	if in.HeartbeatTimeout > 0 {
+		return max(in.HeartbeatTimeout, MinHeartbeatTimeout)
+	}
+	return DefaultHeartbeatTimeout
 }
 
 // activityOptions: Temporal retries a node only when its worker was lost
 // (a heartbeat timeout, a crash); StartToClose is a backstop, the heartbeat
 // detects dead workers.
-func activityOptions(p profile.Profile, node string, replay int) workflow.ActivityOptions {
+func activityOptions(heartbeat time.Duration, node string, replay int) workflow.ActivityOptions {
 	id := node
 	if replay > 0 {
 		id = fmt.Sprintf("%s#%d", node, replay)
@@ -121,7 +140,7 @@ func activityOptions(p profile.Profile, node string, replay int) workflow.Activi
 	return workflow.ActivityOptions{
 		ActivityID:          id,
 		StartToCloseTimeout: 24 * time.Hour,
-		HeartbeatTimeout:    HeartbeatTimeout(p),
+		HeartbeatTimeout:    heartbeat,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        500 * time.Millisecond,
 			BackoffCoefficient:     2,
@@ -183,7 +202,7 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		}
 		o := node(id)
 		o.State, o.Reason = string(journal.NodeRunning), ""
-		actx := workflow.WithActivityOptions(ctx, activityOptions(in.Profile, id, replays[id]))
+		actx := workflow.WithActivityOptions(ctx, activityOptions(HeartbeatTimeout(in), id, replays[id]))
 		f := workflow.ExecuteActivity(actx, ActivityName, NodeInput{RunID: in.RunID, GraphPath: in.GraphPath,
 			GraphText: in.GraphText, Profile: in.Profile, Node: id, Needs: needs, Force: force, Inputs: in.Inputs, Failed: failed})
 		sel.AddFuture(f, func(f workflow.Future) {

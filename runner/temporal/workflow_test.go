@@ -107,28 +107,18 @@ func TestWorkflowScheduling(t *testing.T) {
 	}
 }
 
+// The heartbeat timeout no longer follows the profile's poll_after: a
+// fixed default, the run's own when set, never below the floor.
 func TestHeartbeatTimeout(t *testing.T) {
-	set := profile.Set(profile.Builtins())
 	for _, tc := range []struct {
-		profile   string
-		pollAfter time.Duration // overrides the profile's when set
-		want      time.Duration
+		set, want time.Duration
 	}{
-		{"ci", 0, 5 * time.Second},       // 2 × 1 s, raised to the floor
-		{"default", 0, 60 * time.Second}, // 2 × 30 s
-		{"patient", 0, 90 * time.Second}, // 2 × 45 s
-		{"default", 10 * time.Minute, 2 * time.Minute},
-		{"default", 3 * time.Second, 6 * time.Second},
+		{0, 10 * time.Second},
+		{30 * time.Second, 30 * time.Second},
+		{time.Second, 3 * time.Second},
 	} {
-		p, err := set.Get(tc.profile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if tc.pollAfter > 0 {
-			p.PollAfter = profile.D(tc.pollAfter)
-		}
-		if got := ntemporal.HeartbeatTimeout(p); got != tc.want {
-			t.Errorf("%s with poll_after %s: %s, want %s", tc.profile, p.PollAfter, got, tc.want)
+		if got := ntemporal.HeartbeatTimeout(ntemporal.RunInput{HeartbeatTimeout: tc.set}); got != tc.want {
+			t.Errorf("run's timeout %s: %s, want %s", tc.set, got, tc.want)
 		}
 	}
 }
