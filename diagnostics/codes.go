@@ -178,8 +178,8 @@ var (
 		Summary: "interrupted: the response keeps running at the provider; resume re-attaches, cancel stops it"}
 	// CrossWorkerResume: a distributed run (Temporal) moved the node to another worker.
 	CrossWorkerResume = Code{ID: "NR210", Name: "cross_worker_resume", Level: slog.LevelWarn, Role: RoleFault, Noun: "lost worker",
-		Attrs:   Keys(KeyRef, KeyLostCursor, KeyLostAttempt, KeyAction),
-		Summary: "the node's worker was lost; another worker picks it up from the heartbeated cursor: re-attached by response id (the generated part re-read from the provider), harness thread resumed, or retried within its budget"}
+		Attrs:   Keys(KeyRef, KeyLostCursor, KeyLostAttempt, KeyAction, KeyOutputBytes),
+		Summary: "the node's worker was lost; another worker picks it up from the heartbeated cursor: re-attached by response id (the generated part re-read from the provider), harness thread resumed, a chat answer continued from the output its last heartbeat carried (output_bytes), or retried within its budget"}
 
 	ThreadStarted = Code{ID: "NR301", Name: "thread_started", Level: slog.LevelInfo, Role: RoleRecord, Attrs: Keys(KeyThreadID),
 		Summary: "the harness reported its thread id"}

@@ -34,7 +34,18 @@ type NodeCursor struct {
 	Step string `json:"step,omitempty"`
 	// Recovery is the recovery step under way, as data; nil while healthy.
 	Recovery *RecoveryStep `json:"recovery,omitempty"`
+	// Output is the current attempt's output so far, for a node whose
+	// provider can continue a partial answer (a chat server with a
+	// continuation form): the machine that picks the node up continues the
+	// answer from it, as a local resume does from the journal. Empty for
+	// other nodes, and past MaxCursorOutput (the node is then retried from
+	// scratch, within its budget).
+	Output string `json:"output,omitempty"`
 }
+
+// MaxCursorOutput bounds NodeCursor.Output: a heartbeat is a Temporal
+// payload (at most 2 MB), sent again and again while the node streams.
+const MaxCursorOutput = 512 << 10
 
 // NodeOptions configure RunNode. Options.RunID names the run the node
 // belongs to; Options.Parallel is ignored.
@@ -158,12 +169,29 @@ func (r *runState) entryFromCursor(ctx context.Context, n *Node, from *NodeCurso
 	}
 	total := r.retryBudget(n)
 	// The machine was lost mid-attempt: as after a crash, a dropped stream
-	// whose request was sent; the budgets it had spent still count. (The
-	// new machine has none of its output: nothing to continue.)
-	d := r.pickUp(n, "", from.Ref, "", r.prof.Reconnects-from.Resumes, total-from.RetriesUsed)
+	// whose request was sent; the budgets it had spent still count. A chat
+	// answer is continued from the output its heartbeat carried.
+	d := r.pickUp(n, "", from.Ref, from.Output, r.prof.Reconnects-from.Resumes, total-from.RetriesUsed)
 	e.action = d.Action
 	switch d.Action {
 	case resume.ActFail:
+		return e, d, nil
+	case resume.ActContinue:
+		// A new attempt here goes on from the heartbeated output: journaled
+		// as its first delta, so this machine's journal holds the answer.
+		nAtt, err := r.j.BeginAttempt(bg(ctx), r.id, n.ID, journal.ModeRetry, n.Provider)
+		if err != nil {
+			return nil, resume.Decision{}, err
+		}
+		if err := r.j.Append(journal.Event{RunID: r.id, NodeID: n.ID, Attempt: nAtt, Kind: journal.KindDelta,
+			ProviderSeq: journal.NoProviderSeq, Payload: []byte(from.Output)}); err != nil {
+			return nil, resume.Decision{}, err
+		}
+		e.attempt, e.attemptBase, e.out = nAtt, from.Attempt-nAtt, from.Output
+		r.diag(ctx, n.ID, nAtt, diagnostics.New(diagnostics.CrossWorkerResume,
+			fmt.Sprintf("the worker running this node was lost after %d bytes of attempt %d; continuing the answer from the %d bytes its last heartbeat carried: what they hold is not generated again",
+				from.Bytes, from.Attempt, len(from.Output)),
+			diagnostics.KeyAction.Attr(string(d.Action)), diagnostics.KeyLostAttempt.Attr(from.Attempt), diagnostics.KeyOutputBytes.Attr(len(from.Output))))
 		return e, d, nil
 	case resume.ActRetry:
 		r.diag(ctx, n.ID, 0, diagnostics.New(diagnostics.CrossWorkerResume,
@@ -207,6 +235,10 @@ func (x *nodeExec) beatStep(step string, rs *RecoveryStep) {
 	if x.run.beat == nil {
 		return
 	}
-	x.run.beat(NodeCursor{Ref: x.cur.Ref, Seq: x.cur.Seq, Attempt: x.attempt + x.attemptBase, RetriesUsed: x.total - x.retries,
-		Resumes: x.resumes, Bytes: x.out.Len(), Step: step, Recovery: rs}, step != "")
+	c := NodeCursor{Ref: x.cur.Ref, Seq: x.cur.Seq, Attempt: x.attempt + x.attemptBase, RetriesUsed: x.total - x.retries,
+		Resumes: x.resumes, Bytes: x.out.Len(), Step: step, Recovery: rs}
+	if x.out.Len() <= MaxCursorOutput && x.prov.Capabilities().Continue && provider.CanContinue(x.prov, x.req) {
+		c.Output = x.out.String() // no copy: a Builder's String shares its bytes, which later writes leave alone
+	}
+	x.run.beat(c, step != "")
 }

@@ -85,7 +85,11 @@ func workerCommand() *cli.Command {
 			}
 			defer tc.Close()
 			w := ntemporal.NewWorker(tc, c.String("task-queue"), &ntemporal.Activities{Journal: j, Logger: log, Identity: identity, Pacers: quota.NewRegistry()},
-				worker.Options{MaxConcurrentActivityExecutionSize: c.Int("parallel"), WorkerStopTimeout: 10 * time.Second})
+				worker.Options{MaxConcurrentActivityExecutionSize: c.Int("parallel"), WorkerStopTimeout: 10 * time.Second,
+					// A chat node's heartbeat carries its answer so far: what
+					// streamed after the last one Temporal holds is generated
+					// again by the worker that takes the node over.
+					MaxHeartbeatThrottleInterval: ntemporal.HeartbeatThrottle})
 			if err := w.Start(); err != nil {
 				return &exitError{exitFailed, fmt.Errorf("worker: %w", err)}
 			}

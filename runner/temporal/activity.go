@@ -95,6 +95,7 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 	}
 	out := NodeOutcome{Node: in.Node, State: string(res.State), Output: res.Output, Reason: res.Reason,
 		Worker: a.Identity, TemporalAttempt: info.Attempt, Cursor: hb.cursor()}
+	out.Cursor.Output = "" // the result has the output; the history need not hold it twice
 	out.Diagnostics, out.Verdict = a.account(context.WithoutCancel(ctx), in.RunID, in.Node, len(before))
 	switch res.State {
 	case journal.NodeCompleted, journal.NodeAttention:

@@ -23,6 +23,7 @@ import (
 
 	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
 	"github.com/noderun/noderun/runner"
@@ -457,5 +458,77 @@ func TestKill9UnsafeNodeHeldUntilResumeRetry(t *testing.T) {
 		if got[n.ID] != n.Output {
 			t.Fatalf("node %s: output after the replay differs from the undisturbed run (%d vs %d bytes)", n.ID, len(got[n.ID]), len(n.Output))
 		}
+	}
+}
+
+// Issue 29: a chat node whose worker is killed -9 mid-stream is continued on
+// another worker from the answer its last heartbeat carried, by the
+// provider's continuation form: the output equals an undisturbed local
+// run's, and what the heartbeat held is not generated again (at most the
+// last HeartbeatThrottle of streaming is).
+func TestKill9ChatNodeContinuedOnAnotherWorker(t *testing.T) {
+	const tokens, perSecond = 600, 100
+	src := func(url string) string {
+		return fmt.Sprintf("name: essay\nprofile: ci\nproviders:\n  chat: {kind: openai, base_url: %s, model: sim, continuation: prefix}\n"+
+			"nodes:\n  - {id: essay, provider: chat, prompt: write a long essay}\n", url)
+	}
+	// The undisturbed answer, locally, on a fast simulator of the same seed.
+	dir := t.TempDir()
+	fast := simtest.Start(t, sim.Config{Seed: 13, Tokens: tokens})
+	lj := testkit.OpenJournal(t, filepath.Join(dir, "local.db"))
+	defer lj.Close()
+	lres, err := runner.Run(context.Background(), loadGraph(t, dir, "local.yaml", src(fast.BaseURL())), runner.Options{Journal: lj})
+	if err != nil || lres.Status != journal.RunCompleted {
+		t.Fatalf("local run: %v %+v", err, lres)
+	}
+	want := lres.Nodes[0].Output
+
+	slow := simtest.Start(t, sim.Config{Seed: 13, Tokens: tokens, TokensPerSecond: perSecond})
+	graph := writeGraph(t, dir, "essay.yaml", src(slow.BaseURL()))
+	hostPort := devServer(t)
+	queue := "chat9-" + time.Now().Format("150405.000")
+	workers, run, runID := fleet(t, noderun.Path(t), hostPort, queue, dir, []string{"w1", "w2"}, "--json", graph)
+	c := dialDev(t)
+	// Kill the node's worker once Temporal holds a heartbeat with a good
+	// part of the answer.
+	var held runner.NodeCursor
+	victim := waitFor(t, 60*time.Second, "a heartbeat of node essay carrying its answer", func() (string, bool) {
+		pend, err := ntemporal.PendingNodes(context.Background(), c, runID)
+		if err != nil {
+			return "", false
+		}
+		for _, p := range pend {
+			if p.Node == "essay" && len(p.Cursor.Output) > 200 && p.Worker != "" {
+				held = p.Cursor
+				return p.Worker, true
+			}
+		}
+		return "", false
+	})
+	if err := workers[victim].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-workers[victim].done
+	before := slow.Stats().Nodes["essay"].TokensGenerated
+	if before >= tokens {
+		t.Fatalf("the answer was complete (%d tokens) before the kill: nothing to continue", before)
+	}
+	run.wait(t, 120*time.Second, "did not finish")
+	if run.err != nil {
+		t.Fatalf("run --temporal: %v\n%s", run.err, run.out.String())
+	}
+	if got := jsonOutputs(t, run.stdout.String())["essay"]; got != want {
+		t.Fatalf("the continued answer differs from the undisturbed one (%d vs %d bytes)", len(got), len(want))
+	}
+	st := slow.Stats()
+	if st.ContinuedRequests != 1 {
+		t.Fatalf("%d continued requests, want 1: the answer was not continued", st.ContinuedRequests)
+	}
+	// Generated again: what streamed after the heartbeat Temporal held.
+	regenerated := st.Nodes["essay"].TokensGenerated - tokens
+	heldTokens := int64(provider.EstimateTokens(held.Output))
+	t.Logf("killed after %d tokens; the heartbeat held %d bytes (~%d tokens); %d tokens generated again", before, len(held.Output), heldTokens, regenerated)
+	if regenerated < 0 || regenerated > int64(perSecond*ntemporal.HeartbeatThrottle/time.Second)+int64(perSecond) {
+		t.Errorf("%d tokens generated again; at most a throttle's worth (%s at %d tokens/s) may be", regenerated, ntemporal.HeartbeatThrottle, perSecond)
 	}
 }

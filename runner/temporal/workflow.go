@@ -116,6 +116,14 @@ type RunResult struct {
 // running node, so 10 s and 1,000 nodes running are ~125 calls a second.
 const DefaultHeartbeatTimeout = 10 * time.Second
 
+// HeartbeatThrottle is the longest a worker holds a node's heartbeat back
+// (worker.Options.MaxHeartbeatThrottleInterval; the SDK's default is 0.8 ×
+// the heartbeat timeout). A chat node's heartbeat carries its answer so far
+// (runner.NodeCursor.Output), so at most this much of its streaming is
+// generated again when its worker dies; Temporal gets up to one heartbeat
+// call a node this often.
+const HeartbeatThrottle = 2 * time.Second
+
 // MinHeartbeatTimeout bounds a run's heartbeat timeout from below: a busy
 // machine (a 10,000-node worker, a garbage collection) must not look dead.
 const MinHeartbeatTimeout = 3 * time.Second
