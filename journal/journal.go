@@ -349,10 +349,11 @@ func (j *Journal) Close() error {
 // checkpoints the WAL into the file and removes it and the -shm only when no
 // other connection has the file open, and a read command in another process
 // may have been mid-query at that moment (it holds the file only while it
-// reads: see readonly.go). A few tries over 100 ms; none succeeds while
+// reads: see readonly.go). A few tries over a second (a read of a busy
+// machine, under -race, can take a few hundred ms); none succeeds while
 // another writer has the journal open, and then its own close cleans up.
 func (j *Journal) removeWAL() {
-	for _, wait := range []time.Duration{10, 20, 30, 40} {
+	for _, wait := range []time.Duration{10, 20, 40, 80, 160, 320, 400} {
 		if _, err := os.Lstat(j.path + "-wal"); err != nil {
 			return
 		}
