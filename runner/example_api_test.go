@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"strings"
 
 	"github.com/noderun/noderun/diagnostics"
@@ -98,7 +99,8 @@ func Example_simulatorInCode() {
 // again: a resumable protocol. It cuts its first stream after two lines.
 func seqServer() *httptest.Server {
 	lines := []string{"sockets close;", "streams drop;", "the work goes on;", "nothing is generated twice."}
-	cut := true
+	var cut atomic.Bool // the first stream is cut; handlers run on goroutines of their own
+	cut.Store(true)
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		after, _ := strconv.Atoi(r.URL.Query().Get("after"))
 		if r.URL.Query().Get("ref") == "" {
@@ -106,8 +108,7 @@ func seqServer() *httptest.Server {
 			fmt.Fprintln(w, "REF r1")
 		}
 		for i := after + 1; i < len(lines); i++ {
-			if cut && i == 2 {
-				cut = false
+			if i == 2 && cut.CompareAndSwap(true, false) {
 				panic(http.ErrAbortHandler) // the connection is cut mid-body
 			}
 			fmt.Fprintf(w, "%d %s\n", i, lines[i])

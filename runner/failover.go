@@ -48,14 +48,21 @@ func (x *nodeExec) failover(ctx context.Context, d resume.Decision, ce *diagnost
 	if !cont {
 		return resume.ActRetry, nil
 	}
-	// The new attempt's output goes on from the partial answer: journaled
-	// as its first delta, so that the journal rebuilds the whole answer
-	// from this attempt alone (a resume continues it from there).
-	if err := x.run.j.Append(journal.Event{RunID: x.run.id, NodeID: x.node.ID, Attempt: x.attempt, Kind: journal.KindDelta,
-		ProviderSeq: journal.NoProviderSeq, Payload: []byte(partial)}); err != nil {
+	// The new attempt's output goes on from the partial answer.
+	if err := x.run.journalPrefix(x.node.ID, x.attempt, partial); err != nil {
 		return "", x.journalErr(err)
 	}
 	x.out.WriteString(partial)
 	x.usage = attemptUsage{streamed: provider.EstimateTokens(partial), chain: true}
 	return resume.ActContinue, nil
+}
+
+// journalPrefix journals text as the first output of a node's attempt that
+// goes on from an answer another attempt delivered (a failover that
+// continues it, a node taken over from a lost worker): the journal then
+// rebuilds the whole answer from this attempt alone, and a resume
+// continues it from there.
+func (r *runState) journalPrefix(node string, attempt int, text string) error {
+	return r.j.Append(journal.Event{RunID: r.id, NodeID: node, Attempt: attempt, Kind: journal.KindDelta,
+		ProviderSeq: journal.NoProviderSeq, Payload: []byte(text)})
 }

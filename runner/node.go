@@ -177,14 +177,13 @@ func (r *runState) entryFromCursor(ctx context.Context, n *Node, from *NodeCurso
 	case resume.ActFail:
 		return e, d, nil
 	case resume.ActContinue:
-		// A new attempt here goes on from the heartbeated output: journaled
-		// as its first delta, so this machine's journal holds the answer.
+		// A new attempt here goes on from the heartbeated output, which
+		// this machine's journal then holds.
 		nAtt, err := r.j.BeginAttempt(bg(ctx), r.id, n.ID, journal.ModeRetry, n.Provider)
 		if err != nil {
 			return nil, resume.Decision{}, err
 		}
-		if err := r.j.Append(journal.Event{RunID: r.id, NodeID: n.ID, Attempt: nAtt, Kind: journal.KindDelta,
-			ProviderSeq: journal.NoProviderSeq, Payload: []byte(from.Output)}); err != nil {
+		if err := r.journalPrefix(n.ID, nAtt, from.Output); err != nil {
 			return nil, resume.Decision{}, err
 		}
 		e.attempt, e.attemptBase, e.out = nAtt, from.Attempt-nAtt, from.Output

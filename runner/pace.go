@@ -86,7 +86,7 @@ func (x *nodeExec) observed(ctx context.Context) context.Context {
 	})
 }
 
-// release ends the admitted request: output is what it generated, which
+// releaseTicket ends the admitted request: output is what it generated, which
 // teaches the pacer what a request costs.
 func (x *nodeExec) releaseTicket(output int) {
 	if x.ticket != nil {

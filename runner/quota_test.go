@@ -144,6 +144,16 @@ func TestA429ParksTheNode(t *testing.T) {
 	if n := srv.Stats().Requests[sim.EndpointChat]; n != 2 {
 		t.Errorf("%d requests, want the refused one and its repeat", n)
 	}
+	// The account says the park was waiting for quota, not time lost: at
+	// least the Retry-After, at most what the wall clock took.
+	run, err := ledger.Load(context.Background(), j, res.RunID, ledger.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	na := ledger.AccountOf(run, nil).Nodes[0]
+	if na.QuotaWaitMS < 1900 || na.QuotaWaitMS > took.Milliseconds() || na.TimeLostMS > 100 {
+		t.Errorf("quota wait %d ms, lost %d ms; the park waited Retry-After 2 s of a %s run", na.QuotaWaitMS, na.TimeLostMS, took)
+	}
 }
 
 // failoverGraph is n chat nodes on provider primary (at down) with fallback
