@@ -11,8 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync/atomic"
 	"strings"
+	"sync/atomic"
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
