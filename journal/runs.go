@@ -497,6 +497,22 @@ func (j *Journal) Run(ctx context.Context, runID string) (Run, error) {
 	return r, nil
 }
 
+// HasRun reports whether the journal has run runID. It reads no column
+// but the id: the columns after the graph's text (which may be megabytes)
+// are reached through its overflow pages, and a Temporal worker asks once
+// per node.
+func (j *Journal) HasRun(ctx context.Context, runID string) (bool, error) {
+	var one int
+	err := j.rdb.QueryRowContext(ctx, `SELECT 1 FROM runs WHERE id = ?`, runID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, j.errorf("run %q: %w", runID, err)
+	}
+	return true, nil
+}
+
 const nodeColumns = `run, id, state, output, err_class, error, reason, attempts, started, finished`
 
 func scanNode(sc interface{ Scan(...any) error }) (Node, error) {

@@ -136,15 +136,13 @@ func RunNode(ctx context.Context, g *Graph, nodeID string, opts NodeOptions) (*N
 // the journal is this machine's share of a run that lives elsewhere, kept
 // for inspection, so nobody holds its lock.
 func (r *runState) ensureRun(ctx context.Context) error {
-	if _, err := r.j.Run(ctx, r.id); err == nil {
-		return nil
-	} else if !errors.Is(err, journal.ErrNotFound) {
+	if ok, err := r.j.HasRun(ctx, r.id); ok || err != nil {
 		return err
 	}
 	err := r.j.CreateRun(bg(ctx), journal.Run{ID: r.id, Graph: r.g.Name, GraphPath: r.g.Path, GraphText: r.g.Source,
 		GraphHash: r.g.Hash, Profile: r.prof.Name, Status: journal.RunRunning, Started: time.Now()})
 	if err != nil {
-		if _, again := r.j.Run(ctx, r.id); again == nil {
+		if ok, _ := r.j.HasRun(ctx, r.id); ok {
 			return nil // another node of the run created it meanwhile
 		}
 	}

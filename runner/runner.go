@@ -199,7 +199,6 @@ type runState struct {
 	onProg   *progressSink       // nil without Options.OnProgress
 	cache    *runCache
 	pacers   *quota.Registry // nil when pacing is off
-	order    map[string]int  // each node's place in the graph
 	// journalArg names the journal in the commands messages quote (Options.JournalArg).
 	journalArg string
 	inputs     map[string]string // resolved; templates read them
@@ -346,10 +345,6 @@ func newRunState(ctx context.Context, g *Graph, opts *Options) (*runState, func(
 		provs: provs, onProg: newProgressSink(opts.OnProgress), parallel: opts.Parallel, owner: journal.NewOwner(),
 		outputs: map[string]string{}, results: map[string]*NodeResult{}, breakers: map[string]*breaker{},
 		entries: map[string]*entry{}, journalArg: opts.JournalArg, cache: cache}
-	r.order = make(map[string]int, len(g.Nodes))
-	for i, n := range g.Nodes {
-		r.order[n.ID] = i
-	}
 	if !opts.Quota.Off {
 		r.pacers = opts.Quota.Pacers
 		if r.pacers == nil {
@@ -466,7 +461,7 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 		chunks: coalescer{j: r.j}, total: total, retries: total, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		req: provider.Request{Node: n.ID, System: system, Prompt: prompt, Agent: n.Agent, ReasoningEffort: n.ReasoningEffort,
 			MaxOutputTokens: n.MaxOutputTokens, Env: n.Env, Policy: r.prof},
-		order: r.order[n.ID], fallbacks: r.g.FallbacksOf(n)}
+		order: r.g.Position(n.ID), fallbacks: r.g.FallbacksOf(n)}
 	x.use(n.Provider, n.Model)
 	e := r.entries[n.ID]
 	if e != nil && e.provider != "" { // it had moved to a fallback: it goes on there, with what is left of the list

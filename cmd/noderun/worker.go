@@ -14,7 +14,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner"
@@ -85,11 +84,7 @@ func workerCommand() *cli.Command {
 			}
 			defer tc.Close()
 			w := ntemporal.NewWorker(tc, c.String("task-queue"), &ntemporal.Activities{Journal: j, Logger: log, Identity: identity, Pacers: quota.NewRegistry()},
-				worker.Options{MaxConcurrentActivityExecutionSize: c.Int("parallel"), WorkerStopTimeout: 10 * time.Second,
-					// A chat node's heartbeat carries its answer so far: what
-					// streamed after the last one Temporal holds is generated
-					// again by the worker that takes the node over.
-					MaxHeartbeatThrottleInterval: ntemporal.HeartbeatThrottle})
+				ntemporal.WorkerOptions(c.Int("parallel")))
 			if err := w.Start(); err != nil {
 				return &exitError{exitFailed, fmt.Errorf("worker: %w", err)}
 			}

@@ -48,6 +48,7 @@ type Graph struct {
 	CacheTTL time.Duration
 
 	byID       map[string]*Node
+	pos        map[string]int // a node's index in Nodes
 	dependents map[string][]string
 	order      []string
 }
@@ -257,6 +258,15 @@ func LoadContext(ctx context.Context, path string) (*Graph, error) {
 // Node returns the node with the given id, or nil.
 func (g *Graph) Node(id string) *Node { return g.byID[id] }
 
+// Position is node id's index in Nodes (its place in the file); -1 when
+// the graph has no such node.
+func (g *Graph) Position(id string) int {
+	if i, ok := g.pos[id]; ok {
+		return i
+	}
+	return -1
+}
+
 // Dependents returns the ids of the nodes that directly need id, in file
 // order.
 func (g *Graph) Dependents(id string) []string {
@@ -300,7 +310,8 @@ func (g *Graph) Order() []string { return append([]string(nil), g.order...) }
 func (g *Graph) index() {
 	g.byID = make(map[string]*Node, len(g.Nodes))
 	g.dependents = make(map[string][]string, len(g.Nodes))
-	pos := make(map[string]int, len(g.Nodes))
+	g.pos = make(map[string]int, len(g.Nodes))
+	pos := g.pos
 	for i, n := range g.Nodes {
 		g.byID[n.ID] = n
 		pos[n.ID] = i

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -32,6 +33,8 @@ type Activities struct {
 	// Workers do not share what they learn: each learns from its own
 	// answers, and a 429 one of them meets holds only its own nodes.
 	Pacers *quota.Registry
+
+	specs specCache // the runs' graphs and profiles
 }
 
 // beatThrottle bounds how often healthy data becomes a heartbeat call; the
@@ -45,9 +48,14 @@ const beatThrottle = 200 * time.Millisecond
 // of this worker is a retryable error, so another worker picks the node up.
 func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error) {
 	info := activity.GetInfo(ctx)
-	g, err := runner.ParseGraph(in.GraphPath, []byte(in.GraphText))
+	sp, err := a.spec(ctx, in)
 	if err != nil {
-		return NodeOutcome{}, temporal.NewNonRetryableApplicationError(err.Error(), "BadGraph", nil)
+		return NodeOutcome{}, err
+	}
+	g := sp.g
+	needs, err := a.needs(ctx, in)
+	if err != nil {
+		return NodeOutcome{}, err
 	}
 	var from *runner.NodeCursor
 	if activity.HasHeartbeatDetails(ctx) {
@@ -82,9 +90,9 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 		}
 	}()
 	res, err := runner.RunNode(ctx, g, in.Node, runner.NodeOptions{
-		Options: runner.Options{Journal: a.Journal, Profiles: profile.Set{in.Profile.Name: in.Profile}, Profile: in.Profile.Name,
-			Logger: a.logger(), Getenv: a.Getenv, RunID: in.RunID, Inputs: in.Inputs, Quota: runner.QuotaOptions{Pacers: a.Pacers}},
-		Needs: in.Needs, Failed: in.Failed, From: from, Force: in.Force, Heartbeat: hb.beat,
+		Options: runner.Options{Journal: a.Journal, Profiles: profile.Set{sp.profile.Name: sp.profile}, Profile: sp.profile.Name,
+			Logger: a.logger(), Getenv: a.Getenv, RunID: in.RunID, Inputs: sp.inputs, Quota: runner.QuotaOptions{Pacers: a.Pacers}},
+		Needs: needs, Failed: in.Failed, From: from, Force: in.Force, Heartbeat: hb.beat,
 	})
 	stop()
 	if err != nil {
@@ -96,7 +104,7 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 	out := NodeOutcome{Node: in.Node, State: string(res.State), Output: res.Output, Reason: res.Reason,
 		Worker: a.Identity, TemporalAttempt: info.Attempt, Cursor: hb.cursor()}
 	out.Cursor.Output = "" // the result has the output; the history need not hold it twice
-	out.Diagnostics, out.Verdict = a.account(context.WithoutCancel(ctx), in.RunID, in.Node, len(before))
+	out.Diagnostics, out.Verdict = a.account(context.WithoutCancel(ctx), g, in.RunID, in.Node, len(before))
 	switch res.State {
 	case journal.NodeCompleted, journal.NodeAttention:
 		return out, nil
@@ -111,6 +119,65 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 	return out, temporal.NewNonRetryableApplicationError(res.Reason, errNodeFailed, res.Err, out)
 }
 
+// spec is the graph and profile of in's run: read from the workflow
+// execution's input and parsed once per run on this worker (specs), or,
+// from an activity an older client's workflow scheduled, from in itself.
+func (a *Activities) spec(ctx context.Context, in NodeInput) (*spec, error) {
+	bad := func(err error) error { return temporal.NewNonRetryableApplicationError(err.Error(), "BadGraph", nil) }
+	if in.GraphText != "" && in.Profile != nil {
+		sp, err := parseSpec(RunInput{GraphPath: in.GraphPath, GraphText: in.GraphText, Profile: *in.Profile, Inputs: in.Inputs})
+		if err != nil {
+			return nil, bad(err)
+		}
+		return sp, nil
+	}
+	info := activity.GetInfo(ctx)
+	var parseErr error
+	sp, err := a.specs.get(ctx, in.RunID, func(ctx context.Context) (*spec, error) {
+		ri, err := startInput(ctx, activity.GetClient(ctx), info.WorkflowNamespace, info.WorkflowExecution.ID, info.WorkflowExecution.RunID)
+		if err != nil {
+			return nil, err
+		}
+		sp, err := parseSpec(ri)
+		parseErr = err
+		return sp, err
+	})
+	if parseErr != nil {
+		return nil, bad(parseErr)
+	}
+	return sp, err
+}
+
+// needs are the outputs of in's needs: those it carries, and those it
+// refers to, read from the history of the workflow execution that ran them.
+func (a *Activities) needs(ctx context.Context, in NodeInput) (map[string]string, error) {
+	if len(in.NeedRuns) == 0 {
+		return in.Needs, nil
+	}
+	out := maps.Clone(in.Needs)
+	if out == nil {
+		out = map[string]string{}
+	}
+	byRun := map[string][]string{}
+	for need, run := range in.NeedRuns {
+		byRun[run] = append(byRun[run], need)
+	}
+	for run, ids := range byRun {
+		outcomes, err := executionOutcomes(ctx, activity.GetClient(ctx), activity.GetInfo(ctx).WorkflowExecution.ID, run)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			o, ok := outcomes[id]
+			if !ok {
+				return nil, fmt.Errorf("node %s needs %s, whose result the history of execution %s lacks", in.Node, id, run)
+			}
+			out[id] = o.Output
+		}
+	}
+	return out, nil
+}
+
 func (a *Activities) logger() *slog.Logger {
 	if a.Logger == nil {
 		return slog.New(slog.DiscardHandler)
@@ -122,8 +189,8 @@ func (a *Activities) logger() *slog.Logger {
 // every report does): the diagnostics this activity journaled (attempts
 // after the ones the worker had before it, and node-level ones), and the
 // node's verdict as this worker saw it.
-func (a *Activities) account(ctx context.Context, runID, node string, before int) ([]Diag, string) {
-	nd, err := ledger.LoadNode(ctx, a.Journal, runID, node)
+func (a *Activities) account(ctx context.Context, g *runner.Graph, runID, node string, before int) ([]Diag, string) {
+	nd, err := ledger.LoadNode(ctx, a.Journal, runID, node, g)
 	if err != nil {
 		return nil, ""
 	}

@@ -81,6 +81,9 @@ func BenchmarkTemporalVsLocal(b *testing.B) {
 		if err := run.Get(ctx, &tres); err != nil || tres.Status != string(journal.RunCompleted) {
 			b.Fatalf("temporal: %v %+v", err, tres)
 		}
+		if err := ntemporal.Outcomes(ctx, c, &tres); err != nil {
+			b.Fatal(err)
+		}
 		t2 := time.Now()
 		local += t1.Sub(t0)
 		remote += t2.Sub(t1)

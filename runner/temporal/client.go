@@ -10,6 +10,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -50,6 +51,31 @@ func NewWorker(c client.Client, queue string, acts *Activities, opts worker.Opti
 	return w
 }
 
+// WorkerOptions are a `noderun worker`'s options: parallel nodes at once,
+// pollers that scale with the backlog, and heartbeats at most
+// HeartbeatThrottle apart.
+func WorkerOptions(parallel int) worker.Options {
+	// Two pollers (the SDK's default) take a task each per round trip: a
+	// worker of hundreds of slots then starts a few dozen nodes a second
+	// while a wide run's activities wait in the queue. (Autoscaling pollers
+	// measured slower here: 4.2 s median queue wait against 1.5 s for
+	// 1,000 nodes on 3 workers.)
+	pollers := worker.NewPollerBehaviorSimpleMaximum(worker.PollerBehaviorSimpleMaximumOptions{
+		MaximumNumberOfPollers: min(max(parallel/8, 4), 64)})
+	return worker.Options{MaxConcurrentActivityExecutionSize: parallel, WorkerStopTimeout: 10 * time.Second,
+		ActivityTaskPollerBehavior: pollers,
+		// A workflow task of a wide run parses its graph (10,000 nodes: a
+		// few hundred ms of CPU) and settles hundreds of nodes; on a busy
+		// machine that takes more than the SDK's 1 s of wall time, and a
+		// task failed for it is replayed from the start of the history.
+		DeadlockDetectionTimeout: 10 * time.Second,
+		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}),
+		// A chat node's heartbeat carries its answer so far: what streamed
+		// after the last one Temporal holds is generated again by the worker
+		// that takes the node over.
+		MaxHeartbeatThrottleInterval: HeartbeatThrottle}
+}
+
 // Register adds the workflow and the node activity to a worker.
 func Register(w worker.Worker, acts *Activities) {
 	RegisterWorkflow(w)
@@ -71,17 +97,36 @@ func Submit(ctx context.Context, c client.Client, queue string, in RunInput) (cl
 
 // State is how a run stands: the workflow's result once it completed (read
 // from its history: no worker needed), else the answer to QueryState (a
-// worker answers it).
+// worker answers it); each node's whole outcome (output, diagnostics,
+// cursor, verdict) read from the history of the execution that ran it.
 func State(ctx context.Context, c client.Client, runID string) (RunResult, error) {
-	var res RunResult
+	d, err := describe(ctx, c, runID)
+	if err != nil {
+		return RunResult{}, err
+	}
+	res, err := state(ctx, c, runID, d)
+	if err != nil {
+		return res, err
+	}
+	return res, Outcomes(ctx, c, &res)
+}
+
+func describe(ctx context.Context, c client.Client, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
 	d, err := c.DescribeWorkflowExecution(ctx, runID, "")
 	if err != nil {
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
-			return res, fmt.Errorf("run %s: no such workflow on Temporal: %w", runID, journal.ErrNotFound)
+			return nil, fmt.Errorf("run %s: no such workflow on Temporal: %w", runID, journal.ErrNotFound)
 		}
-		return res, err
+		return nil, err
 	}
+	return d, nil
+}
+
+// state is the run's state as the workflow keeps it: each node's state,
+// reason, worker and output size (RunResult).
+func state(ctx context.Context, c client.Client, runID string, d *workflowservice.DescribeWorkflowExecutionResponse) (RunResult, error) {
+	var res RunResult
 	if d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		return res, c.GetWorkflow(ctx, runID, "").Get(ctx, &res)
 	}
@@ -91,6 +136,63 @@ func State(ctx context.Context, c client.Client, runID string) (RunResult, error
 			strings.ToLower(strings.TrimPrefix(d.GetWorkflowExecutionInfo().GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_")), err)
 	}
 	return res, v.Get(&res)
+}
+
+// Outcomes fills in each node's whole outcome (output, diagnostics,
+// cursor, verdict) from the history of the workflow execution that ran it
+// (RunResult keeps only its state): one read of each execution's history.
+func Outcomes(ctx context.Context, c client.Client, res *RunResult) error {
+	byRun := map[int]map[string]NodeOutcome{}
+	for i := range res.Nodes {
+		n := &res.Nodes[i]
+		if n.Run <= 0 || n.Run > len(res.Runs) {
+			continue
+		}
+		outs, ok := byRun[n.Run]
+		if !ok {
+			var err error
+			if outs, err = executionOutcomes(ctx, c, res.RunID, res.Runs[n.Run-1]); err != nil {
+				return err
+			}
+			byRun[n.Run] = outs
+		}
+		if o, ok := outs[n.Node]; ok {
+			n.Output, n.Diagnostics, n.Cursor, n.Verdict = o.Output, o.Diagnostics, o.Cursor, o.Verdict
+			if n.ErrClass == "" {
+				n.ErrClass = o.ErrClass
+			}
+		}
+	}
+	return nil
+}
+
+// stuckTasks is how many times in a row a workflow task may fail before
+// Follow reports the run as unable to go on (Temporal retries it forever).
+const stuckTasks = 3
+
+// stuck says why the run cannot go on when its workflow task keeps failing
+// (a worker that cannot replay it, a message over the gRPC limit): the last
+// failure the history shows.
+func stuck(ctx context.Context, c client.Client, runID string, d *workflowservice.DescribeWorkflowExecutionResponse) error {
+	wt := d.GetPendingWorkflowTask()
+	if wt == nil || wt.GetAttempt() < stuckTasks {
+		return nil
+	}
+	why := "no failure in the history"
+	// Temporal records the first of consecutive failures (the retries are
+	// transient): the last one recorded is the one that goes on.
+	it := c.GetWorkflowHistory(ctx, runID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			break
+		}
+		if f := ev.GetWorkflowTaskFailedEventAttributes(); f != nil {
+			why = f.GetFailure().GetMessage()
+		}
+	}
+	return fmt.Errorf("run %s cannot go on: its workflow task failed %d times in a row (%s); the workflow stays open on Temporal: "+
+		"mend the workers and it goes on, or end it with `temporal workflow terminate --workflow-id %s`", runID, wt.GetAttempt(), why, runID)
 }
 
 // Pending is a node whose activity is running, as Temporal sees it.
@@ -108,6 +210,10 @@ func PendingNodes(ctx context.Context, c client.Client, runID string) ([]Pending
 	if err != nil {
 		return nil, err
 	}
+	return pending(d), nil
+}
+
+func pending(d *workflowservice.DescribeWorkflowExecutionResponse) []Pending {
 	var out []Pending
 	dc := converter.GetDefaultDataConverter()
 	for _, pa := range d.GetPendingActivities() {
@@ -121,7 +227,7 @@ func PendingNodes(ctx context.Context, c client.Client, runID string) ([]Pending
 		}
 		out = append(out, p)
 	}
-	return out, nil
+	return out
 }
 
 // Retry replays a node held for an operator.
@@ -145,6 +251,8 @@ func Follow(ctx context.Context, c client.Client, runID string, every time.Durat
 		}
 	}
 	f := newFollower()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the goroutine waiting for the result, when the run is held or stuck
 	done := make(chan struct{})
 	var final RunResult
 	var ferr error
@@ -161,21 +269,26 @@ func Follow(ctx context.Context, c client.Client, runID string, every time.Durat
 				return RunResult{}, ferr
 			}
 			report(f.nodes(final, time.Now()))
-			return final, nil
+			return final, Outcomes(ctx, c, &final)
 		case <-ctx.Done():
 			return RunResult{}, ctx.Err()
 		case <-t.C:
 		}
-		res, err := State(ctx, c, runID)
+		d, err := describe(ctx, c, runID)
 		if err != nil {
 			continue // not started yet, or a transient error: the result will tell
 		}
-		report(f.nodes(res, time.Now()))
-		if pend, err := PendingNodes(ctx, c, runID); err == nil {
-			report(f.pending(pend, time.Now()))
+		if err := stuck(ctx, c, runID, d); err != nil {
+			return RunResult{}, err
 		}
+		res, err := state(ctx, c, runID, d)
+		if err != nil {
+			continue
+		}
+		report(f.nodes(res, time.Now()))
+		report(f.pending(pending(d), time.Now()))
 		if res.Status == string(journal.NodeAttention) {
-			return res, nil
+			return res, Outcomes(ctx, c, &res)
 		}
 	}
 }
@@ -207,7 +320,7 @@ func (f *follower) nodes(res RunResult, now time.Time) []runner.Progress {
 		case journal.NodeRunning:
 			p.State, p.Text = runner.ProgressStreaming, "streaming"
 		case journal.NodeCompleted:
-			p.State, p.Bytes, p.Text = runner.ProgressDone, len(n.Output), fmt.Sprintf("done (%d bytes)", len(n.Output))
+			p.State, p.Bytes, p.Text = runner.ProgressDone, n.Bytes, fmt.Sprintf("done (%d bytes)", n.Bytes)
 		case journal.NodeAttention:
 			p.State, p.Text = runner.ProgressAttention, "needs attention: "+n.Reason
 		case journal.NodeSkipped:

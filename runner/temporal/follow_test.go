@@ -42,9 +42,9 @@ func TestFollowerReports(t *testing.T) {
 			pending: []Pending{{Node: "a", Attempt: 2, Worker: "w2", Cursor: cursor("retrying 1/3 in 20ms (server_error)", &retry)}},
 			want: []string{`a recovering NR210 "worker w1 gone; resumed on w2 (activity attempt 2)"`,
 				`a recovering NR103 "retrying 1/3 in 20ms (server_error) on w2"`}},
-		{nodes: []NodeOutcome{{Node: "a", State: "completed", Output: "hello"}, outcome("b", "running"), outcome("c", "pending")},
+		{nodes: []NodeOutcome{{Node: "a", State: "completed", Bytes: 5}, outcome("b", "running"), outcome("c", "pending")},
 			want: []string{`a done "done (5 bytes)"`, `b streaming "streaming"`}},
-		{nodes: []NodeOutcome{{Node: "a", State: "completed", Output: "hello"}, {Node: "b", State: "failed", Reason: "boom"},
+		{nodes: []NodeOutcome{{Node: "a", State: "completed", Bytes: 5}, {Node: "b", State: "failed", Reason: "boom"},
 			{Node: "c", State: "skipped", Reason: "needs b"}},
 			want: []string{`b failed "failed: boom"`, `c skipped "skipped: needs b"`}},
 	}

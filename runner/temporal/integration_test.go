@@ -118,7 +118,7 @@ type proc struct {
 	err    error
 }
 
-func start(t *testing.T, name string, bin string, args ...string) *proc {
+func start(t testing.TB, name string, bin string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, cmd: exec.Command(bin, args...), out: &testkit.Buffer{}, stdout: &testkit.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.out
@@ -138,7 +138,7 @@ func start(t *testing.T, name string, bin string, args ...string) *proc {
 }
 
 // wait waits up to d for p to exit and fails the test if it does not.
-func (p *proc) wait(t *testing.T, d time.Duration, what string) {
+func (p *proc) wait(t testing.TB, d time.Duration, what string) {
 	t.Helper()
 	select {
 	case <-p.done:
@@ -339,7 +339,7 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int, node string) 
 	}
 }
 
-func waitFor[T any](t *testing.T, d time.Duration, what string, f func() (T, bool)) T {
+func waitFor[T any](t testing.TB, d time.Duration, what string, f func() (T, bool)) T {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -353,7 +353,7 @@ func waitFor[T any](t *testing.T, d time.Duration, what string, f func() (T, boo
 	}
 }
 
-func jsonOutputs(t *testing.T, out string) map[string]string {
+func jsonOutputs(t testing.TB, out string) map[string]string {
 	t.Helper()
 	i := strings.Index(out, "{\n")
 	if i < 0 {

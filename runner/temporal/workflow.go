@@ -40,11 +40,14 @@ const (
 )
 
 // RunInput is a submitted run: the graph as text (workers need no copy of
-// the file) and the resolved profile (nor of its profiles file).
+// the file) and the resolved profile (nor of its profiles file). It travels
+// once per workflow execution (its input), the graph compressed (see
+// MarshalJSON); a node's activity names the run, and the worker reads the
+// rest from the execution's first event once (specCache).
 type RunInput struct {
 	RunID     string          `json:"run_id"`
 	GraphPath string          `json:"graph_path"`
-	GraphText string          `json:"graph_text"`
+	GraphText string          `json:"graph_text,omitempty"`
 	Profile   profile.Profile `json:"profile"`
 	Parallel  int             `json:"parallel"`
 	// Inputs are the run's inputs as given (`--input`); every node resolves
@@ -53,20 +56,64 @@ type RunInput struct {
 	// HeartbeatTimeout is how long a node's worker may stay silent before
 	// the node goes to another worker; 0: DefaultHeartbeatTimeout.
 	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
+	// Carry is what the run's earlier executions did, when the workflow
+	// continued as new (a wide run: see ContinueAsNewEvents); nil in the
+	// first execution.
+	Carry *Carry `json:"carry,omitempty"`
+	// HistoryLimit is the number of history events past which an execution
+	// continues as new; 0: ContinueAsNewEvents.
+	HistoryLimit int `json:"history_limit,omitempty"`
 }
 
-// NodeInput is one node's activity.
+// Carry is a run's state handed from one workflow execution to the next.
+// It holds no outputs: a node's output stays in the history of the
+// execution that ran it (Runs[Settled.Run-1]), where dependents and the
+// client read it.
+type Carry struct {
+	// Runs are the earlier executions' run ids, first to last.
+	Runs []string `json:"runs"`
+	// Nodes are the nodes' states, in graph order.
+	Nodes []Settled `json:"nodes"`
+	// Replays counts the operator's replays of each node (activity ids).
+	Replays map[string]int `json:"replays,omitempty"`
+	// Signalled are nodes an operator asked to replay (SignalRetry) that
+	// the execution before did not start.
+	Signalled []string `json:"signalled,omitempty"`
+}
+
+// Settled is a node's state as carried to the next execution.
+type Settled struct {
+	State  string `json:"s"`
+	Reason string `json:"r,omitempty"`
+	// Run is where its last activity ran: 1 + its index in Carry.Runs;
+	// 0 when it has none.
+	Run    int    `json:"e,omitempty"`
+	Bytes  int    `json:"b,omitempty"`
+	Worker string `json:"w,omitempty"`
+}
+
+// NodeInput is one node's activity: which node of which run, and what it
+// needs. It does not grow with the graph: the worker has the graph and
+// profile from the run's input (specCache).
 type NodeInput struct {
-	RunID     string            `json:"run_id"`
-	GraphPath string            `json:"graph_path"`
-	GraphText string            `json:"graph_text"`
-	Profile   profile.Profile   `json:"profile"`
-	Node      string            `json:"node"`
-	Needs     map[string]string `json:"needs,omitempty"`
-	Force     bool              `json:"force,omitempty"`
-	Inputs    map[string]string `json:"inputs,omitempty"`
+	RunID string `json:"run_id"`
+	Node  string `json:"node"`
+	// Needs are its needs' outputs inline, up to InlineNeeds bytes in all;
+	// NeedRuns the rest: need → the workflow execution (run id) whose
+	// history holds its output.
+	Needs    map[string]string `json:"needs,omitempty"`
+	NeedRuns map[string]string `json:"need_runs,omitempty"`
+	Force    bool              `json:"force,omitempty"`
 	// Failed names the needs that failed under continue_on_failure.
 	Failed []string `json:"failed,omitempty"`
+
+	// Until 2026-12 an activity carried the run's graph and profile; a
+	// worker still runs such an activity (a workflow started by an older
+	// client) from them.
+	GraphPath string            `json:"graph_path,omitempty"`
+	GraphText string            `json:"graph_text,omitempty"`
+	Profile   *profile.Profile  `json:"profile,omitempty"`
+	Inputs    map[string]string `json:"inputs,omitempty"`
 }
 
 // Diag is a diagnostic as an activity result carries it.
@@ -94,14 +141,28 @@ type NodeOutcome struct {
 	// Verdict is the node's account as the worker that finished it saw it
 	// in its journal (package ledger).
 	Verdict string `json:"verdict,omitempty"`
+	// Bytes is the output's size (the workflow's state keeps the size, not
+	// the output).
+	Bytes int `json:"bytes,omitempty"`
+	// Run is where the node's last activity ran: 1 + the index of its
+	// workflow execution in RunResult.Runs; 0 when it has none.
+	Run int `json:"run,omitempty"`
 }
 
 // RunResult is the run as the workflow returns it, and as QueryState shows
 // it while it runs (nodes in graph order).
+//
+// The workflow keeps only what its scheduling needs (state, reason, worker,
+// the output's size) in each NodeOutcome: the whole outcome (output,
+// diagnostics, cursor, verdict) is the node's activity result in the history
+// of execution Runs[NodeOutcome.Run-1], where State fills it in from.
 type RunResult struct {
 	RunID  string        `json:"run_id"`
 	Status string        `json:"status"`
 	Nodes  []NodeOutcome `json:"nodes"`
+	// Runs are the run's workflow executions (run ids), first to last,
+	// this one included (continue-as-new; see ContinueAsNewEvents).
+	Runs []string `json:"runs,omitempty"`
 }
 
 // DefaultHeartbeatTimeout is how long a node's worker may stay silent
@@ -159,12 +220,46 @@ func activityOptions(heartbeat time.Duration, node string, replay int) workflow.
 	}
 }
 
+// What keeps a wide run within Temporal's limits (a gRPC message of 4 MB,
+// a payload of 2 MB, a history of 51,200 events and 50 MB; docs/temporal.md
+// "Wide graphs").
+const (
+	// InlineNeeds bounds the needs' outputs an activity's input carries;
+	// the others go by reference (NodeInput.NeedRuns): the worker reads them
+	// from the history that holds them.
+	InlineNeeds = 64 << 10
+	// batchNodes and batchBytes bound what one workflow task schedules:
+	// the task's completion carries every activity's input (under half of
+	// the 4 MB gRPC limit).
+	batchNodes = 2000
+	batchBytes = 2 << 20
+	// ContinueAsNewEvents and ContinueAsNewBytes: past either, a workflow
+	// execution starts no more nodes, waits for its running ones and
+	// continues as new with the run's state (Carry), so the history of none
+	// nears Temporal's limits: a fifth of them, leaving room for the nodes
+	// still running when it is crossed (three events each, and their
+	// results). The server's own suggestion (4,096 events by default) is
+	// not followed: each new execution first waits for every running node
+	// to finish, which a wide run of long nodes pays for in parallelism.
+	ContinueAsNewEvents = 10_000
+	ContinueAsNewBytes  = 10 << 20
+	// carriedReason bounds a reason carried to the next execution (the
+	// whole one stays in the history of the execution that ran the node).
+	carriedReason = 512
+)
+
 // GraphWorkflow runs a graph: nodes in dependency order, at most Parallel at
 // once, in graph order among the ready ones, by the same state machine as
 // runner.Run (package nodestate). A failed node skips its dependents; a node
 // held for an operator (its replay may be unsafe) waits for SignalRetry, and
 // so do its dependents. It is deterministic: it reads nothing but its input
 // and activity results, and the machine is pure.
+//
+// A wide run keeps every workflow task and history small: activity inputs
+// name the run and node (workers read the graph once, from the execution's
+// input), outputs of needs go by reference past InlineNeeds, a task
+// schedules at most batchNodes activities, and past ContinueAsNewEvents an
+// execution drains and continues as new.
 func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 	g, err := runner.ParseGraph(in.GraphPath, []byte(in.GraphText))
 	if err != nil {
@@ -181,74 +276,185 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		res.Nodes = append(res.Nodes, NodeOutcome{Node: n.ID, State: string(journal.NodePending)})
 	}
 	node := func(id string) *NodeOutcome { return &res.Nodes[at[id]] }
+	m := nodestate.New(g, parallel)
+	replays := map[string]int{}
+	var forced, signalled []string
+	if c := in.Carry; c != nil {
+		if len(c.Nodes) != len(g.Nodes) {
+			return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("carried state of %d nodes for a graph of %d", len(c.Nodes), len(g.Nodes)), "BadCarry", nil)
+		}
+		res.Runs = append(res.Runs, c.Runs...)
+		for i, s := range c.Nodes {
+			o := &res.Nodes[i]
+			o.Reason, o.Run, o.Bytes, o.Worker = s.Reason, s.Run, s.Bytes, s.Worker
+			if s.State == string(journal.NodePending) || s.State == string(journal.NodeRunning) {
+				continue // an execution continues as new with nothing running
+			}
+			o.State = s.State
+			m.Settle(o.Node, journal.NodeState(s.State)) // its skips are carried too
+		}
+		for id, n := range c.Replays {
+			replays[id] = n
+		}
+		signalled = c.Signalled
+	}
+	res.Runs = append(res.Runs, workflow.GetInfo(ctx).WorkflowExecution.RunID)
+	cur := len(res.Runs)
 	if err := workflow.SetQueryHandler(ctx, QueryState, func() (RunResult, error) { return res, nil }); err != nil {
 		return res, err
 	}
-	m := nodestate.New(g, parallel)
-	replays := map[string]int{}
-	sel := workflow.NewSelector(ctx)
+	// This execution's outputs, for its dependents' inputs; the result of a
+	// node an earlier execution ran is read from that execution's history.
+	outputs := map[string]string{}
 	settle := func(id string, out NodeOutcome, err error) {
 		if err != nil {
 			out = failedOutcome(id, err)
 		}
-		*node(id) = out
+		if out.Output != "" {
+			outputs[id] = out.Output
+		}
+		*node(id) = NodeOutcome{Node: id, State: out.State, Reason: out.Reason, ErrClass: out.ErrClass, Worker: out.Worker,
+			TemporalAttempt: out.TemporalAttempt, Bytes: len(out.Output), Run: cur}
 		// A held node (attention) keeps its dependents waiting for SignalRetry.
 		for _, s := range m.Settle(id, journal.NodeState(out.State)) {
 			o := node(s.ID)
 			o.State, o.Reason = string(journal.NodeSkipped), s.Reason()
 		}
 	}
+	// The running activities, in the order they started. The loop waits for
+	// any of them with Await and settles every one that is done: a Selector
+	// would register a callback on each running future at every Select, and
+	// keep each future it ever had, which is quadratic in a wide run.
+	type activityRun struct {
+		id string
+		f  workflow.Future
+	}
+	var inflight []activityRun
+	var task struct{ events, nodes, bytes int } // what the current workflow task scheduled
 	start := func(id string, force bool) {
 		n := g.Node(id)
-		needs := map[string]string{}
-		var failed []string
+		inp := NodeInput{RunID: in.RunID, Node: id, Force: force}
+		inline := 0
 		for _, need := range n.Needs {
-			needs[need] = node(need).Output
-			if node(need).State == string(journal.NodeFailed) {
-				failed = append(failed, need)
+			o := node(need)
+			if o.State == string(journal.NodeFailed) {
+				inp.Failed = append(inp.Failed, need)
+			}
+			out, here := outputs[need]
+			switch {
+			case (here && inline+len(out) <= InlineNeeds) || o.Bytes == 0: // nothing to refer to
+				if inp.Needs == nil {
+					inp.Needs = map[string]string{}
+				}
+				inp.Needs[need] = out
+				inline += len(out)
+			case o.Run > 0:
+				if inp.NeedRuns == nil {
+					inp.NeedRuns = map[string]string{}
+				}
+				inp.NeedRuns[need] = res.Runs[o.Run-1]
 			}
 		}
 		o := node(id)
 		o.State, o.Reason = string(journal.NodeRunning), ""
+		task.nodes++
+		task.bytes += inline + len(id) + 256
 		actx := workflow.WithActivityOptions(ctx, activityOptions(HeartbeatTimeout(in), id, replays[id]))
-		f := workflow.ExecuteActivity(actx, ActivityName, NodeInput{RunID: in.RunID, GraphPath: in.GraphPath,
-			GraphText: in.GraphText, Profile: in.Profile, Node: id, Needs: needs, Force: force, Inputs: in.Inputs, Failed: failed})
-		sel.AddFuture(f, func(f workflow.Future) {
-			var out NodeOutcome
-			err := f.Get(ctx, &out)
-			settle(id, out, err)
-		})
+		inflight = append(inflight, activityRun{id, workflow.ExecuteActivity(actx, ActivityName, inp)})
 	}
-	var forced []string
-	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalRetry), func(c workflow.ReceiveChannel, _ bool) {
-		var id string
-		c.Receive(ctx, &id)
+	sig := workflow.GetSignalChannel(ctx, SignalRetry)
+	replay := func(id string) {
 		if m.Replay(id) {
 			replays[id]++
 			forced = append(forced, id)
 		}
-	})
+	}
+	for _, id := range signalled {
+		replay(id)
+	}
+	signalled = nil
+	draining := false
+	var tick workflow.Future // ends a workflow task that scheduled a full batch
+	limit := ContinueAsNewEvents
+	if in.HistoryLimit > 0 {
+		limit = in.HistoryLimit
+	}
 	for {
+		info := workflow.GetInfo(ctx)
+		if n := info.GetCurrentHistoryLength(); n != task.events {
+			task.events, task.nodes, task.bytes = n, 0, 0 // a new workflow task
+		}
+		if !draining && (info.GetCurrentHistoryLength() >= limit || info.GetCurrentHistorySize() >= ContinueAsNewBytes) {
+			draining = true
+		}
+		var id string
+		for sig.ReceiveAsync(&id) {
+			if draining {
+				signalled = append(signalled, id) // for the next execution
+			} else {
+				replay(id)
+			}
+		}
 		for len(forced) > 0 {
 			id := forced[0]
 			forced = forced[1:]
 			start(id, true)
 		}
-		for {
+		full := false
+		for !draining {
+			if full = task.nodes >= batchNodes || task.bytes >= batchBytes; full {
+				break
+			}
 			id, ok := m.Next()
 			if !ok {
 				break
 			}
 			start(id, false)
 		}
-		if m.Running() == 0 && m.Held() == 0 {
-			break
+		if full && tick == nil {
+			// End this workflow task: the next one schedules the rest.
+			tick = workflow.NewTimer(ctx, time.Millisecond)
 		}
-		if m.Running() == 0 {
+		if len(inflight) == 0 && !full {
+			if draining && unsettled(res.Nodes) {
+				return res, continueAsNew(ctx, in, res, replays, sig, signalled)
+			}
+			if m.Held() == 0 {
+				break
+			}
 			res.Status = string(journal.NodeAttention) // waiting for an operator only
 		}
-		sel.Select(ctx)
-		res.Status = string(journal.RunRunning)
+		if err := workflow.Await(ctx, func() bool {
+			if sig.Len() > 0 || tick != nil && tick.IsReady() {
+				return true
+			}
+			for _, r := range inflight {
+				if r.f.IsReady() {
+					return true
+				}
+			}
+			return false
+		}); err != nil {
+			return res, err
+		}
+		if tick != nil && tick.IsReady() {
+			tick = nil
+		}
+		left := inflight[:0]
+		for _, r := range inflight {
+			if !r.f.IsReady() {
+				left = append(left, r)
+				continue
+			}
+			var out NodeOutcome
+			err := r.f.Get(ctx, &out)
+			settle(r.id, out, err)
+		}
+		clear(inflight[len(left):])
+		inflight = left
+		if res.Status == string(journal.NodeAttention) {
+			res.Status = string(journal.RunRunning)
+		}
 	}
 	res.Status = string(journal.RunCompleted)
 	for _, o := range res.Nodes {
@@ -257,6 +463,39 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// unsettled reports whether a node still waits to run or for an operator.
+func unsettled(nodes []NodeOutcome) bool {
+	for _, o := range nodes {
+		switch journal.NodeState(o.State) {
+		case journal.NodePending, journal.NodeRunning, journal.NodeAttention:
+			return true
+		}
+	}
+	return false
+}
+
+// continueAsNew hands the run, with nothing running, to a new execution:
+// the nodes' states and where their results are, the operator's replays,
+// and the retry signals not yet acted on (read from the channel now, as a
+// signal left in it would be lost with this execution).
+func continueAsNew(ctx workflow.Context, in RunInput, res RunResult, replays map[string]int, sig workflow.ReceiveChannel, signalled []string) error {
+	var id string
+	for sig.ReceiveAsync(&id) {
+		signalled = append(signalled, id)
+	}
+	c := &Carry{Runs: res.Runs, Replays: replays, Signalled: signalled, Nodes: make([]Settled, len(res.Nodes))}
+	for i, o := range res.Nodes {
+		reason := o.Reason
+		if len(reason) > carriedReason {
+			reason = reason[:carriedReason] + "…"
+		}
+		c.Nodes[i] = Settled{State: o.State, Reason: reason, Run: o.Run, Bytes: o.Bytes, Worker: o.Worker}
+	}
+	next := in
+	next.Carry = c
+	return workflow.NewContinueAsNewError(ctx, WorkflowName, next)
 }
 
 // failedOutcome is the outcome of a node whose activity failed: by noderun's
