@@ -68,7 +68,7 @@ func WorkerOptions(parallel int) worker.Options {
 		// few hundred ms of CPU) and settles hundreds of nodes; on a busy
 		// machine that takes more than the SDK's 1 s of wall time, and a
 		// task failed for it is replayed from the start of the history.
-		DeadlockDetectionTimeout: 10 * time.Second,
+		DeadlockDetectionTimeout:   10 * time.Second,
 		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}),
 		// A chat node's heartbeat carries its answer so far: what streamed
 		// after the last one Temporal holds is generated again by the worker
