@@ -50,17 +50,19 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 		return NodeOutcome{}, temporal.NewNonRetryableApplicationError(err.Error(), "BadGraph", nil)
 	}
 	var from *runner.NodeCursor
+	var lost *Heartbeat // the lost worker's last heartbeat, for the outcome
 	if activity.HasHeartbeatDetails(ctx) {
-		var c runner.NodeCursor
-		if err := activity.GetHeartbeatDetails(ctx, &c); err == nil {
-			from = &c
+		var h Heartbeat
+		if err := activity.GetHeartbeatDetails(ctx, &h); err == nil {
+			from, lost = &h.NodeCursor, &Heartbeat{NodeCursor: h.NodeCursor, Worker: h.Worker, At: h.At}
+			lost.Output = "" // the result has the output
 		}
 	}
 	before, err := a.Journal.Attempts(ctx, in.RunID, in.Node)
 	if err != nil && !errors.Is(err, journal.ErrNotFound) {
 		return NodeOutcome{}, err
 	}
-	hb := &beater{ctx: ctx, every: info.HeartbeatTimeout / 3}
+	hb := &beater{ctx: ctx, every: info.HeartbeatTimeout / 3, worker: a.Identity}
 	if from != nil {
 		// What a later loss must still find until this worker gets further.
 		// A fresh node sends its first heartbeat with its response id (the
@@ -94,9 +96,9 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 		return NodeOutcome{}, temporal.NewNonRetryableApplicationError(err.Error(), "RunError", err)
 	}
 	out := NodeOutcome{Node: in.Node, State: string(res.State), Output: res.Output, Reason: res.Reason,
-		Worker: a.Identity, TemporalAttempt: info.Attempt, Cursor: hb.cursor()}
+		Worker: a.Identity, TemporalAttempt: info.Attempt, Cursor: hb.cursor(), From: lost}
 	out.Cursor.Output = "" // the result has the output; the history need not hold it twice
-	out.Diagnostics, out.Verdict = a.account(context.WithoutCancel(ctx), in.RunID, in.Node, len(before))
+	out.Diagnostics, out.Verdict, out.Tokens = a.account(context.WithoutCancel(ctx), in.RunID, in.Node, len(before))
 	switch res.State {
 	case journal.NodeCompleted, journal.NodeAttention:
 		return out, nil
@@ -121,11 +123,11 @@ func (a *Activities) logger() *slog.Logger {
 // account reads the node from this worker's journal (package ledger, as
 // every report does): the diagnostics this activity journaled (attempts
 // after the ones the worker had before it, and node-level ones), and the
-// node's verdict as this worker saw it.
-func (a *Activities) account(ctx context.Context, runID, node string, before int) ([]Diag, string) {
+// node's verdict and token figures as this worker saw it.
+func (a *Activities) account(ctx context.Context, runID, node string, before int) ([]Diag, string, *ledger.Tokens) {
 	nd, err := ledger.LoadNode(ctx, a.Journal, runID, node)
 	if err != nil {
-		return nil, ""
+		return nil, "", nil
 	}
 	var out []Diag
 	for _, r := range nd.Records {
@@ -134,7 +136,8 @@ func (a *Activities) account(ctx context.Context, runID, node string, before int
 		}
 		out = append(out, Diag{Code: r.Code.ID, Name: r.Code.Name, Attempt: r.Attempt, Message: r.Message})
 	}
-	return out, ledger.AccountNode(nd, nil).Verdict
+	na := ledger.AccountNode(nd, nil)
+	return out, na.Verdict, &na.Tokens
 }
 
 // beater turns the executor's cursor reports into activity heartbeats:
@@ -142,8 +145,9 @@ func (a *Activities) account(ctx context.Context, runID, node string, before int
 // last cursor again every third of the heartbeat timeout while the node
 // waits (a backoff, a silent stream), so a live worker is never taken for lost.
 type beater struct {
-	ctx   context.Context
-	every time.Duration
+	ctx    context.Context
+	every  time.Duration
+	worker string // this worker's identity: the heartbeat names it
 
 	mu   sync.Mutex
 	last runner.NodeCursor
@@ -166,7 +170,7 @@ func (b *beater) record(force bool) {
 	b.sent = time.Now()
 	c := b.last
 	b.mu.Unlock()
-	activity.RecordHeartbeat(b.ctx, c)
+	activity.RecordHeartbeat(b.ctx, Heartbeat{NodeCursor: c, Worker: b.worker, At: time.Now().UTC()})
 }
 
 func (b *beater) cursor() runner.NodeCursor {

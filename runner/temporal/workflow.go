@@ -20,6 +20,7 @@ import (
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/runner"
+	"github.com/noderun/noderun/runner/ledger"
 	"github.com/noderun/noderun/runner/nodestate"
 )
 
@@ -94,6 +95,13 @@ type NodeOutcome struct {
 	// Verdict is the node's account as the worker that finished it saw it
 	// in its journal (package ledger).
 	Verdict string `json:"verdict,omitempty"`
+	// Tokens are the node's token figures as that worker's ledger counts
+	// them (its own attempts: generated, regenerated, preserved, ...).
+	Tokens *ledger.Tokens `json:"tokens,omitempty"`
+	// From is the lost worker's last heartbeat this attempt started from
+	// (its Output left out), nil for a first attempt: Temporal does not
+	// keep it in the history, so diagnose reads hand-overs from here.
+	From *Heartbeat `json:"from,omitempty"`
 }
 
 // RunResult is the run as the workflow returns it, and as QueryState shows
