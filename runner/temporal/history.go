@@ -75,6 +75,9 @@ type History struct {
 	Activities      []Activity // in scheduled order
 	Events          int        // history events, all executions
 	Bytes           int64      // history size in bytes (proto size), all executions
+	// Input is the first execution's input (a RunInput, as the default
+	// data converter encoded it); nil if the history does not hold it.
+	Input *commonpb.Payloads
 }
 
 // ReadHistory reads the workflow's history: from its first execution (the
@@ -183,6 +186,7 @@ func (h *History) add(runID string, evs []*historypb.HistoryEvent) (next string,
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
 			if h.Started.IsZero() {
 				h.Started = at
+				h.Input = ev.GetWorkflowExecutionStartedEventAttributes().GetInput()
 			}
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			a := ev.GetActivityTaskScheduledEventAttributes()

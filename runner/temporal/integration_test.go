@@ -299,6 +299,7 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int, node string) 
 		!strings.Contains(string(out), "recovered from 1 lost worker by ") { // the survivor's ledger accounts the hand-over
 		t.Fatalf("status --temporal: %v\n%s", err, out)
 	}
+	diagnoseHandover(t, bin, hostPort, runID, node, victim, reason.Worker, handover, map[string]sim.Stats{"chat": chat.Stats(), "resp": st}, respTokens)
 	out, err = exec.Command(bin, "show", "--temporal", hostPort, runID, node).Output()
 	if err != nil || string(out) != want[node] {
 		t.Fatalf("show --temporal: %v (%d bytes, want %d)", err, len(out), len(want[node]))
@@ -337,6 +338,98 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int, node string) 
 	if !found {
 		t.Fatalf("worker %s's journal has no NR210 for node %s", reason.Worker, node)
 	}
+}
+
+// diagnoseHandover checks what `diagnose --temporal` says of the run: the
+// node's hand-over from the killed worker to the survivor, within the time
+// the test measured, and each node's tokens as the simulators counted them
+// (an independent count: the simulators saw every token generated).
+func diagnoseHandover(t *testing.T, bin, hostPort, runID, node, victim, survivor string, measured time.Duration, sims map[string]sim.Stats, respTokens int) {
+	t.Helper()
+	out, err := exec.Command(bin, "diagnose", "--temporal", hostPort, "--json", runID).Output()
+	if err != nil {
+		t.Fatalf("diagnose --temporal --json: %v\n%s", err, out)
+	}
+	var d struct {
+		Status string `json:"status"`
+		Nodes  []struct {
+			ID     string `json:"id"`
+			Tokens struct {
+				Generated   int `json:"generated"`
+				Regenerated int `json:"regenerated"`
+			} `json:"tokens"`
+		} `json:"nodes"`
+		Temporal struct {
+			Executions []string `json:"executions"`
+			Events     int      `json:"history_events"`
+		} `json:"temporal"`
+		Handovers []struct {
+			Node       string `json:"node"`
+			LostWorker string `json:"lost_worker"`
+			Worker     string `json:"worker"`
+			Failure    string `json:"failure"`
+			HandoverMS *int64 `json:"handover_ms"`
+			Recovery   string `json:"recovery"`
+			Tokens     struct {
+				Generated   int `json:"generated"`
+				Regenerated int `json:"regenerated"`
+				Preserved   int `json:"preserved"`
+			} `json:"tokens"`
+		} `json:"handovers"`
+	}
+	if err := json.Unmarshal(out, &d); err != nil {
+		t.Fatalf("diagnose --temporal --json: %v\n%s", err, out)
+	}
+	if d.Status != "completed" || len(d.Temporal.Executions) < 1 || d.Temporal.Events == 0 || len(d.Handovers) == 0 {
+		t.Fatalf("diagnose --temporal --json: want the hand-overs of a completed run:\n%s", out)
+	}
+	// Every node the killed worker was streaming was handed over (the
+	// Responses and the gemini node may both have been on it).
+	seen := false
+	for _, ho := range d.Handovers {
+		seen = seen || ho.Node == node
+		if ho.LostWorker != victim || ho.Worker == victim || ho.Worker == "" || ho.HandoverMS == nil || ho.Failure == "" {
+			t.Fatalf("hand-over %+v; want one from %s to the other worker", ho, victim)
+		}
+		if ho.Node == node && ho.Worker != survivor {
+			t.Fatalf("hand-over %+v; want node %s taken over by %s", ho, node, survivor)
+		}
+		// From the lost worker's last heartbeat, which it sent before it
+		// was killed, to the survivor's start: at least what the test
+		// measured from the kill, less the rounding of its poll.
+		took := time.Duration(*ho.HandoverMS) * time.Millisecond
+		if took < measured-time.Second || took > measured+5*time.Second {
+			t.Errorf("diagnose says the hand-over of %s took %s; the test measured %s from the kill to NR210", ho.Node, took, measured)
+		}
+		// The simulator's count: every token generated for the node, on
+		// both workers. The survivor re-read the response: nothing was
+		// regenerated.
+		st := sims["resp"].Nodes[ho.Node]
+		if int64(ho.Tokens.Generated) != st.TokensGenerated || int64(ho.Tokens.Regenerated) != st.TokensGenerated-int64(respTokens) {
+			t.Errorf("hand-over tokens %+v; the simulator generated %d for node %s (%d needed)", ho.Tokens, st.TokensGenerated, ho.Node, respTokens)
+		}
+	}
+	if !seen {
+		t.Fatalf("no hand-over of node %s:\n%s", node, out)
+	}
+	var ho = d.Handovers[0]
+	for _, h := range d.Handovers {
+		if h.Node == node {
+			ho = h
+		}
+	}
+	for _, n := range d.Nodes {
+		sim := sims["chat"].Nodes[n.ID].TokensGenerated + sims["resp"].Nodes[n.ID].TokensGenerated
+		if int64(n.Tokens.Generated) != sim || n.Tokens.Regenerated != 0 {
+			t.Errorf("node %s: diagnose --temporal says %d tokens generated (%d regenerated), the simulators %d", n.ID, n.Tokens.Generated, n.Tokens.Regenerated, sim)
+		}
+	}
+	human, err := exec.Command(bin, "diagnose", "--temporal", hostPort, runID).CombinedOutput()
+	if err != nil || !strings.Contains(string(human), "hand-over of "+node) || !strings.Contains(string(human), "worker "+victim+" lost") ||
+		!strings.Contains(string(human), survivor+" "+ho.Recovery+" it") {
+		t.Fatalf("diagnose --temporal: %v\n%s", err, human)
+	}
+	t.Logf("diagnose --temporal:\n%s", human)
 }
 
 func waitFor[T any](t *testing.T, d time.Duration, what string, f func() (T, bool)) T {

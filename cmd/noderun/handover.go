@@ -1,0 +1,423 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/runner"
+	"github.com/noderun/noderun/runner/ledger"
+	ntemporal "github.com/noderun/noderun/runner/temporal"
+)
+
+// temporalDiagnosis is `diagnose --temporal`: the account local diagnose
+// prints (each node's figures are those of the worker that finished it,
+// from its journal, as its activity result carries them), what Temporal's
+// history shows of the run, and each hand-over of a node from a lost or
+// stopped worker to another.
+type temporalDiagnosis struct {
+	*ledger.Account
+	Temporal  temporalJSON   `json:"temporal"`
+	Handovers []handoverJSON `json:"handovers"`
+}
+
+// temporalJSON is the run as its workflow history shows it.
+type temporalJSON struct {
+	WorkflowID string `json:"workflow_id"`
+	// Executions are the workflow's run ids, first to last (continue-as-new).
+	Executions   []string       `json:"executions"`
+	Status       string         `json:"status"`
+	Started      *string        `json:"started,omitempty"`
+	Closed       *string        `json:"closed,omitempty"`
+	Events       int            `json:"history_events"`
+	Bytes        int64          `json:"history_bytes"`
+	Activities   []activityJSON `json:"activities"`
+	PendingNodes int            `json:"pending_nodes"`
+}
+
+// activityJSON is one node activity.
+type activityJSON struct {
+	Node      string  `json:"node"`
+	Replay    int     `json:"replay"`
+	Execution string  `json:"execution"`
+	State     string  `json:"state"`
+	Worker    string  `json:"worker"`
+	Attempt   int32   `json:"activity_attempt"`
+	Scheduled *string `json:"scheduled,omitempty"`
+	Started   *string `json:"started,omitempty"`
+	Closed    *string `json:"closed,omitempty"`
+	Failure   string  `json:"failure,omitempty"`
+}
+
+// handoverJSON is a node taken over from a lost (or stopped) worker.
+type handoverJSON struct {
+	Node   string `json:"node"`
+	Replay int    `json:"replay"`
+	// LostWorker is the worker whose last heartbeat the node continued
+	// from ("" if that heartbeat did not name it: an older worker).
+	LostWorker string `json:"lost_worker"`
+	// Worker took the node over ("" while its next attempt waits to start).
+	Worker          string `json:"worker"`
+	ActivityAttempt int32  `json:"activity_attempt"`
+	// Failure is how Temporal saw the lost attempt end: "activity Heartbeat
+	// timeout" (a dead worker) or the stopped worker's error.
+	Failure string `json:"failure"`
+	// LastHeartbeat is when the lost worker recorded its last heartbeat
+	// that Temporal holds; FailedAt when that heartbeat's timeout ran out
+	// (LastHeartbeat + the activity's heartbeat timeout; only for a
+	// timeout); Resumed when the next attempt started.
+	LastHeartbeat *string `json:"last_heartbeat,omitempty"`
+	FailedAt      *string `json:"failed_at,omitempty"`
+	Resumed       *string `json:"resumed,omitempty"`
+	// HandoverMS is LastHeartbeat → Resumed: how long nobody ran the node.
+	HandoverMS         *int64 `json:"handover_ms"`
+	HeartbeatTimeoutMS int64  `json:"heartbeat_timeout_ms"`
+	// Cursor is the lost worker's last heartbeat (its answer left out) and
+	// HeldBytes what of the answer it held.
+	Cursor    *runner.NodeCursor `json:"cursor,omitempty"`
+	HeldBytes int                `json:"held_bytes"`
+	// Recovery is how the new worker went on: re-attached (NR201), output
+	// from the response's status (NR206), continued (a chat answer), or
+	// retried from scratch.
+	Recovery string `json:"recovery"`
+	// Tokens are the node's figures in the new worker's ledger: what the
+	// provider generated for it there, what of it was regenerated, what a
+	// re-attach or continue preserved.
+	Tokens handoverTokens `json:"tokens"`
+}
+
+type handoverTokens struct {
+	Generated   int  `json:"generated"`
+	Regenerated int  `json:"regenerated"`
+	Preserved   int  `json:"preserved"`
+	Estimated   bool `json:"estimated"`
+}
+
+// diagnoseTemporal reads run runID's workflow history (and, while it runs,
+// its pending activities) and accounts for it.
+func diagnoseTemporal(ctx context.Context, tc client.Client, runID string) (*temporalDiagnosis, *ntemporal.History, error) {
+	h, err := ntemporal.ReadHistory(ctx, tc, runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	var in ntemporal.RunInput
+	if p := h.Input.GetPayloads(); len(p) > 0 {
+		_ = converter.GetDefaultDataConverter().FromPayload(p[0], &in) // lenient: the figures do not need it
+	}
+	var pend []ntemporal.Pending
+	if h.Status == "running" {
+		if pend, err = ntemporal.PendingNodes(ctx, tc, runID); err != nil {
+			return nil, nil, fmt.Errorf("run %s: pending activities: %w", runID, err)
+		}
+	}
+	return accountTemporal(h, in, pend, time.Now()), h, nil
+}
+
+// accountTemporal builds the diagnosis from a history. A node's last
+// activity (its latest replay) is its account; a node never scheduled is
+// not listed.
+func accountTemporal(h *ntemporal.History, in ntemporal.RunInput, pend []ntemporal.Pending, now time.Time) *temporalDiagnosis {
+	graph := ""
+	if g, err := runner.ParseGraph(in.GraphPath, []byte(in.GraphText)); err == nil {
+		graph = g.Name
+	}
+	d := &temporalDiagnosis{
+		Account: &ledger.Account{RunID: h.WorkflowID, Graph: graph, Status: h.Status, Profile: in.Profile.Name,
+			Nodes: []ledger.NodeAccount{}, Warnings: []string{}},
+		Temporal: temporalJSON{WorkflowID: h.WorkflowID, Executions: h.Runs, Status: h.Status, Started: jsonTime(h.Started),
+			Closed: jsonTime(h.Closed), Events: h.Events, Bytes: h.Bytes, Activities: []activityJSON{}, PendingNodes: len(pend)},
+		Handovers: []handoverJSON{},
+	}
+	if !h.Closed.IsZero() {
+		d.WallMS = h.Closed.Sub(h.Started).Milliseconds()
+	} else if !h.Started.IsZero() {
+		d.WallMS = now.Sub(h.Started).Milliseconds()
+	}
+	live := map[string]ntemporal.Pending{}
+	for _, p := range pend {
+		live[p.Node] = p
+	}
+	last := map[string]int{} // node → index of its account
+	for _, a := range h.Activities {
+		d.Temporal.Activities = append(d.Temporal.Activities, activityJSON{Node: a.Node, Replay: a.Replay, Execution: a.Run, State: a.State,
+			Worker: a.Worker, Attempt: a.Attempt, Scheduled: jsonTime(a.Scheduled), Started: jsonTime(a.Started), Closed: jsonTime(a.Closed), Failure: a.Failure})
+		p, running := live[a.Node]
+		ho, ok := handoverOf(a, p, running)
+		if ok {
+			d.Handovers = append(d.Handovers, ho)
+		}
+		na := nodeAccount(a, ho, ok, p, running, now)
+		if i, seen := last[a.Node]; seen {
+			d.Nodes[i] = na
+		} else {
+			last[a.Node] = len(d.Nodes)
+			d.Nodes = append(d.Nodes, na)
+		}
+	}
+	d.Totals = ledger.Figures{RecoverySteps: map[string]int{}, Faults: map[string]int{}}
+	for _, n := range d.Nodes {
+		addFigures(&d.Totals, n.Figures)
+	}
+	d.Summary = temporalSummary(d)
+	return d
+}
+
+// handoverOf is the hand-over an activity shows: an attempt above 1 (the
+// history holds the last attempt only: of several hand-overs of one node,
+// the last is detailed), or a running activity's retry.
+func handoverOf(a ntemporal.Activity, p ntemporal.Pending, running bool) (handoverJSON, bool) {
+	attempt, worker, started := a.Attempt, a.Worker, a.Started
+	if running && a.State == "running" {
+		attempt = p.Attempt
+		worker = ""
+		if !p.LastBeat.IsZero() && p.Cursor.Attempt > 0 {
+			worker = p.Worker // the new attempt has heartbeated
+		}
+	}
+	if attempt < 2 {
+		return handoverJSON{}, false
+	}
+	ho := handoverJSON{Node: a.Node, Replay: a.Replay, Worker: worker, ActivityAttempt: attempt, Failure: a.LastFailure,
+		LostWorker: a.LostWorker, HeartbeatTimeoutMS: a.HeartbeatTimeout.Milliseconds(), Resumed: jsonTime(started), Recovery: "retried"}
+	if c := a.LastHeartbeat; c != nil {
+		cur := *c
+		ho.HeldBytes = max(len(cur.Output), cur.Bytes)
+		cur.Output = ""
+		ho.Cursor = &cur
+	}
+	if !a.LastBeat.IsZero() {
+		ho.LastHeartbeat = jsonTime(a.LastBeat)
+		if strings.Contains(strings.ToLower(a.LastFailure), "heartbeat timeout") {
+			ho.FailedAt = jsonTime(a.LastBeat.Add(a.HeartbeatTimeout))
+		}
+		if !started.IsZero() {
+			ms := started.Sub(a.LastBeat).Milliseconds()
+			ho.HandoverMS = &ms
+		}
+	}
+	if o := a.Outcome; o != nil {
+		codes := map[string]bool{}
+		for _, dg := range o.Diagnostics {
+			codes[dg.Code] = true
+		}
+		switch {
+		case codes[diagnostics.Reattached.ID]:
+			ho.Recovery = "re-attached"
+		case codes[diagnostics.OutputFromStatus.ID]:
+			ho.Recovery = "output from status"
+		case codes[diagnostics.ContinueAccepted.ID] || a.LastHeartbeat != nil && a.LastHeartbeat.Output != "":
+			ho.Recovery = "continued"
+		case codes[diagnostics.ThreadResumed.ID]:
+			ho.Recovery = "thread resumed"
+		}
+		if t := o.Tokens; t != nil {
+			ho.Tokens = handoverTokens{Generated: t.Generated, Regenerated: t.Regenerated, Preserved: t.Preserved, Estimated: t.Estimated}
+		}
+	}
+	return ho, true
+}
+
+// nodeAccount is a node's figures from its activity: the finishing
+// worker's ledger (tokens, verdict, the diagnostics it journaled) and the
+// history's times; the time a hand-over took is time lost.
+func nodeAccount(a ntemporal.Activity, ho handoverJSON, handedOver bool, p ntemporal.Pending, running bool, now time.Time) ledger.NodeAccount {
+	na := ledger.NodeAccount{ID: a.Node, State: a.State, Figures: ledger.Figures{RecoverySteps: map[string]int{}, Faults: map[string]int{}}}
+	end := a.Closed
+	if end.IsZero() {
+		end = now
+	}
+	if !a.Scheduled.IsZero() {
+		na.WallMS = end.Sub(a.Scheduled).Milliseconds()
+	}
+	if handedOver && ho.HandoverMS != nil {
+		na.TimeLostMS = min(*ho.HandoverMS, na.WallMS)
+		na.Faults["lost worker"] += int(ho.ActivityAttempt - 1)
+	}
+	if o := a.Outcome; o != nil {
+		na.State, na.Verdict, na.Attempts = o.State, o.Verdict, o.Cursor.Attempt
+		if o.Tokens != nil {
+			na.Tokens = *o.Tokens
+		}
+		for _, dg := range o.Diagnostics {
+			code, ok := diagnostics.Lookup(dg.Code)
+			switch {
+			case !ok:
+			case code.IsFault():
+				na.Faults[code.Name]++
+			case code.Role == diagnostics.RoleStep:
+				na.RecoverySteps[code.Name]++
+			}
+		}
+	} else if running {
+		na.Attempts = p.Cursor.Attempt
+		na.Verdict = fmt.Sprintf("running on %s (activity attempt %d)", dash(p.Worker), p.Attempt)
+	}
+	if na.Verdict == "" {
+		na.Verdict = a.State
+		if a.Failure != "" {
+			na.Verdict += ": " + a.Failure
+		}
+	}
+	na.UsefulMS = max(na.WallMS-na.TimeLostMS, 0)
+	return na
+}
+
+func addFigures(t *ledger.Figures, f ledger.Figures) {
+	t.Attempts += f.Attempts
+	t.WallMS += f.WallMS
+	t.UsefulMS += f.UsefulMS
+	t.TimeLostMS += f.TimeLostMS
+	t.QuotaWaitMS += f.QuotaWaitMS
+	for k, v := range f.RecoverySteps {
+		t.RecoverySteps[k] += v
+	}
+	for k, v := range f.Faults {
+		t.Faults[k] += v
+	}
+	tt, ft := &t.Tokens, f.Tokens
+	tt.Generated += ft.Generated
+	tt.Needed += ft.Needed
+	tt.Regenerated += ft.Regenerated
+	tt.Preserved += ft.Preserved
+	tt.Unfinished += ft.Unfinished
+	tt.Input += ft.Input
+	tt.Reasoning += ft.Reasoning
+	tt.CacheRead += ft.CacheRead
+	tt.CacheWrite += ft.CacheWrite
+	tt.Estimated = tt.Estimated || ft.Estimated
+	tt.Hidden = tt.Hidden || ft.Hidden
+}
+
+// temporalSummary says in a few lines what the run cost and each hand-over.
+func temporalSummary(d *temporalDiagnosis) []string {
+	t := d.Totals.Tokens
+	out := []string{fmt.Sprintf("%s on Temporal: %s, %s history events (%s) in %s; %s tokens generated, %s regenerated, %s preserved",
+		ledger.ShortRunID(d.RunID), d.Status, ledger.Thousands(d.Temporal.Events), sizeText(int(d.Temporal.Bytes)),
+		executions(len(d.Temporal.Executions)), ledger.Thousands(t.Generated), ledger.Thousands(t.Regenerated), ledger.Thousands(t.Preserved))}
+	for _, ho := range d.Handovers {
+		out = append(out, handoverLine(ho))
+	}
+	if len(d.Handovers) == 0 {
+		out = append(out, "no node changed worker")
+	}
+	return out
+}
+
+// handoverLine is a hand-over for people: "hand-over of reason: worker w1
+// lost (activity Heartbeat timeout), w2 re-attached 11.1 s after w1's last
+// heartbeat; 2,000 tokens generated, 0 regenerated, 0 preserved".
+func handoverLine(ho handoverJSON) string {
+	lost := ho.LostWorker
+	if lost == "" {
+		lost = "(unnamed)"
+	}
+	took := "not yet taken over"
+	if ho.Worker != "" {
+		took = fmt.Sprintf("%s %s it", ho.Worker, ho.Recovery)
+		if ho.HandoverMS != nil {
+			took += fmt.Sprintf(" %s after %s's last heartbeat", ledger.Seconds(*ho.HandoverMS), lost)
+		}
+	}
+	why := ho.Failure
+	if why == "" {
+		why = "lost"
+	}
+	return fmt.Sprintf("hand-over of %s (activity attempt %d): worker %s lost (%s), %s; %s tokens generated, %s regenerated, %s preserved",
+		ho.Node, ho.ActivityAttempt, lost, why, took, ledger.Thousands(ho.Tokens.Generated), ledger.Thousands(ho.Tokens.Regenerated),
+		ledger.Thousands(ho.Tokens.Preserved))
+}
+
+// printHandovers prints the hand-overs as a table, after the diagnosis.
+func printHandovers(w io.Writer, hs []handoverJSON) {
+	if len(hs) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "HAND-OVER\tLOST WORKER\tLAST HEARTBEAT\tTAKEN OVER BY\tRESUMED\tTOOK\tRECOVERY\tGENERATED\tREGENERATED\tPRESERVED")
+	for _, ho := range hs {
+		took := "-"
+		if ho.HandoverMS != nil {
+			took = ledger.Seconds(*ho.HandoverMS)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ho.Node, dash(ho.LostWorker), clock(ho.LastHeartbeat), dash(ho.Worker), clock(ho.Resumed),
+			took, ho.Recovery, ledger.Thousands(ho.Tokens.Generated), ledger.Thousands(ho.Tokens.Regenerated), ledger.Thousands(ho.Tokens.Preserved))
+	}
+	tw.Flush()
+}
+
+// clock is an RFC 3339 time as a time of day ("-" for none).
+func clock(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	t, err := time.Parse(time.RFC3339Nano, *s)
+	if err != nil {
+		return *s
+	}
+	return t.Format("15:04:05.000")
+}
+
+// printTemporalDiagnosis prints the diagnosis as local diagnose does, then
+// the hand-overs.
+func printTemporalDiagnosis(w io.Writer, width int, d *temporalDiagnosis, tableOnly bool) {
+	printDiagnosis(w, width, d.Account, tableOnly)
+	printHandovers(w, d.Handovers)
+}
+
+func executions(n int) string {
+	if n == 1 {
+		return "1 execution"
+	}
+	return fmt.Sprintf("%d executions (continue-as-new)", n)
+}
+
+// diagnoseTemporalAction runs `diagnose --temporal HOST:PORT RUN [NODE]`.
+func diagnoseTemporalAction(c *cli.Context) error {
+	if c.IsSet("prices") {
+		return usageErr(errors.New("diagnose --temporal: --prices is not supported (the workers' journals hold the models)"))
+	}
+	tc, err := dialTemporal(c, "")
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	runID := c.Args().Get(0)
+	d, _, err := diagnoseTemporal(c.Context, tc, runID)
+	if err != nil {
+		return &exitError{exitFailed, err}
+	}
+	if node := c.Args().Get(1); node != "" {
+		var keep []ledger.NodeAccount
+		for _, n := range d.Nodes {
+			if n.ID == node {
+				keep = append(keep, n)
+			}
+		}
+		if keep == nil {
+			return usageErr(&runner.UnknownNodeError{Flag: "diagnose", RunID: runID, Node: node})
+		}
+		d.Nodes = keep
+		var hs []handoverJSON
+		for _, ho := range d.Handovers {
+			if ho.Node == node {
+				hs = append(hs, ho)
+			}
+		}
+		d.Handovers = append([]handoverJSON{}, hs...)
+	}
+	if c.Bool("json") {
+		return writeJSON(c.App.Writer, d)
+	}
+	printTemporalDiagnosis(c.App.Writer, outWidth(c.App.Writer), d, c.Bool("table"))
+	return nil
+}
