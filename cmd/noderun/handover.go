@@ -314,7 +314,8 @@ func temporalSummary(d *temporalDiagnosis) []string {
 
 // handoverLine is a hand-over for people: "hand-over of reason: worker w1
 // lost (activity Heartbeat timeout), w2 re-attached 11.1 s after w1's last
-// heartbeat; 2,000 tokens generated, 0 regenerated, 0 preserved".
+// heartbeat; 2,000 tokens generated, 0 regenerated, 0 preserved" ("stopped"
+// for a worker that stopped).
 func handoverLine(ho handoverJSON) string {
 	lost := ho.LostWorker
 	if lost == "" {
@@ -327,12 +328,17 @@ func handoverLine(ho handoverJSON) string {
 			took += fmt.Sprintf(" %s after %s's last heartbeat", ledger.Seconds(*ho.HandoverMS), lost)
 		}
 	}
-	why := ho.Failure
-	if why == "" {
-		why = "lost"
+	// A dead worker is noticed by its heartbeat timeout; one that stops
+	// (SIGTERM) fails its node itself.
+	how, why := "lost", ho.Failure
+	if ho.FailedAt == nil && why != "" {
+		how = "stopped"
 	}
-	return fmt.Sprintf("hand-over of %s (activity attempt %d): worker %s lost (%s), %s; %s tokens generated, %s regenerated, %s preserved",
-		ho.Node, ho.ActivityAttempt, lost, why, took, ledger.Thousands(ho.Tokens.Generated), ledger.Thousands(ho.Tokens.Regenerated),
+	if why == "" {
+		why = "no failure recorded"
+	}
+	return fmt.Sprintf("hand-over of %s (activity attempt %d): worker %s %s (%s), %s; %s tokens generated, %s regenerated, %s preserved",
+		ho.Node, ho.ActivityAttempt, lost, how, why, took, ledger.Thousands(ho.Tokens.Generated), ledger.Thousands(ho.Tokens.Regenerated),
 		ledger.Thousands(ho.Tokens.Preserved))
 }
 

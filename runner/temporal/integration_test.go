@@ -118,7 +118,7 @@ type proc struct {
 	err    error
 }
 
-func start(t *testing.T, name string, bin string, args ...string) *proc {
+func start(t testing.TB, name string, bin string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, cmd: exec.Command(bin, args...), out: &testkit.Buffer{}, stdout: &testkit.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.out
@@ -138,7 +138,7 @@ func start(t *testing.T, name string, bin string, args ...string) *proc {
 }
 
 // wait waits up to d for p to exit and fails the test if it does not.
-func (p *proc) wait(t *testing.T, d time.Duration, what string) {
+func (p *proc) wait(t testing.TB, d time.Duration, what string) {
 	t.Helper()
 	select {
 	case <-p.done:
@@ -150,7 +150,7 @@ func (p *proc) wait(t *testing.T, d time.Duration, what string) {
 // fleet starts a `noderun worker` per id on queue (each with its own
 // journal in dir), then `noderun run --temporal` with runArgs, and returns
 // them with the run's id once the run says it was submitted.
-func fleet(t *testing.T, bin, hostPort, queue, dir string, ids []string, runArgs ...string) (map[string]*proc, *proc, string) {
+func fleet(t testing.TB, bin, hostPort, queue, dir string, ids []string, runArgs ...string) (map[string]*proc, *proc, string) {
 	t.Helper()
 	workers := map[string]*proc{}
 	for _, id := range ids {
@@ -425,14 +425,14 @@ func diagnoseHandover(t *testing.T, bin, hostPort, runID, node, victim, survivor
 		}
 	}
 	human, err := exec.Command(bin, "diagnose", "--temporal", hostPort, runID).CombinedOutput()
-	if err != nil || !strings.Contains(string(human), "hand-over of "+node) || !strings.Contains(string(human), "worker "+victim+" lost") ||
+	if err != nil || !strings.Contains(string(human), "hand-over of "+node) || !regexp.MustCompile(`worker `+victim+` (lost|stopped) `).Match(human) ||
 		!strings.Contains(string(human), survivor+" "+ho.Recovery+" it") {
 		t.Fatalf("diagnose --temporal: %v\n%s", err, human)
 	}
 	t.Logf("diagnose --temporal:\n%s", human)
 }
 
-func waitFor[T any](t *testing.T, d time.Duration, what string, f func() (T, bool)) T {
+func waitFor[T any](t testing.TB, d time.Duration, what string, f func() (T, bool)) T {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
