@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner"
 	"github.com/noderun/noderun/runner/ledger"
 	ntemporal "github.com/noderun/noderun/runner/temporal"
@@ -426,4 +427,155 @@ func diagnoseTemporalAction(c *cli.Context) error {
 	}
 	printTemporalDiagnosis(c.App.Writer, outWidth(c.App.Writer), d, c.Bool("table"))
 	return nil
+}
+
+// temporalLedgerRun is a Temporal run as the report page draws a journaled
+// one: the graph from the workflow's input, a node per graph node (its last
+// activity's outcome; a node no activity ran is pending, or skipped once the
+// run ended), an attempt per activity attempt the history shows (a lost
+// attempt from its scheduling to its worker's last heartbeat, the last one
+// from its start to its end), the diagnostics the finishing worker
+// journaled, and one session: the workflow's life. The workers' journals
+// hold the rest (each worker's share: noderun events --db WORKER.db RUN).
+func temporalLedgerRun(h *ntemporal.History, in ntemporal.RunInput, d *temporalDiagnosis, now time.Time) *ledger.Run {
+	status := journal.RunStatus(h.Status)
+	switch h.Status {
+	case "completed", "failed", "running":
+	default:
+		status = journal.RunFailed // timed out, canceled, terminated
+	}
+	if status == journal.RunCompleted && d != nil {
+		for _, n := range d.Nodes {
+			if n.State != string(journal.NodeCompleted) {
+				status = journal.RunFailed // the workflow completed; a node did not
+			}
+		}
+	}
+	run := &ledger.Run{Run: journal.Run{ID: h.WorkflowID, GraphPath: in.GraphPath, GraphText: []byte(in.GraphText), Inputs: in.Inputs,
+		Profile: in.Profile.Name, Status: status, Started: h.Started, Finished: h.Closed}}
+	end := h.Closed
+	if end.IsZero() {
+		end = now
+	}
+	run.Sessions = []ledger.Span{{From: h.Started, To: end}}
+	last := map[string]ntemporal.Activity{}
+	var order []string
+	for _, a := range h.Activities {
+		if _, ok := last[a.Node]; !ok {
+			order = append(order, a.Node)
+		}
+		last[a.Node] = a
+	}
+	if g, err := runner.ParseGraph(in.GraphPath, []byte(in.GraphText)); err == nil {
+		run.Graph, run.Run.Graph = g, g.Name
+		order = order[:0]
+		for _, n := range g.Nodes {
+			order = append(order, n.ID)
+		}
+	}
+	for _, id := range order {
+		a, ran := last[id]
+		nd := &ledger.Node{Node: journal.Node{RunID: h.WorkflowID, ID: id, State: journal.NodePending}}
+		provider := ""
+		if run.Graph != nil {
+			if n := run.Graph.Node(id); n != nil {
+				provider = n.Provider
+			}
+		}
+		switch {
+		case !ran && status != journal.RunRunning:
+			nd.State, nd.Reason = journal.NodeSkipped, "not run: a node it needs did not complete"
+		case ran:
+			nd.State, nd.Started, nd.Finished = journal.NodeRunning, a.Scheduled, a.Closed
+			nd.Active = []ledger.Span{{From: a.Scheduled, To: later(a.Closed, end)}}
+			if a.State == "timed_out" || a.State == "canceled" {
+				nd.State, nd.Error = journal.NodeFailed, a.Failure
+			}
+			if o := a.Outcome; o != nil {
+				nd.State, nd.Output, nd.Reason, nd.ErrClass = journal.NodeState(o.State), o.Output, o.Reason, o.ErrClass
+				if nd.State == journal.NodeFailed {
+					nd.Error = o.Reason
+				}
+			}
+			nd.Attempts = activityAttempts(a, provider)
+			nd.Node.Attempts = len(nd.Attempts)
+			var diags []ntemporal.Diag
+			if a.Outcome != nil {
+				diags = a.Outcome.Diagnostics
+			}
+			for _, dg := range diags {
+				code, ok := diagnostics.Lookup(dg.Code)
+				if !ok {
+					continue
+				}
+				nd.Records = append(nd.Records, ledger.Record{Record: diagnostics.New(code, dg.Message), Node: id,
+					Attempt: len(nd.Attempts), Time: a.Started})
+			}
+		}
+		run.Nodes = append(run.Nodes, nd)
+	}
+	return run
+}
+
+// later is t, or end when t is zero (not yet).
+func later(t, end time.Time) time.Time {
+	if t.IsZero() {
+		return end
+	}
+	return t
+}
+
+// activityAttempts are the attempts the history shows of an activity: the
+// lost one (when a hand-over is known: from the scheduling to the lost
+// worker's last heartbeat) and the last one.
+func activityAttempts(a ntemporal.Activity, provider string) []ledger.Attempt {
+	var out []ledger.Attempt
+	mode := journal.ModeStart
+	if a.Attempt > 1 {
+		mode = journal.ModeReattach
+		lost := journal.Attempt{NodeID: a.Node, N: 1, Mode: journal.ModeStart, Provider: provider, Outcome: journal.OutcomeError,
+			ErrClass: "lost_worker", Error: a.LastFailure, Started: a.Scheduled, Ended: a.LastBeat}
+		if a.LastHeartbeat != nil {
+			lost.Ref = a.LastHeartbeat.Ref
+		}
+		if lost.Ended.IsZero() {
+			lost.Ended = a.Started
+		}
+		out = append(out, ledger.Attempt{Attempt: lost})
+	}
+	if a.Started.IsZero() {
+		return out
+	}
+	at := journal.Attempt{NodeID: a.Node, N: len(out) + 1, Mode: mode, Provider: provider, Outcome: journal.OutcomeRunning,
+		Started: a.Started, Ended: a.Closed}
+	switch {
+	case a.State == "completed" && a.Outcome != nil && a.Outcome.State == string(journal.NodeCompleted):
+		at.Outcome = journal.OutcomeOK
+	case a.State != "running":
+		at.Outcome, at.Error = journal.OutcomeError, a.Failure
+	}
+	var u journal.Usage
+	if o := a.Outcome; o != nil {
+		at.Ref = o.Cursor.Ref
+		if t := o.Tokens; t != nil {
+			u = journal.Usage{InputTokens: t.Input, OutputTokens: t.Generated + t.Reasoning, ReasoningTokens: t.Reasoning,
+				PreservedTokens: t.Preserved, Estimated: t.Estimated}
+		}
+	}
+	return append(out, ledger.Attempt{Attempt: at, Usage: u, UsageRecorded: a.Outcome != nil})
+}
+
+// reportHandovers are the hand-overs as the report page shows them.
+func reportHandovers(hs []handoverJSON) []ledger.Handover {
+	var out []ledger.Handover
+	for _, ho := range hs {
+		r := ledger.Handover{Node: ho.Node, LostWorker: dash(ho.LostWorker), Worker: dash(ho.Worker), Failure: ho.Failure,
+			LastHeartbeat: clock(ho.LastHeartbeat), Resumed: clock(ho.Resumed), Took: "-", Recovery: ho.Recovery,
+			Generated: ho.Tokens.Generated, Regenerated: ho.Tokens.Regenerated, Preserved: ho.Tokens.Preserved}
+		if ho.HandoverMS != nil {
+			r.TookMS, r.Took = *ho.HandoverMS, ledger.Seconds(*ho.HandoverMS)
+		}
+		out = append(out, r)
+	}
+	return out
 }

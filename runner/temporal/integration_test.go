@@ -430,6 +430,21 @@ func diagnoseHandover(t *testing.T, bin, hostPort, runID, node, victim, survivor
 		t.Fatalf("diagnose --temporal: %v\n%s", err, human)
 	}
 	t.Logf("diagnose --temporal:\n%s", human)
+
+	// The report page: the same account, the outputs, and a hand-over row.
+	page := filepath.Join(t.TempDir(), "report.html")
+	if out, err := exec.Command(bin, "report", "--temporal", hostPort, runID, "-o", page).CombinedOutput(); err != nil {
+		t.Fatalf("report --temporal: %v\n%s", err, out)
+	}
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := fmt.Sprintf(`<tr data-node="%s" data-lost="%s" data-worker="%s"`, node, victim, survivor)
+	if !strings.Contains(string(html), `<table id="handovers">`) || !strings.Contains(string(html), row) ||
+		!strings.Contains(string(html), `<details class="node" id="node-`+node+`"`) {
+		t.Fatalf("report --temporal: no hand-over row %s in the page:\n%s", row, html)
+	}
 }
 
 func waitFor[T any](t testing.TB, d time.Duration, what string, f func() (T, bool)) T {
