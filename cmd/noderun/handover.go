@@ -168,8 +168,27 @@ func accountTemporal(h *ntemporal.History, in ntemporal.RunInput, pend []ntempor
 	for _, n := range d.Nodes {
 		addFigures(&d.Totals, n.Figures)
 	}
+	d.Status = runStatus(h.Status, d.Nodes)
 	d.Summary = temporalSummary(d)
 	return d
+}
+
+// runStatus is the run's status as local diagnose names it: a workflow that
+// completed with a node that did not is a failed run, as `run --temporal`
+// says; one timed out, canceled or terminated failed too.
+func runStatus(workflow string, nodes []ledger.NodeAccount) string {
+	switch workflow {
+	case "running":
+		return string(journal.RunRunning)
+	case "completed":
+		for _, n := range nodes {
+			if n.State != string(journal.NodeCompleted) {
+				return string(journal.RunFailed)
+			}
+		}
+		return string(journal.RunCompleted)
+	}
+	return string(journal.RunFailed)
 }
 
 // handoverOf is the hand-over an activity shows: an attempt above 1 (the
@@ -231,7 +250,13 @@ func handoverOf(a ntemporal.Activity, p ntemporal.Pending, running bool) (handov
 // worker's ledger (tokens, verdict, the diagnostics it journaled) and the
 // history's times; the time a hand-over took is time lost.
 func nodeAccount(a ntemporal.Activity, ho handoverJSON, handedOver bool, p ntemporal.Pending, running bool, now time.Time) ledger.NodeAccount {
-	na := ledger.NodeAccount{ID: a.Node, State: a.State, Figures: ledger.Figures{RecoverySteps: map[string]int{}, Faults: map[string]int{}}}
+	// A node's state as local diagnose names it: its outcome's, else its
+	// activity's (one that timed out or was canceled failed).
+	state := string(journal.NodeFailed)
+	if a.State == "running" {
+		state = string(journal.NodeRunning)
+	}
+	na := ledger.NodeAccount{ID: a.Node, State: state, Figures: ledger.Figures{RecoverySteps: map[string]int{}, Faults: map[string]int{}}}
 	end := a.Closed
 	if end.IsZero() {
 		end = now
@@ -301,8 +326,8 @@ func addFigures(t *ledger.Figures, f ledger.Figures) {
 // temporalSummary says in a few lines what the run cost and each hand-over.
 func temporalSummary(d *temporalDiagnosis) []string {
 	t := d.Totals.Tokens
-	out := []string{fmt.Sprintf("%s on Temporal: %s, %s history events (%s) in %s; %s tokens generated, %s regenerated, %s preserved",
-		ledger.ShortRunID(d.RunID), d.Status, ledger.Thousands(d.Temporal.Events), sizeText(int(d.Temporal.Bytes)),
+	out := []string{fmt.Sprintf("%s on Temporal: workflow %s, %s history events (%s) in %s; %s tokens generated, %s regenerated, %s preserved",
+		ledger.ShortRunID(d.RunID), d.Temporal.Status, ledger.Thousands(d.Temporal.Events), sizeText(int(d.Temporal.Bytes)),
 		executions(len(d.Temporal.Executions)), ledger.Thousands(t.Generated), ledger.Thousands(t.Regenerated), ledger.Thousands(t.Preserved))}
 	for _, ho := range d.Handovers {
 		out = append(out, handoverLine(ho))
@@ -385,7 +410,7 @@ func executions(n int) string {
 	if n == 1 {
 		return "1 execution"
 	}
-	return fmt.Sprintf("%d executions (continue-as-new)", n)
+	return fmt.Sprintf("%d executions (continued as new)", n)
 }
 
 // diagnoseTemporalAction runs `diagnose --temporal HOST:PORT RUN [NODE]`.
@@ -438,19 +463,8 @@ func diagnoseTemporalAction(c *cli.Context) error {
 // journaled, and one session: the workflow's life. The workers' journals
 // hold the rest (each worker's share: noderun events --db WORKER.db RUN).
 func temporalLedgerRun(h *ntemporal.History, in ntemporal.RunInput, d *temporalDiagnosis, now time.Time) *ledger.Run {
-	status := journal.RunStatus(h.Status)
-	switch h.Status {
-	case "completed", "failed", "running":
-	default:
-		status = journal.RunFailed // timed out, canceled, terminated
-	}
-	if status == journal.RunCompleted && d != nil {
-		for _, n := range d.Nodes {
-			if n.State != string(journal.NodeCompleted) {
-				status = journal.RunFailed // the workflow completed; a node did not
-			}
-		}
-	}
+	// d accounts for h: its status is the run's as local diagnose names it.
+	status := journal.RunStatus(d.Status)
 	run := &ledger.Run{Run: journal.Run{ID: h.WorkflowID, GraphPath: in.GraphPath, GraphText: []byte(in.GraphText), Inputs: in.Inputs,
 		Profile: in.Profile.Name, Status: status, Started: h.Started, Finished: h.Closed}}
 	end := h.Closed

@@ -1,6 +1,7 @@
 package temporal_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
@@ -380,6 +382,7 @@ func diagnoseHandover(t *testing.T, bin, hostPort, runID, node, victim, survivor
 	if err := json.Unmarshal(out, &d); err != nil {
 		t.Fatalf("diagnose --temporal --json: %v\n%s", err, out)
 	}
+	validDocumentedJSON(t, "diagnose-temporal", out)
 	if d.Status != "completed" || len(d.Temporal.Executions) < 1 || d.Temporal.Events == 0 || len(d.Handovers) == 0 {
 		t.Fatalf("diagnose --temporal --json: want the hand-overs of a completed run:\n%s", out)
 	}
@@ -444,6 +447,41 @@ func diagnoseHandover(t *testing.T, bin, hostPort, runID, node, victim, survivor
 	if !strings.Contains(string(html), `<table id="handovers">`) || !strings.Contains(string(html), row) ||
 		!strings.Contains(string(html), `<details class="node" id="node-`+node+`"`) {
 		t.Fatalf("report --temporal: no hand-over row %s in the page:\n%s", row, html)
+	}
+}
+
+// validDocumentedJSON checks out against the schema docs/json.md documents
+// under name (cmd/noderun's tests check the other commands the same way).
+func validDocumentedJSON(t *testing.T, name string, out []byte) {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/json.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)<!-- schema: " + regexp.QuoteMeta(name) + " -->\n```json\n(.*?)\n```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatalf("docs/json.md has no schema %s", name)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(m[1]))
+	if err != nil {
+		t.Fatalf("docs/json.md schema %s: %v", name, err)
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	url := "https://noderun.invalid/" + name + ".json"
+	if err := c.AddResource(url, v); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile(url)
+	if err != nil {
+		t.Fatalf("docs/json.md schema %s: %v", name, err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sch.Validate(inst); err != nil {
+		t.Errorf("%s output does not match docs/json.md: %v\n%s", name, err, out)
 	}
 }
 
