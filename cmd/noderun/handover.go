@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -114,19 +115,59 @@ func diagnoseTemporal(ctx context.Context, tc client.Client, runID string) (*tem
 	if p := h.Input.GetPayloads(); len(p) > 0 {
 		_ = converter.GetDefaultDataConverter().FromPayload(p[0], &in) // lenient: the figures do not need it
 	}
-	var pend []ntemporal.Pending
+	var pend map[string]pendingActivity
 	if h.Status == "running" {
-		if pend, err = ntemporal.PendingNodes(ctx, tc, runID); err != nil {
-			return nil, nil, fmt.Errorf("run %s: pending activities: %w", runID, err)
+		if pend, err = pendingActivities(ctx, tc, runID); err != nil {
+			return nil, nil, err
 		}
 	}
 	return accountTemporal(h, in, pend, time.Now()), h, nil
 }
 
+// pendingActivity is a running node activity as Temporal describes it,
+// its last heartbeat decoded whole: the worker that sent it and when.
+// (ntemporal.PendingNodes reads the cursor alone.)
+type pendingActivity struct {
+	Attempt     int32
+	Started     time.Time // the running attempt's start; zero while it waits for a worker
+	Worker      string    // the worker of the last attempt started
+	Beat        ntemporal.Heartbeat
+	LastFailure string
+}
+
+// pendingActivities are the run's running activities by activity id.
+func pendingActivities(ctx context.Context, tc client.Client, runID string) (map[string]pendingActivity, error) {
+	d, err := tc.DescribeWorkflowExecution(ctx, runID, "")
+	if err != nil {
+		return nil, fmt.Errorf("run %s: pending activities: %w", runID, err)
+	}
+	out := map[string]pendingActivity{}
+	dc := converter.GetDefaultDataConverter()
+	for _, pa := range d.GetPendingActivities() {
+		p := pendingActivity{Attempt: pa.GetAttempt(), Worker: pa.GetLastWorkerIdentity(), LastFailure: pa.GetLastFailure().GetMessage()}
+		if pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED && pa.GetLastStartedTime() != nil {
+			p.Started = pa.GetLastStartedTime().AsTime()
+		}
+		if hd := pa.GetHeartbeatDetails().GetPayloads(); len(hd) > 0 {
+			_ = dc.FromPayload(hd[0], &p.Beat) // a heartbeat that does not decode names nobody
+		}
+		out[pa.GetActivityId()] = p
+	}
+	return out, nil
+}
+
+// activityID is the id of a node's activity ("NODE#n" for a replay).
+func activityID(a ntemporal.Activity) string {
+	if a.Replay > 0 {
+		return fmt.Sprintf("%s#%d", a.Node, a.Replay)
+	}
+	return a.Node
+}
+
 // accountTemporal builds the diagnosis from a history. A node's last
 // activity (its latest replay) is its account; a node never scheduled is
 // not listed.
-func accountTemporal(h *ntemporal.History, in ntemporal.RunInput, pend []ntemporal.Pending, now time.Time) *temporalDiagnosis {
+func accountTemporal(h *ntemporal.History, in ntemporal.RunInput, pend map[string]pendingActivity, now time.Time) *temporalDiagnosis {
 	graph := ""
 	if g, err := runner.ParseGraph(in.GraphPath, []byte(in.GraphText)); err == nil {
 		graph = g.Name
@@ -143,15 +184,12 @@ func accountTemporal(h *ntemporal.History, in ntemporal.RunInput, pend []ntempor
 	} else if !h.Started.IsZero() {
 		d.WallMS = now.Sub(h.Started).Milliseconds()
 	}
-	live := map[string]ntemporal.Pending{}
-	for _, p := range pend {
-		live[p.Node] = p
-	}
 	last := map[string]int{} // node → index of its account
 	for _, a := range h.Activities {
 		d.Temporal.Activities = append(d.Temporal.Activities, activityJSON{Node: a.Node, Replay: a.Replay, Execution: a.Run, State: a.State,
 			Worker: a.Worker, Attempt: a.Attempt, Scheduled: jsonTime(a.Scheduled), Started: jsonTime(a.Started), Closed: jsonTime(a.Closed), Failure: a.Failure})
-		p, running := live[a.Node]
+		p, running := pend[activityID(a)]
+		running = running && a.State == "running"
 		ho, ok := handoverOf(a, p, running)
 		if ok {
 			d.Handovers = append(d.Handovers, ho)
@@ -194,13 +232,23 @@ func runStatus(workflow string, nodes []ledger.NodeAccount) string {
 // handoverOf is the hand-over an activity shows: an attempt above 1 (the
 // history holds the last attempt only: of several hand-overs of one node,
 // the last is detailed), or a running activity's retry.
-func handoverOf(a ntemporal.Activity, p ntemporal.Pending, running bool) (handoverJSON, bool) {
+func handoverOf(a ntemporal.Activity, p pendingActivity, running bool) (handoverJSON, bool) {
 	attempt, worker, started := a.Attempt, a.Worker, a.Started
-	if running && a.State == "running" {
-		attempt = p.Attempt
+	if running {
+		// Under way: the last heartbeat is the lost worker's until the
+		// attempt that took the node over sends its own, which names the
+		// lost worker and its last heartbeat's time.
+		attempt, started = p.Attempt, p.Started
+		a.LastFailure = p.LastFailure
+		switch c := p.Beat.NodeCursor; {
+		case p.Beat.LostWorker != "": // the new attempt's heartbeat names the lost worker
+			a.LastHeartbeat, a.LostWorker, a.LastBeat = nil, p.Beat.LostWorker, p.Beat.LostAt
+		case p.Beat.Worker != "" && (started.IsZero() || p.Beat.Worker != p.Worker):
+			a.LastHeartbeat, a.LostWorker, a.LastBeat = &c, p.Beat.Worker, p.Beat.At
+		}
 		worker = ""
-		if !p.LastBeat.IsZero() && p.Cursor.Attempt > 0 {
-			worker = p.Worker // the new attempt has heartbeated
+		if !started.IsZero() {
+			worker = p.Worker
 		}
 	}
 	if attempt < 2 {
@@ -249,7 +297,7 @@ func handoverOf(a ntemporal.Activity, p ntemporal.Pending, running bool) (handov
 // nodeAccount is a node's figures from its activity: the finishing
 // worker's ledger (tokens, verdict, the diagnostics it journaled) and the
 // history's times; the time a hand-over took is time lost.
-func nodeAccount(a ntemporal.Activity, ho handoverJSON, handedOver bool, p ntemporal.Pending, running bool, now time.Time) ledger.NodeAccount {
+func nodeAccount(a ntemporal.Activity, ho handoverJSON, handedOver bool, p pendingActivity, running bool, now time.Time) ledger.NodeAccount {
 	// A node's state as local diagnose names it: its outcome's, else its
 	// activity's (one that timed out or was canceled failed).
 	state := string(journal.NodeFailed)
@@ -284,8 +332,11 @@ func nodeAccount(a ntemporal.Activity, ho handoverJSON, handedOver bool, p ntemp
 			}
 		}
 	} else if running {
-		na.Attempts = p.Cursor.Attempt
+		na.Attempts = p.Beat.Attempt
 		na.Verdict = fmt.Sprintf("running on %s (activity attempt %d)", dash(p.Worker), p.Attempt)
+		if p.Started.IsZero() {
+			na.Verdict = fmt.Sprintf("waiting for a worker (activity attempt %d; the last one ended: %s)", p.Attempt, p.LastFailure)
+		}
 	}
 	if na.Verdict == "" {
 		na.Verdict = a.State

@@ -63,6 +63,9 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 		return NodeOutcome{}, err
 	}
 	hb := &beater{ctx: ctx, every: info.HeartbeatTimeout / 3, worker: a.Identity}
+	if lost != nil {
+		hb.lost, hb.lostAt = lost.Worker, lost.At
+	}
 	if from != nil {
 		// What a later loss must still find until this worker gets further.
 		// A fresh node sends its first heartbeat with its response id (the
@@ -148,6 +151,10 @@ type beater struct {
 	ctx    context.Context
 	every  time.Duration
 	worker string // this worker's identity: the heartbeat names it
+	// lost and lostAt: the worker this node was taken over from and its
+	// last heartbeat, repeated in every heartbeat (a hand-over under way).
+	lost   string
+	lostAt time.Time
 
 	mu   sync.Mutex
 	last runner.NodeCursor
@@ -170,7 +177,7 @@ func (b *beater) record(force bool) {
 	b.sent = time.Now()
 	c := b.last
 	b.mu.Unlock()
-	activity.RecordHeartbeat(b.ctx, Heartbeat{NodeCursor: c, Worker: b.worker, At: time.Now().UTC()})
+	activity.RecordHeartbeat(b.ctx, Heartbeat{NodeCursor: c, Worker: b.worker, At: time.Now().UTC(), LostWorker: b.lost, LostAt: b.lostAt})
 }
 
 func (b *beater) cursor() runner.NodeCursor {

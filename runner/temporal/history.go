@@ -34,6 +34,11 @@ type Heartbeat struct {
 	// At is when the worker recorded it (the SDK may send it up to
 	// HeartbeatThrottle later; the server's heartbeat time is not kept).
 	At time.Time `json:"at,omitzero"`
+	// LostWorker and LostAt name the worker this attempt took the node
+	// over from and its last heartbeat, while the node runs (diagnose names
+	// a hand-over under way from them; the outcome's From once it ends).
+	LostWorker string    `json:"lost_worker,omitempty"`
+	LostAt     time.Time `json:"lost_at,omitzero"`
 }
 
 // Activity is one node activity as the history shows it.

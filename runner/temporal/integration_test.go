@@ -659,6 +659,37 @@ func TestKill9ChatNodeContinuedOnAnotherWorker(t *testing.T) {
 	if before >= tokens {
 		t.Fatalf("the answer was complete (%d tokens) before the kill: nothing to continue", before)
 	}
+	// While the run goes on, diagnose --temporal names the hand-over under
+	// way: the killed worker, from the pending activity's heartbeats.
+	bin := noderun.Path(t)
+	underWay := waitFor(t, 60*time.Second, "diagnose --temporal to show the hand-over under way", func() (string, bool) {
+		select {
+		case <-run.done:
+			t.Fatalf("the run ended before diagnose --temporal showed its hand-over under way")
+		default:
+		}
+		out, err := exec.Command(bin, "diagnose", "--temporal", hostPort, "--json", runID).Output()
+		if err != nil {
+			return "", false
+		}
+		var d struct {
+			Status    string `json:"status"`
+			Handovers []struct {
+				Node       string `json:"node"`
+				LostWorker string `json:"lost_worker"`
+				Worker     string `json:"worker"`
+			} `json:"handovers"`
+		}
+		if json.Unmarshal(out, &d) != nil || d.Status != "running" || len(d.Handovers) != 1 {
+			return "", false
+		}
+		if ho := d.Handovers[0]; ho.Node != "essay" || ho.LostWorker != victim || ho.Worker == victim {
+			t.Fatalf("diagnose --temporal while the run goes on: hand-over %+v, want essay lost by %s", ho, victim)
+		}
+		validDocumentedJSON(t, "diagnose-temporal", out)
+		return string(out), true
+	})
+	t.Logf("diagnose --temporal --json while the hand-over was under way:\n%s", underWay)
 	run.wait(t, 120*time.Second, "did not finish")
 	if run.err != nil {
 		t.Fatalf("run --temporal: %v\n%s", run.err, run.out.String())
@@ -676,5 +707,43 @@ func TestKill9ChatNodeContinuedOnAnotherWorker(t *testing.T) {
 	t.Logf("killed after %d tokens; the heartbeat held %d bytes (~%d tokens); %d tokens generated again", before, len(held.Output), heldTokens, regenerated)
 	if regenerated < 0 || regenerated > int64(perSecond*ntemporal.HeartbeatThrottle/time.Second)+int64(perSecond) {
 		t.Errorf("%d tokens generated again; at most a throttle's worth (%s at %d tokens/s) may be", regenerated, ntemporal.HeartbeatThrottle, perSecond)
+	}
+	out, err := exec.Command(bin, "diagnose", "--temporal", hostPort, "--json", runID).Output()
+	if err != nil {
+		t.Fatalf("diagnose --temporal --json: %v\n%s", err, out)
+	}
+	validDocumentedJSON(t, "diagnose-temporal", out)
+	var d struct {
+		Handovers []struct {
+			Node       string `json:"node"`
+			LostWorker string `json:"lost_worker"`
+			Worker     string `json:"worker"`
+			Recovery   string `json:"recovery"`
+			HeldBytes  int    `json:"held_bytes"`
+			Tokens     struct {
+				Generated   int64 `json:"generated"`
+				Regenerated int64 `json:"regenerated"`
+				Preserved   int64 `json:"preserved"`
+			} `json:"tokens"`
+		} `json:"handovers"`
+	}
+	if err := json.Unmarshal(out, &d); err != nil || len(d.Handovers) != 1 {
+		t.Fatalf("diagnose --temporal --json: %v, want one hand-over:\n%s", err, out)
+	}
+	ho := d.Handovers[0]
+	t.Logf("diagnose --temporal: %+v", ho)
+	if ho.Node != "essay" || ho.LostWorker != victim || ho.Worker == victim || ho.Worker == "" || ho.Recovery != "continued" {
+		t.Fatalf("hand-over %+v; want essay continued from %s on the other worker", ho, victim)
+	}
+	// The survivor's ledger: the answer the heartbeat held is preserved
+	// (estimated from its bytes: the survivor did not see it stream), and
+	// generated counts it with the continuation. What the survivor had
+	// generated is what the simulator generated after the kill; the
+	// tokens the lost worker streamed after its last heartbeat are in no
+	// ledger.
+	if after := st.Nodes["essay"].TokensGenerated - before; ho.Tokens.Preserved <= 0 || ho.Tokens.Generated-ho.Tokens.Preserved != after ||
+		ho.Tokens.Regenerated != 0 || ho.HeldBytes < len(held.Output) {
+		t.Errorf("hand-over tokens %+v (held %d bytes); the simulator generated %d after the kill, %d in all (%d of them again)",
+			ho.Tokens, ho.HeldBytes, after, st.Nodes["essay"].TokensGenerated, regenerated)
 	}
 }
