@@ -111,10 +111,7 @@ func diagnoseTemporal(ctx context.Context, tc client.Client, runID string) (*tem
 	if err != nil {
 		return nil, nil, err
 	}
-	var in ntemporal.RunInput
-	if p := h.Input.GetPayloads(); len(p) > 0 {
-		_ = converter.GetDefaultDataConverter().FromPayload(p[0], &in) // lenient: the figures do not need it
-	}
+	in := runInputOf(h)
 	var pend map[string]pendingActivity
 	if h.Status == "running" {
 		if pend, err = pendingActivities(ctx, tc, runID); err != nil {
@@ -122,6 +119,16 @@ func diagnoseTemporal(ctx context.Context, tc client.Client, runID string) (*tem
 		}
 	}
 	return accountTemporal(h, in, pend, time.Now()), h, nil
+}
+
+// runInputOf is the run's input as its first execution got it: the graph
+// and profile (zero if it does not decode: the figures do not need it).
+func runInputOf(h *ntemporal.History) ntemporal.RunInput {
+	var in ntemporal.RunInput
+	if p := h.Input.GetPayloads(); len(p) > 0 {
+		_ = converter.GetDefaultDataConverter().FromPayload(p[0], &in)
+	}
+	return in
 }
 
 // pendingActivity is a running node activity as Temporal describes it,
@@ -343,6 +350,11 @@ func nodeAccount(a ntemporal.Activity, ho handoverJSON, handedOver bool, p pendi
 		if a.Failure != "" {
 			na.Verdict += ": " + a.Failure
 		}
+	}
+	if handedOver && ho.LostWorker != "" && ho.Worker != "" && ho.HandoverMS != nil {
+		// The finishing worker's verdict does not know the time nobody ran
+		// the node; the history does.
+		na.Verdict += fmt.Sprintf("; taken over from worker %s after %s", ho.LostWorker, ledger.Seconds(*ho.HandoverMS))
 	}
 	na.UsefulMS = max(na.WallMS-na.TimeLostMS, 0)
 	return na

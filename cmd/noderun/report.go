@@ -8,10 +8,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/noderun/noderun/runner/ledger"
-	ntemporal "github.com/noderun/noderun/runner/temporal"
 )
 
 func reportCommand() *cli.Command {
@@ -106,13 +104,9 @@ func reportTemporal(c *cli.Context) error {
 	if err != nil {
 		return &exitError{exitFailed, err}
 	}
-	var in ntemporal.RunInput
-	if p := h.Input.GetPayloads(); len(p) > 0 {
-		_ = converter.GetDefaultDataConverter().FromPayload(p[0], &in) // lenient: the page draws without the graph
-	}
 	opts := ledger.ReportOptions{MaxOutput: c.Int("max-output"), Temporal: c.String("temporal"), Handovers: reportHandovers(d.Handovers)}
 	if opts.MaxOutput == 0 {
 		opts.MaxOutput = -1 // all of it
 	}
-	return writeReport(c, temporalLedgerRun(h, in, d, time.Now()), d.Account, opts)
+	return writeReport(c, temporalLedgerRun(h, runInputOf(h), d, time.Now()), d.Account, opts)
 }
