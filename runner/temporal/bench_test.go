@@ -165,7 +165,7 @@ func TestSameOutputsLocallyAndOnTemporal(t *testing.T) {
 
 // BenchmarkHandover measures how long a node goes unrun when the worker
 // streaming it dies: two `noderun worker` processes, a run of one Responses
-// node streaming for ~10 s; the worker streaming it is killed -9 and the
+// node streaming for ~20 s; the worker streaming it is killed -9 and the
 // clock runs until the node's next attempt has started on the other worker
 // (Temporal shows it started there). It reports that time (handover-s: the
 // default heartbeat timeout, 10 s, and Temporal's first retry), checks it
@@ -194,7 +194,11 @@ func BenchmarkHandover(b *testing.B) {
 func handoverOnce(b *testing.B, bin, hostPort string, c client.Client) (wall, hist, sinceBeat time.Duration) {
 	b.StopTimer()
 	dir := b.TempDir()
-	resp := simtest.Start(b, sim.Config{Seed: 5, Tokens: 2000, TokensPerSecond: 200})
+	// 20 s of streaming: the response is still going when the node's next
+	// attempt starts (~11 s after the kill), so that attempt re-attaches and
+	// runs for a while, long enough for the poll to see it start (a response
+	// completed meanwhile is taken from its status in a few milliseconds).
+	resp := simtest.Start(b, sim.Config{Seed: 5, Tokens: 4000, TokensPerSecond: 200})
 	graph := writeGraph(b, dir, "handover.yaml", fmt.Sprintf("name: handover\nprofile: ci\nproviders:\n"+
 		"  resp: {kind: responses, base_url: %s, model: sim}\nnodes:\n  - {id: reason, provider: resp, prompt: reason at length}\n", resp.BaseURL()))
 	queue := fmt.Sprintf("handover-%d", time.Now().UnixNano())
@@ -222,15 +226,23 @@ func handoverOnce(b *testing.B, bin, hostPort string, c client.Client) (wall, hi
 	}
 	killed := time.Now()
 	<-workers[victim].done
-	waitFor(b, 60*time.Second, "node reason's next attempt on worker "+survivor, func() (struct{}, bool) {
-		pend, _ := ntemporal.PendingNodes(context.Background(), c, runID)
+	var seen string // what the poll saw last, for a failure
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		pend, err := ntemporal.PendingNodes(context.Background(), c, runID)
+		seen = fmt.Sprintf("%+v %v", pend, err)
+		started := false
 		for _, p := range pend {
-			if p.Node == "reason" && p.Attempt >= 2 && p.Worker == survivor {
-				return struct{}{}, true
-			}
+			started = started || p.Node == "reason" && p.Attempt >= 2 && p.Worker == survivor
 		}
-		return struct{}{}, false
-	})
+		if started {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("node reason's next attempt did not start on worker %s within 60 s; pending: %s\n%s", survivor, seen, workers[survivor].out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	wall = time.Since(killed)
 	b.StopTimer()
 	run.wait(b, 120*time.Second, "did not finish")
