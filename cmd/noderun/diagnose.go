@@ -48,13 +48,18 @@ func diagnoseCommand() *cli.Command {
 		Description: "Per node and for the run: attempts, recovery steps, time lost, tokens generated, regenerated\n" +
 			"and preserved, and with --prices their cost, with a verdict per node.\n\nExamples:\n  noderun diagnose last                        # every node, with a verdict each\n" +
 			"  noderun diagnose last report --json          # one node, as JSON (docs/json.md)\n" +
-			"  noderun diagnose last --prices prices.yaml   # with cost (MODEL: {input: 1.25, output: 10, reasoning: 10} per 1M tokens)",
-		Flags: []cli.Flag{dbFlag, jsonFlag,
+			"  noderun diagnose last --prices prices.yaml   # with cost (MODEL: {input: 1.25, output: 10, reasoning: 10} per 1M tokens)\n" +
+			"  noderun diagnose --temporal 127.0.0.1:7233 RUN   # a run on Temporal, with its hand-overs (docs/temporal.md)",
+		Flags: append([]cli.Flag{dbFlag, jsonFlag,
 			&cli.BoolFlag{Name: "table", Usage: "only the table of figures, without verdicts and totals"},
 			&cli.StringFlag{Name: "prices", Usage: "price table `FILE`: MODEL: {input, output, reasoning}, USD per 1M tokens", TakesFile: true}},
+			temporalFlags()...),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, 2, "give RUN (or last) and optionally NODE"); err != nil {
 				return err
+			}
+			if c.String("temporal") != "" {
+				return diagnoseTemporalAction(c)
 			}
 			prices, err := pricesOf(c)
 			if err != nil {

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/noderun/noderun/runner/ledger"
-	"github.com/urfave/cli/v2"
 )
 
 func reportCommand() *cli.Command {
@@ -17,18 +20,23 @@ func reportCommand() *cli.Command {
 		Description: "The page shows what needs attention (with the commands), a timeline of every attempt, and each\n" +
 			"node's diagnostics and output; an output longer than --max-output is cut, with the command that\n" +
 			"prints it whole.\n\nExamples:\n  noderun report last -o run.html   # open it in a browser, or keep it as a CI artifact\n" +
-			"  noderun report last -o -          # to stdout",
-		Flags: []cli.Flag{dbFlag,
+			"  noderun report last -o -          # to stdout\n" +
+			"  noderun report --temporal 127.0.0.1:7233 RUN   # a run on Temporal, from its workflow history, with its hand-overs",
+		Flags: append([]cli.Flag{dbFlag,
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "noderun-report.html", Usage: "the HTML `FILE` to write (- for stdout)", TakesFile: true},
 			&cli.StringFlag{Name: "prices", Usage: "price table `FILE` (as for diagnose)", TakesFile: true},
 			&cli.IntFlag{Name: "max-output", Value: ledger.DefaultMaxOutput,
 				Usage: "bytes of each node's output the page holds (0: all)"}},
+			temporalFlags()...),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, 1, "give one run id (or last)"); err != nil {
 				return err
 			}
 			if c.Int("max-output") < 0 {
 				return usageErr(fmt.Errorf("--max-output %d: must be 0 (all) or more", c.Int("max-output")))
+			}
+			if c.String("temporal") != "" {
+				return reportTemporal(c)
 			}
 			prices, err := pricesOf(c)
 			if err != nil {
@@ -54,24 +62,51 @@ func reportCommand() *cli.Command {
 					return &exitError{exitFailed, err}
 				}
 			}
-			acct := ledger.AccountOf(run, prices)
-			out := c.String("output")
-			if out == "-" {
-				return ledger.WriteReport(c.App.Writer, run, acct, opts)
-			}
-			f, err := os.Create(out)
-			if err != nil {
-				return usageErr(fmt.Errorf("-o: %w", err))
-			}
-			if err := ledger.WriteReport(f, run, acct, opts); err != nil {
-				f.Close()
-				return &exitError{exitFailed, err}
-			}
-			if err := f.Close(); err != nil {
-				return &exitError{exitFailed, err}
-			}
-			fmt.Fprintf(c.App.ErrWriter, "noderun: wrote %s (run %s)\n", out, r.ID)
-			return nil
+			return writeReport(c, run, ledger.AccountOf(run, prices), opts)
 		},
 	}
+}
+
+// writeReport writes the page to -o (- for stdout).
+func writeReport(c *cli.Context, run *ledger.Run, acct *ledger.Account, opts ledger.ReportOptions) error {
+	out := c.String("output")
+	if out == "-" {
+		return ledger.WriteReport(c.App.Writer, run, acct, opts)
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return usageErr(fmt.Errorf("-o: %w", err))
+	}
+	if err := ledger.WriteReport(f, run, acct, opts); err != nil {
+		f.Close()
+		return &exitError{exitFailed, err}
+	}
+	if err := f.Close(); err != nil {
+		return &exitError{exitFailed, err}
+	}
+	fmt.Fprintf(c.App.ErrWriter, "noderun: wrote %s (run %s)\n", out, run.ID)
+	return nil
+}
+
+// reportTemporal writes the page of a run on Temporal from its workflow
+// history: what diagnose --temporal accounts, the nodes' outputs and the
+// diagnostics their finishing workers journaled, and the hand-overs.
+func reportTemporal(c *cli.Context) error {
+	if c.IsSet("prices") || c.IsSet("db") {
+		return usageErr(errors.New("report --temporal: --prices and --db are not supported (the workers' journals hold the models and attempts)"))
+	}
+	tc, err := dialTemporal(c, "")
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	d, h, err := diagnoseTemporal(c.Context, tc, c.Args().First())
+	if err != nil {
+		return &exitError{exitFailed, err}
+	}
+	opts := ledger.ReportOptions{MaxOutput: c.Int("max-output"), Temporal: c.String("temporal"), Handovers: reportHandovers(d.Handovers)}
+	if opts.MaxOutput == 0 {
+		opts.MaxOutput = -1 // all of it
+	}
+	return writeReport(c, temporalLedgerRun(h, runInputOf(h), d, time.Now()), d.Account, opts)
 }

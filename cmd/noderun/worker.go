@@ -21,7 +21,8 @@ import (
 	ntemporal "github.com/noderun/noderun/runner/temporal"
 )
 
-// temporalFlags select a Temporal frontend for run, resume, status and show.
+// temporalFlags select a Temporal frontend for run, resume, status, show,
+// diagnose and report.
 func temporalFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "temporal", Usage: "run on (or read the run from) the Temporal frontend at `HOST:PORT`", EnvVars: []string{"NODERUN_TEMPORAL"}},

@@ -28,6 +28,26 @@ type ReportOptions struct {
 	// (0: DefaultMaxOutput; negative: all). A longer output is cut, with the
 	// command that prints all of it.
 	MaxOutput int
+	// Temporal is the Temporal frontend (HOST:PORT) of a run read from
+	// Temporal (noderun report --temporal): the page's commands name it
+	// instead of a journal. "" for a local run.
+	Temporal string
+	// Handovers are the nodes a Temporal run handed from a lost (or
+	// stopped) worker to another, shown in a section of their own.
+	Handovers []Handover
+}
+
+// Handover is a node taken over from a lost or stopped worker, as the
+// page shows it (noderun diagnose --temporal computes it).
+type Handover struct {
+	Node, LostWorker, Worker string
+	Failure                  string // how Temporal saw the lost attempt end
+	LastHeartbeat, Resumed   string // times of day
+	Took                     string // LastHeartbeat → Resumed
+	TookMS                   int64
+	Recovery                 string // re-attached, continued, retried…
+	Generated, Regenerated   int
+	Preserved                int
 }
 
 // DefaultMaxOutput is how much of a node's output the page holds unless
@@ -67,6 +87,8 @@ type reportPage struct {
 	Graph       svgGraph
 	Timeline    svgTimeline
 	Nodes       []nodeDetail
+	Handovers   []Handover
+	Temporal    string
 }
 
 // runFigures are the run's times.
@@ -220,6 +242,7 @@ func buildPage(run *Run, acct *Account, opts ReportOptions, now time.Time) *repo
 	p.Graph = layoutGraph(run)
 	p.Timeline = layoutTimeline(run, ax)
 	p.Nodes = nodeDetails(run, acct, opts, ax.start())
+	p.Handovers, p.Temporal = opts.Handovers, opts.Temporal
 	return p
 }
 
@@ -392,7 +415,10 @@ func (o ReportOptions) command(args ...string) string {
 	for _, a := range args {
 		parts = append(parts, shell.Quote(a))
 	}
-	if o.DB != "" {
+	switch {
+	case o.Temporal != "":
+		parts = append(parts, "--temporal", shell.Quote(o.Temporal))
+	case o.DB != "":
 		parts = append(parts, "--db", shell.Quote(o.DB))
 	}
 	return strings.Join(parts, " ")

@@ -124,6 +124,12 @@ pre.output { background: #f6f7f9; border: 1px solid #e3e6ec; border-radius: 4px;
 <td class="verdict">{{.Verdict}}{{with steps .RecoverySteps}}<br><small>{{.}}</small>{{end}}</td></tr>{{end}}</tbody>
 </table>
 
+{{if .Handovers}}<h2>Hand-overs between workers (Temporal {{.Temporal}})</h2>
+<table id="handovers">
+<thead><tr><th class="text">node</th><th class="text">worker lost</th><th class="text">failure</th><th>last heartbeat</th><th class="text">taken over by</th><th>resumed</th><th>took</th><th class="text">recovery</th><th>generated</th><th>regenerated</th><th>preserved</th></tr></thead>
+<tbody>{{range .Handovers}}<tr data-node="{{.Node}}" data-lost="{{.LostWorker}}" data-worker="{{.Worker}}" data-ms="{{.TookMS}}"><td class="text"><a href="#node-{{.Node}}">{{.Node}}</a></td><td class="text">{{.LostWorker}}</td><td class="msg">{{.Failure}}</td><td>{{.LastHeartbeat}}</td><td class="text">{{.Worker}}</td><td>{{.Resumed}}</td><td>{{.Took}}</td><td class="text">{{.Recovery}}</td><td>{{thousands .Generated}}</td><td>{{thousands .Regenerated}}</td><td>{{thousands .Preserved}}</td></tr>
+{{end}}</tbody></table>
+{{end}}
 <h2>Nodes: attempts, diagnostics, output</h2>
 {{range .Nodes}}<details class="node" id="node-{{.ID}}" data-node="{{.ID}}" data-state="{{.State}}"{{if .Open}} open{{end}}>
 <summary><b>{{.ID}}</b> · {{.State}} · <span class="verdict">{{.Verdict}}</span></summary>

@@ -58,17 +58,22 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 		return NodeOutcome{}, err
 	}
 	var from *runner.NodeCursor
+	var lost *Heartbeat // the lost worker's last heartbeat, for the outcome
 	if activity.HasHeartbeatDetails(ctx) {
-		var c runner.NodeCursor
-		if err := activity.GetHeartbeatDetails(ctx, &c); err == nil {
-			from = &c
+		var h Heartbeat
+		if err := activity.GetHeartbeatDetails(ctx, &h); err == nil {
+			from, lost = &h.NodeCursor, &Heartbeat{NodeCursor: h.NodeCursor, Worker: h.Worker, At: h.At}
+			lost.Output = "" // the result has the output
 		}
 	}
 	before, err := a.Journal.Attempts(ctx, in.RunID, in.Node)
 	if err != nil && !errors.Is(err, journal.ErrNotFound) {
 		return NodeOutcome{}, err
 	}
-	hb := &beater{ctx: ctx, every: info.HeartbeatTimeout / 3}
+	hb := &beater{ctx: ctx, every: info.HeartbeatTimeout / 3, worker: a.Identity}
+	if lost != nil {
+		hb.lost, hb.lostAt = lost.Worker, lost.At
+	}
 	if from != nil {
 		// What a later loss must still find until this worker gets further.
 		// A fresh node sends its first heartbeat with its response id (the
@@ -102,9 +107,9 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 		return NodeOutcome{}, temporal.NewNonRetryableApplicationError(err.Error(), "RunError", err)
 	}
 	out := NodeOutcome{Node: in.Node, State: string(res.State), Output: res.Output, Reason: res.Reason,
-		Worker: a.Identity, TemporalAttempt: info.Attempt, Cursor: hb.cursor()}
+		Worker: a.Identity, TemporalAttempt: info.Attempt, Cursor: hb.cursor(), From: lost}
 	out.Cursor.Output = "" // the result has the output; the history need not hold it twice
-	out.Diagnostics, out.Verdict = a.account(context.WithoutCancel(ctx), g, in.RunID, in.Node, len(before))
+	out.Diagnostics, out.Verdict, out.Tokens = a.account(context.WithoutCancel(ctx), g, in.RunID, in.Node, len(before))
 	switch res.State {
 	case journal.NodeCompleted, journal.NodeAttention:
 		return out, nil
@@ -188,11 +193,11 @@ func (a *Activities) logger() *slog.Logger {
 // account reads the node from this worker's journal (package ledger, as
 // every report does): the diagnostics this activity journaled (attempts
 // after the ones the worker had before it, and node-level ones), and the
-// node's verdict as this worker saw it.
-func (a *Activities) account(ctx context.Context, g *runner.Graph, runID, node string, before int) ([]Diag, string) {
+// node's verdict and token figures as this worker saw it.
+func (a *Activities) account(ctx context.Context, g *runner.Graph, runID, node string, before int) ([]Diag, string, *ledger.Tokens) {
 	nd, err := ledger.LoadNode(ctx, a.Journal, runID, node, g)
 	if err != nil {
-		return nil, ""
+		return nil, "", nil
 	}
 	var out []Diag
 	for _, r := range nd.Records {
@@ -201,7 +206,8 @@ func (a *Activities) account(ctx context.Context, g *runner.Graph, runID, node s
 		}
 		out = append(out, Diag{Code: r.Code.ID, Name: r.Code.Name, Attempt: r.Attempt, Message: r.Message})
 	}
-	return out, ledger.AccountNode(nd, nil).Verdict
+	na := ledger.AccountNode(nd, nil)
+	return out, na.Verdict, &na.Tokens
 }
 
 // beater turns the executor's cursor reports into activity heartbeats:
@@ -209,8 +215,13 @@ func (a *Activities) account(ctx context.Context, g *runner.Graph, runID, node s
 // last cursor again every third of the heartbeat timeout while the node
 // waits (a backoff, a silent stream), so a live worker is never taken for lost.
 type beater struct {
-	ctx   context.Context
-	every time.Duration
+	ctx    context.Context
+	every  time.Duration
+	worker string // this worker's identity: the heartbeat names it
+	// lost and lostAt: the worker this node was taken over from and its
+	// last heartbeat, repeated in every heartbeat (a hand-over under way).
+	lost   string
+	lostAt time.Time
 
 	mu   sync.Mutex
 	last runner.NodeCursor
@@ -233,7 +244,7 @@ func (b *beater) record(force bool) {
 	b.sent = time.Now()
 	c := b.last
 	b.mu.Unlock()
-	activity.RecordHeartbeat(b.ctx, c)
+	activity.RecordHeartbeat(b.ctx, Heartbeat{NodeCursor: c, Worker: b.worker, At: time.Now().UTC(), LostWorker: b.lost, LostAt: b.lostAt})
 }
 
 func (b *beater) cursor() runner.NodeCursor {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/noderun/noderun/internal/testkit"
@@ -162,4 +164,116 @@ func TestSameOutputsLocallyAndOnTemporal(t *testing.T) {
 	if err != nil || len(nodes) != len(g.Nodes) {
 		t.Fatalf("worker journal: %d nodes, %v", len(nodes), err)
 	}
+}
+
+// BenchmarkHandover measures how long a node goes unrun when the worker
+// streaming it dies: two `noderun worker` processes, a run of one Responses
+// node streaming for ~20 s; the worker streaming it is killed -9 and the
+// clock runs until the node's next attempt has started on the other worker
+// (Temporal shows it started there). It reports that time (handover-s: the
+// default heartbeat timeout, 10 s, and Temporal's first retry), checks it
+// against the history (the started event of the attempt that completed),
+// and reports the history's figure from the lost worker's last heartbeat.
+func BenchmarkHandover(b *testing.B) {
+	hostPort := devServer(b)
+	bin := noderun.Path(b)
+	c := dialDev(b)
+	var wall, hist, sinceBeat time.Duration
+	b.ResetTimer() // the CLI's build and the server's start are not the hand-over
+	for i := 0; i < b.N; i++ {
+		w, h, s := handoverOnce(b, bin, hostPort, c)
+		wall, hist, sinceBeat = wall+w, hist+h, sinceBeat+s
+	}
+	n := float64(b.N)
+	b.ReportMetric(wall.Seconds()/n, "handover-s")
+	b.ReportMetric(hist.Seconds()/n, "history-handover-s")
+	b.ReportMetric(sinceBeat.Seconds()/n, "since-last-beat-s")
+}
+
+// handoverOnce runs one kill -9 hand-over and returns the time from the kill
+// to the next attempt's start by the wall clock and by the history (the
+// server is on this machine: one clock), and from the lost worker's last
+// heartbeat to that start.
+func handoverOnce(b *testing.B, bin, hostPort string, c client.Client) (wall, hist, sinceBeat time.Duration) {
+	b.StopTimer()
+	dir := b.TempDir()
+	// 20 s of streaming: the response is still going when the node's next
+	// attempt starts (~11 s after the kill), so that attempt re-attaches and
+	// runs for a while, long enough for the poll to see it start (a response
+	// completed meanwhile is taken from its status in a few milliseconds).
+	resp := simtest.Start(b, sim.Config{Seed: 5, Tokens: 4000, TokensPerSecond: 200})
+	graph := writeGraph(b, dir, "handover.yaml", fmt.Sprintf("name: handover\nprofile: ci\nproviders:\n"+
+		"  resp: {kind: responses, base_url: %s, model: sim}\nnodes:\n  - {id: reason, provider: resp, prompt: reason at length}\n", resp.BaseURL()))
+	queue := fmt.Sprintf("handover-%d", time.Now().UnixNano())
+	workers, run, runID := fleet(b, bin, hostPort, queue, dir, []string{"a", "b"}, graph)
+	victim := waitFor(b, 60*time.Second, "a heartbeat of node reason with its response id", func() (string, bool) {
+		pend, err := ntemporal.PendingNodes(context.Background(), c, runID)
+		if err != nil {
+			return "", false
+		}
+		for _, p := range pend {
+			if p.Node == "reason" && p.Cursor.Ref != "" && p.Worker != "" {
+				return p.Worker, true
+			}
+		}
+		return "", false
+	})
+	time.Sleep(500 * time.Millisecond) // streaming
+	survivor := "a"
+	if victim == "a" {
+		survivor = "b"
+	}
+	b.StartTimer()
+	if err := workers[victim].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		b.Fatal(err)
+	}
+	killed := time.Now()
+	<-workers[victim].done
+	var seen string // what the poll saw last, for a failure
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		pend, err := ntemporal.PendingNodes(context.Background(), c, runID)
+		seen = fmt.Sprintf("%+v %v", pend, err)
+		started := false
+		for _, p := range pend {
+			started = started || p.Node == "reason" && p.Attempt >= 2 && p.Worker == survivor
+		}
+		if started {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("node reason's next attempt did not start on worker %s within 60 s; pending: %s\n%s", survivor, seen, workers[survivor].out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	wall = time.Since(killed)
+	b.StopTimer()
+	run.wait(b, 120*time.Second, "did not finish")
+	if run.err != nil {
+		b.Fatalf("run --temporal: %v\n%s", run.err, run.out.String())
+	}
+	h, err := ntemporal.ReadHistory(context.Background(), c, runID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(h.Activities) != 1 {
+		b.Fatalf("%d activities in the history, want 1", len(h.Activities))
+	}
+	a := h.Activities[0]
+	if a.Attempt != 2 || a.Worker != survivor || a.LostWorker != victim || a.LastBeat.IsZero() {
+		b.Fatalf("the history shows attempt %d on %q, lost worker %q (last heartbeat %s); want 2 on %s, lost %s", a.Attempt, a.Worker, a.LostWorker, a.LastBeat, survivor, victim)
+	}
+	hist, sinceBeat = a.Started.Sub(killed), a.Started.Sub(a.LastBeat)
+	// The poll sees the start at most a poll (and a describe call) late.
+	if d := wall - hist; d < -100*time.Millisecond || d > time.Second {
+		b.Fatalf("hand-over %s by the wall clock, %s by the history", wall, hist)
+	}
+	b.Logf("worker %s killed -9; node reason started on %s %s later (history: %s; %s after %s's last heartbeat)",
+		victim, survivor, wall.Round(10*time.Millisecond), hist.Round(10*time.Millisecond), sinceBeat.Round(10*time.Millisecond), victim)
+	for _, w := range workers {
+		if w.cmd.ProcessState == nil {
+			terminate(w.cmd, w.done, 15*time.Second)
+		}
+	}
+	return wall, hist, sinceBeat
 }

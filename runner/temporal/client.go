@@ -157,10 +157,12 @@ func Outcomes(ctx context.Context, c client.Client, res *RunResult) error {
 			byRun[n.Run] = outs
 		}
 		if o, ok := outs[n.Node]; ok {
-			n.Output, n.Diagnostics, n.Cursor, n.Verdict = o.Output, o.Diagnostics, o.Cursor, o.Verdict
-			if n.ErrClass == "" {
-				n.ErrClass = o.ErrClass
+			// The workflow's state says how the node stands; the result, what it did.
+			o.Node, o.State, o.Reason, o.Run, o.Bytes = n.Node, n.State, n.Reason, n.Run, n.Bytes
+			if o.ErrClass == "" {
+				o.ErrClass = n.ErrClass
 			}
+			*n = o
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package temporal_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
@@ -150,7 +152,7 @@ func (p *proc) wait(t testing.TB, d time.Duration, what string) {
 // fleet starts a `noderun worker` per id on queue (each with its own
 // journal in dir), then `noderun run --temporal` with runArgs, and returns
 // them with the run's id once the run says it was submitted.
-func fleet(t *testing.T, bin, hostPort, queue, dir string, ids []string, runArgs ...string) (map[string]*proc, *proc, string) {
+func fleet(t testing.TB, bin, hostPort, queue, dir string, ids []string, runArgs ...string) (map[string]*proc, *proc, string) {
 	t.Helper()
 	workers := map[string]*proc{}
 	for _, id := range ids {
@@ -299,6 +301,7 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int, node string) 
 		!strings.Contains(string(out), "recovered from 1 lost worker by ") { // the survivor's ledger accounts the hand-over
 		t.Fatalf("status --temporal: %v\n%s", err, out)
 	}
+	diagnoseHandover(t, bin, hostPort, runID, node, victim, reason.Worker, handover, map[string]sim.Stats{"chat": chat.Stats(), "resp": st}, respTokens)
 	out, err = exec.Command(bin, "show", "--temporal", hostPort, runID, node).Output()
 	if err != nil || string(out) != want[node] {
 		t.Fatalf("show --temporal: %v (%d bytes, want %d)", err, len(out), len(want[node]))
@@ -336,6 +339,149 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int, node string) 
 	}
 	if !found {
 		t.Fatalf("worker %s's journal has no NR210 for node %s", reason.Worker, node)
+	}
+}
+
+// diagnoseHandover checks what `diagnose --temporal` says of the run: the
+// node's hand-over from the killed worker to the survivor, within the time
+// the test measured, and each node's tokens as the simulators counted them
+// (an independent count: the simulators saw every token generated).
+func diagnoseHandover(t *testing.T, bin, hostPort, runID, node, victim, survivor string, measured time.Duration, sims map[string]sim.Stats, respTokens int) {
+	t.Helper()
+	out, err := exec.Command(bin, "diagnose", "--temporal", hostPort, "--json", runID).Output()
+	if err != nil {
+		t.Fatalf("diagnose --temporal --json: %v\n%s", err, out)
+	}
+	var d struct {
+		Status string `json:"status"`
+		Nodes  []struct {
+			ID     string `json:"id"`
+			Tokens struct {
+				Generated   int `json:"generated"`
+				Regenerated int `json:"regenerated"`
+			} `json:"tokens"`
+		} `json:"nodes"`
+		Temporal struct {
+			Executions []string `json:"executions"`
+			Events     int      `json:"history_events"`
+		} `json:"temporal"`
+		Handovers []struct {
+			Node       string `json:"node"`
+			LostWorker string `json:"lost_worker"`
+			Worker     string `json:"worker"`
+			Failure    string `json:"failure"`
+			HandoverMS *int64 `json:"handover_ms"`
+			Recovery   string `json:"recovery"`
+			Tokens     struct {
+				Generated   int `json:"generated"`
+				Regenerated int `json:"regenerated"`
+				Preserved   int `json:"preserved"`
+			} `json:"tokens"`
+		} `json:"handovers"`
+	}
+	if err := json.Unmarshal(out, &d); err != nil {
+		t.Fatalf("diagnose --temporal --json: %v\n%s", err, out)
+	}
+	validDocumentedJSON(t, "diagnose-temporal", out)
+	if d.Status != "completed" || len(d.Temporal.Executions) < 1 || d.Temporal.Events == 0 || len(d.Handovers) == 0 {
+		t.Fatalf("diagnose --temporal --json: want the hand-overs of a completed run:\n%s", out)
+	}
+	// Every node the killed worker was streaming was handed over (the
+	// Responses and the gemini node may both have been on it).
+	seen := false
+	for _, ho := range d.Handovers {
+		seen = seen || ho.Node == node
+		if ho.LostWorker != victim || ho.Worker == victim || ho.Worker == "" || ho.HandoverMS == nil || ho.Failure == "" {
+			t.Fatalf("hand-over %+v; want one from %s to the other worker", ho, victim)
+		}
+		if ho.Node == node && ho.Worker != survivor {
+			t.Fatalf("hand-over %+v; want node %s taken over by %s", ho, node, survivor)
+		}
+		// From the lost worker's last heartbeat, which it sent before it
+		// was killed, to the survivor's start: at least what the test
+		// measured from the kill, less the rounding of its poll.
+		took := time.Duration(*ho.HandoverMS) * time.Millisecond
+		if took < measured-time.Second || took > measured+5*time.Second {
+			t.Errorf("diagnose says the hand-over of %s took %s; the test measured %s from the kill to NR210", ho.Node, took, measured)
+		}
+		// The simulator's count: every token generated for the node, on
+		// both workers. The survivor re-read the response: nothing was
+		// regenerated.
+		st := sims["resp"].Nodes[ho.Node]
+		if int64(ho.Tokens.Generated) != st.TokensGenerated || int64(ho.Tokens.Regenerated) != st.TokensGenerated-int64(respTokens) {
+			t.Errorf("hand-over tokens %+v; the simulator generated %d for node %s (%d needed)", ho.Tokens, st.TokensGenerated, ho.Node, respTokens)
+		}
+	}
+	if !seen {
+		t.Fatalf("no hand-over of node %s:\n%s", node, out)
+	}
+	var ho = d.Handovers[0]
+	for _, h := range d.Handovers {
+		if h.Node == node {
+			ho = h
+		}
+	}
+	for _, n := range d.Nodes {
+		sim := sims["chat"].Nodes[n.ID].TokensGenerated + sims["resp"].Nodes[n.ID].TokensGenerated
+		if int64(n.Tokens.Generated) != sim || n.Tokens.Regenerated != 0 {
+			t.Errorf("node %s: diagnose --temporal says %d tokens generated (%d regenerated), the simulators %d", n.ID, n.Tokens.Generated, n.Tokens.Regenerated, sim)
+		}
+	}
+	human, err := exec.Command(bin, "diagnose", "--temporal", hostPort, runID).CombinedOutput()
+	if err != nil || !strings.Contains(string(human), "hand-over of "+node) || !regexp.MustCompile(`worker `+victim+` (lost|stopped) `).Match(human) ||
+		!strings.Contains(string(human), survivor+" "+ho.Recovery+" it") {
+		t.Fatalf("diagnose --temporal: %v\n%s", err, human)
+	}
+	t.Logf("diagnose --temporal:\n%s", human)
+
+	// The report page: the same account, the outputs, and a hand-over row.
+	page := filepath.Join(t.TempDir(), "report.html")
+	if out, err := exec.Command(bin, "report", "--temporal", hostPort, runID, "-o", page).CombinedOutput(); err != nil {
+		t.Fatalf("report --temporal: %v\n%s", err, out)
+	}
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := fmt.Sprintf(`<tr data-node="%s" data-lost="%s" data-worker="%s"`, node, victim, survivor)
+	if !strings.Contains(string(html), `<table id="handovers">`) || !strings.Contains(string(html), row) ||
+		!strings.Contains(string(html), `<details class="node" id="node-`+node+`"`) {
+		t.Fatalf("report --temporal: no hand-over row %s in the page:\n%s", row, html)
+	}
+}
+
+// validDocumentedJSON checks out against the schema docs/json.md documents
+// under name (cmd/noderun's tests check the other commands the same way).
+func validDocumentedJSON(t *testing.T, name string, out []byte) {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/json.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)<!-- schema: " + regexp.QuoteMeta(name) + " -->\n```json\n(.*?)\n```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatalf("docs/json.md has no schema %s", name)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(m[1]))
+	if err != nil {
+		t.Fatalf("docs/json.md schema %s: %v", name, err)
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	url := "https://noderun.invalid/" + name + ".json"
+	if err := c.AddResource(url, v); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile(url)
+	if err != nil {
+		t.Fatalf("docs/json.md schema %s: %v", name, err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sch.Validate(inst); err != nil {
+		t.Errorf("%s output does not match docs/json.md: %v\n%s", name, err, out)
 	}
 }
 
@@ -513,6 +659,37 @@ func TestKill9ChatNodeContinuedOnAnotherWorker(t *testing.T) {
 	if before >= tokens {
 		t.Fatalf("the answer was complete (%d tokens) before the kill: nothing to continue", before)
 	}
+	// While the run goes on, diagnose --temporal names the hand-over under
+	// way: the killed worker, from the pending activity's heartbeats.
+	bin := noderun.Path(t)
+	underWay := waitFor(t, 60*time.Second, "diagnose --temporal to show the hand-over under way", func() (string, bool) {
+		select {
+		case <-run.done:
+			t.Fatalf("the run ended before diagnose --temporal showed its hand-over under way")
+		default:
+		}
+		out, err := exec.Command(bin, "diagnose", "--temporal", hostPort, "--json", runID).Output()
+		if err != nil {
+			return "", false
+		}
+		var d struct {
+			Status    string `json:"status"`
+			Handovers []struct {
+				Node       string `json:"node"`
+				LostWorker string `json:"lost_worker"`
+				Worker     string `json:"worker"`
+			} `json:"handovers"`
+		}
+		if json.Unmarshal(out, &d) != nil || d.Status != "running" || len(d.Handovers) != 1 {
+			return "", false
+		}
+		if ho := d.Handovers[0]; ho.Node != "essay" || ho.LostWorker != victim || ho.Worker == victim {
+			t.Fatalf("diagnose --temporal while the run goes on: hand-over %+v, want essay lost by %s", ho, victim)
+		}
+		validDocumentedJSON(t, "diagnose-temporal", out)
+		return string(out), true
+	})
+	t.Logf("diagnose --temporal --json while the hand-over was under way:\n%s", underWay)
 	run.wait(t, 120*time.Second, "did not finish")
 	if run.err != nil {
 		t.Fatalf("run --temporal: %v\n%s", run.err, run.out.String())
@@ -530,5 +707,43 @@ func TestKill9ChatNodeContinuedOnAnotherWorker(t *testing.T) {
 	t.Logf("killed after %d tokens; the heartbeat held %d bytes (~%d tokens); %d tokens generated again", before, len(held.Output), heldTokens, regenerated)
 	if regenerated < 0 || regenerated > int64(perSecond*ntemporal.HeartbeatThrottle/time.Second)+int64(perSecond) {
 		t.Errorf("%d tokens generated again; at most a throttle's worth (%s at %d tokens/s) may be", regenerated, ntemporal.HeartbeatThrottle, perSecond)
+	}
+	out, err := exec.Command(bin, "diagnose", "--temporal", hostPort, "--json", runID).Output()
+	if err != nil {
+		t.Fatalf("diagnose --temporal --json: %v\n%s", err, out)
+	}
+	validDocumentedJSON(t, "diagnose-temporal", out)
+	var d struct {
+		Handovers []struct {
+			Node       string `json:"node"`
+			LostWorker string `json:"lost_worker"`
+			Worker     string `json:"worker"`
+			Recovery   string `json:"recovery"`
+			HeldBytes  int    `json:"held_bytes"`
+			Tokens     struct {
+				Generated   int64 `json:"generated"`
+				Regenerated int64 `json:"regenerated"`
+				Preserved   int64 `json:"preserved"`
+			} `json:"tokens"`
+		} `json:"handovers"`
+	}
+	if err := json.Unmarshal(out, &d); err != nil || len(d.Handovers) != 1 {
+		t.Fatalf("diagnose --temporal --json: %v, want one hand-over:\n%s", err, out)
+	}
+	ho := d.Handovers[0]
+	t.Logf("diagnose --temporal: %+v", ho)
+	if ho.Node != "essay" || ho.LostWorker != victim || ho.Worker == victim || ho.Worker == "" || ho.Recovery != "continued" {
+		t.Fatalf("hand-over %+v; want essay continued from %s on the other worker", ho, victim)
+	}
+	// The survivor's ledger: the answer the heartbeat held is preserved
+	// (estimated from its bytes: the survivor did not see it stream), and
+	// generated counts it with the continuation. What the survivor had
+	// generated is what the simulator generated after the kill; the
+	// tokens the lost worker streamed after its last heartbeat are in no
+	// ledger.
+	if after := st.Nodes["essay"].TokensGenerated - before; ho.Tokens.Preserved <= 0 || ho.Tokens.Generated-ho.Tokens.Preserved != after ||
+		ho.Tokens.Regenerated != 0 || ho.HeldBytes < len(held.Output) {
+		t.Errorf("hand-over tokens %+v (held %d bytes); the simulator generated %d after the kill, %d in all (%d of them again)",
+			ho.Tokens, ho.HeldBytes, after, st.Nodes["essay"].TokensGenerated, regenerated)
 	}
 }

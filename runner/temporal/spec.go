@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -167,41 +166,20 @@ func startInput(ctx context.Context, c client.Client, namespace, workflowID, run
 // holds: each activity's result, or the outcome a NodeFailed failure
 // carries, by node (the last of a node's replays wins).
 func executionOutcomes(ctx context.Context, c client.Client, workflowID, runID string) (map[string]NodeOutcome, error) {
-	it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	dc := converter.GetDefaultDataConverter()
-	scheduled := map[int64]string{} // scheduled event id → node
+	evs, err := runEvents(ctx, c, workflowID, runID)
+	if err != nil {
+		return nil, err
+	}
+	h := &History{WorkflowID: workflowID}
+	if _, err := h.add(runID, evs); err != nil {
+		return nil, err
+	}
 	out := map[string]NodeOutcome{}
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			return nil, fmt.Errorf("reading the history of run %s (execution %s): %w", workflowID, runID, err)
-		}
-		var o NodeOutcome
-		switch ev.GetEventType() {
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			node, _, _ := strings.Cut(ev.GetActivityTaskScheduledEventAttributes().GetActivityId(), "#")
-			scheduled[ev.GetEventId()] = node
-			continue
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-			a := ev.GetActivityTaskCompletedEventAttributes()
-			p := a.GetResult().GetPayloads()
-			if len(p) == 0 || dc.FromPayload(p[0], &o) != nil {
-				continue
-			}
-			o.Node = scheduled[a.GetScheduledEventId()]
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
-			a := ev.GetActivityTaskFailedEventAttributes()
-			f := a.GetFailure().GetApplicationFailureInfo()
-			if f.GetType() != errNodeFailed || len(f.GetDetails().GetPayloads()) == 0 ||
-				dc.FromPayload(f.GetDetails().GetPayloads()[0], &o) != nil {
-				continue
-			}
-			o.Node = scheduled[a.GetScheduledEventId()]
-		default:
-			continue
-		}
-		if o.Node != "" {
-			out[o.Node] = o
+	for _, a := range h.Activities {
+		if a.Outcome != nil {
+			o := *a.Outcome
+			o.Node = a.Node
+			out[a.Node] = o
 		}
 	}
 	return out, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/runner"
+	"github.com/noderun/noderun/runner/ledger"
 	"github.com/noderun/noderun/runner/nodestate"
 )
 
@@ -147,6 +148,13 @@ type NodeOutcome struct {
 	// Run is where the node's last activity ran: 1 + the index of its
 	// workflow execution in RunResult.Runs; 0 when it has none.
 	Run int `json:"run,omitempty"`
+	// Tokens are the node's token figures as that worker's ledger counts
+	// them (its own attempts: generated, regenerated, preserved, ...).
+	Tokens *ledger.Tokens `json:"tokens,omitempty"`
+	// From is the lost worker's last heartbeat this attempt started from
+	// (its Output left out), nil for a first attempt: Temporal does not
+	// keep it in the history, so diagnose reads hand-overs from here.
+	From *Heartbeat `json:"from,omitempty"`
 }
 
 // RunResult is the run as the workflow returns it, and as QueryState shows

@@ -1,0 +1,4 @@
+package temporal
+
+// DecodeHistory lets the tests read recorded histories (testdata).
+var DecodeHistory = decodeHistory
