@@ -102,6 +102,7 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 	stop()
 	if err != nil {
 		if ctx.Err() != nil {
+			hb.record(true) // as for a canceled node below
 			return NodeOutcome{}, fmt.Errorf("worker interrupted: %w", err)
 		}
 		return NodeOutcome{}, temporal.NewNonRetryableApplicationError(err.Error(), "RunError", err)
@@ -115,7 +116,10 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 		return out, nil
 	case journal.NodeCanceled:
 		// This worker is stopping: the node is not failed, another worker
-		// takes it over from the last heartbeat.
+		// takes it over from the last heartbeat: this one, with all the
+		// node had (the last one sent may be beatThrottle old; the SDK
+		// sends the one it holds back with the failure).
+		hb.record(true)
 		return out, fmt.Errorf("node %s interrupted on worker %s", in.Node, a.Identity)
 	}
 	if res.Err != nil {

@@ -2,19 +2,24 @@ package temporal_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/noderun/noderun/provider/sim"
 	ntemporal "github.com/noderun/noderun/runner/temporal"
 )
 
@@ -185,6 +190,199 @@ func TestWideGraphsOnTemporal(t *testing.T) {
 			}
 			t.Logf("wall: local %s, Temporal %s (%.2f×); per node %.2f vs %.2f ms", res.local.Round(time.Millisecond), res.temporal.Round(time.Millisecond),
 				res.temporal.Seconds()/res.local.Seconds(), res.local.Seconds()*1e3/float64(c.nodes), res.temporal.Seconds()*1e3/float64(c.nodes))
+		})
+	}
+}
+
+// simStats reads a `noderun sim serve` process's counters.
+func simStats(tb testing.TB, baseURL string) sim.Stats {
+	tb.Helper()
+	resp, err := http.Get(strings.TrimSuffix(baseURL, "/v1") + "/sim/stats")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st sim.Stats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		tb.Fatal(err)
+	}
+	return st
+}
+
+// fleetAtWidth is issue 29's scenario: 100 Responses and 100 chat nodes
+// (continued by prefix), 300 tokens at 30 tokens/s each (a 10 s floor),
+// on three workers of --parallel 100.
+const (
+	fleetNodes     = 100 // of each kind
+	fleetTokens    = 300
+	fleetPerSecond = 30
+)
+
+func fleetAtWidthGraph(tb testing.TB, dir, name, url string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: fleet\nprofile: ci\nproviders:\n  chat: {kind: openai, base_url: %s, model: sim, continuation: prefix}\n  resp: {kind: responses, base_url: %s, model: sim}\nnodes:\n", url, url)
+	for i := range fleetNodes {
+		fmt.Fprintf(&b, "  - {id: c%03d, provider: chat, prompt: 'chapter %d of the essay'}\n  - {id: r%03d, provider: resp, prompt: 'step %d of the proof'}\n", i, i, i, i)
+	}
+	return writeGraph(tb, dir, name, b.String())
+}
+
+// Issue 29: a worker of a wide run is lost mid-stream (kill -9: noticed by
+// the heartbeat timeout; SIGTERM: it hands its nodes over as it stops).
+// The run completes within the floor + 20 s; the outputs are the local
+// run's; Responses nodes are re-attached (the simulator generated each
+// answer once); chat nodes are continued from the answer their heartbeat
+// carried: nothing is generated again after a SIGTERM, and after kill -9
+// only what streamed after the last heartbeat Temporal holds (at most
+// HeartbeatThrottle of streaming). diagnose --temporal agrees with the
+// simulator node by node.
+func TestFleetAtWidthLosesAWorker(t *testing.T) {
+	bin := noderun.Path(t)
+	hostPort := devServer(t)
+	dir := t.TempDir()
+	// The undisturbed outputs, locally, on a simulator of the same seed
+	// that does not pace (the content does not depend on the pace).
+	fast := simServe(t, bin, t.TempDir(), fmt.Sprintf("seed: 29\ntokens: %d\n", fleetTokens))
+	local := start(t, "run (local)", bin, "run", "--db", filepath.Join(dir, "local.db"), "--parallel", "200", "--json", "--log-level", "error",
+		fleetAtWidthGraph(t, dir, "local.yaml", fast))
+	local.wait(t, 2*time.Minute, "did not finish")
+	if local.err != nil {
+		t.Fatalf("local run: %v\n%s", local.err, tail(local.out.String()))
+	}
+	want := jsonOutputs(t, local.stdout.String())
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			url := simServe(t, bin, dir, fmt.Sprintf("seed: 29\ntokens: %d\ntokens_per_second: %d\n", fleetTokens, fleetPerSecond))
+			graph := fleetAtWidthGraph(t, dir, "fleet.yaml", url)
+			queue := fmt.Sprintf("fleet-%d", time.Now().UnixNano())
+			workers := map[string]*proc{}
+			for _, id := range []string{"w1", "w2", "w3"} {
+				workers[id] = start(t, id, bin, "worker", "--temporal", hostPort, "--task-queue", queue, "--parallel", "100",
+					"--db", filepath.Join(dir, id+".db"), "--identity", id)
+			}
+			began := time.Now()
+			run := start(t, "run --temporal", bin, "run", "--temporal", hostPort, "--task-queue", queue, "--parallel", "200", "--json", graph)
+			runID := waitFor(t, 60*time.Second, "the run's id", func() (string, bool) {
+				m := regexp.MustCompile(`run ([0-9a-f-]{36}) submitted`).FindStringSubmatch(run.out.String())
+				if m == nil {
+					return "", false
+				}
+				return m[1], true
+			})
+			c := dialDev(t)
+			// Lose a worker once every node streams and its chat nodes'
+			// heartbeats carry a good part of their answers (about 4 s in).
+			victim := waitFor(t, 60*time.Second, "heartbeats with answers on every worker", func() (string, bool) {
+				pend, err := ntemporal.PendingNodes(context.Background(), c, runID)
+				if err != nil || len(pend) < 2*fleetNodes {
+					return "", false
+				}
+				for _, p := range pend {
+					if p.Node[0] == 'c' && len(p.Cursor.Output) < 200 || p.Node[0] == 'r' && p.Cursor.Ref == "" {
+						return "", false
+					}
+				}
+				return pend[0].Worker, true
+			})
+			if err := workers[victim].cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			<-workers[victim].done
+			lost := time.Since(began)
+			run.wait(t, 3*time.Minute, "did not finish")
+			wall := time.Since(began)
+			if run.err != nil {
+				t.Fatalf("run --temporal: %v\n%s", run.err, tail(run.out.String()))
+			}
+			got := jsonOutputs(t, run.stdout.String())
+			for id, w := range want {
+				if got[id] != w {
+					t.Fatalf("node %s: output differs from the undisturbed local run (%d vs %d bytes)", id, len(got[id]), len(w))
+				}
+			}
+			// Every token the simulator generated, node by node.
+			st := simStats(t, url)
+			var moved, regenerated int
+			for id, n := range st.Nodes {
+				extra := int(n.TokensGenerated) - fleetTokens
+				switch {
+				case extra < 0:
+					t.Errorf("node %s: the simulator generated %d tokens, fewer than its answer", id, n.TokensGenerated)
+				case id[0] == 'r' && extra != 0:
+					t.Errorf("Responses node %s: the simulator generated %d tokens, want %d (re-attached, nothing again)", id, n.TokensGenerated, fleetTokens)
+				case extra > 0:
+					regenerated += extra
+				}
+				if n.Requests[sim.EndpointChat] > 1 || n.Requests[sim.EndpointResponsesStream]+n.Requests[sim.EndpointResponsesGet] > 0 { // continued, re-attached
+					moved++
+				}
+			}
+			if len(st.Nodes) != 2*fleetNodes {
+				t.Fatalf("the simulator saw %d nodes, want %d", len(st.Nodes), 2*fleetNodes)
+			}
+			t.Logf("%s of %s after %s; run done in %s (floor %ds); %d tokens generated for %d needed; %d generated again; simulator requests %v",
+				sig, victim, lost.Round(100*time.Millisecond), wall.Round(100*time.Millisecond), fleetTokens/fleetPerSecond,
+				st.TokensGenerated, 2*fleetNodes*fleetTokens, regenerated, st.Requests)
+			floor := time.Duration(fleetTokens/fleetPerSecond) * time.Second
+			if wall > floor+20*time.Second {
+				t.Errorf("the run took %s: more than the %s floor + 20 s", wall.Round(100*time.Millisecond), floor)
+			}
+			// What a chat node continued elsewhere may have had generated
+			// twice: after a SIGTERM, the token in flight when its stream was
+			// cut (the simulator, like a provider, generated it before it
+			// saw the connection close); after kill -9, what streamed after
+			// the last heartbeat Temporal holds, at most HeartbeatThrottle
+			// (and the second the beat is rounded to) at the simulator's pace.
+			continued := 0
+			for id, n := range st.Nodes {
+				if id[0] == 'c' {
+					continued += int(n.Requests[sim.EndpointChat]) - 1
+				}
+			}
+			bound := continued
+			if sig == syscall.SIGKILL {
+				bound = continued * int(ntemporal.HeartbeatThrottle.Seconds()+1) * fleetPerSecond
+			}
+			if regenerated > bound {
+				t.Errorf("%d tokens generated again for %d chat nodes continued; want at most %d", regenerated, continued, bound)
+			}
+
+			// diagnose --temporal agrees with the simulator node by node.
+			out, err := exec.Command(bin, "diagnose", "--temporal", hostPort, "--json", runID).Output()
+			if err != nil {
+				t.Fatalf("diagnose --temporal: %v\n%s", err, out)
+			}
+			var d struct {
+				Nodes []struct {
+					ID     string `json:"id"`
+					Tokens struct {
+						Generated int `json:"generated"`
+					} `json:"tokens"`
+				} `json:"nodes"`
+				Handovers []struct {
+					Node       string `json:"node"`
+					LostWorker string `json:"lost_worker"`
+				} `json:"handovers"`
+			}
+			if err := json.Unmarshal(out, &d); err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range d.Nodes {
+				if n.ID[0] == 'r' && int64(n.Tokens.Generated) != st.Nodes[n.ID].TokensGenerated {
+					t.Errorf("node %s: diagnose --temporal says %d tokens generated, the simulator %d", n.ID, n.Tokens.Generated, st.Nodes[n.ID].TokensGenerated)
+				}
+			}
+			handed := 0
+			for _, h := range d.Handovers {
+				if h.LostWorker != victim {
+					t.Errorf("hand-over %+v: want one from %s", h, victim)
+				}
+				handed++
+			}
+			if handed == 0 || handed < moved {
+				t.Errorf("diagnose --temporal shows %d hand-overs; the simulator saw %d nodes continued or re-attached", handed, moved)
+			}
 		})
 	}
 }
