@@ -262,7 +262,8 @@ func Follow(ctx context.Context, c client.Client, runID string, every time.Durat
 		defer close(done)
 		ferr = c.GetWorkflow(ctx, runID, "").Get(ctx, &final)
 	}()
-	t := time.NewTicker(every)
+	since := 0 // the last QueryChanges version seen
+	t := time.NewTimer(every)
 	defer t.Stop()
 	for {
 		select {
@@ -276,23 +277,41 @@ func Follow(ctx context.Context, c client.Client, runID string, every time.Durat
 			return RunResult{}, ctx.Err()
 		case <-t.C:
 		}
-		d, err := describe(ctx, c, runID)
+		polled := time.Now()
+		held, err := f.poll(ctx, c, runID, &since, report)
 		if err != nil {
-			continue // not started yet, or a transient error: the result will tell
-		}
-		if err := stuck(ctx, c, runID, d); err != nil {
 			return RunResult{}, err
 		}
-		res, err := state(ctx, c, runID, d)
-		if err != nil {
-			continue
+		if held {
+			return State(ctx, c, runID)
 		}
-		report(f.nodes(res, time.Now()))
-		report(f.pending(pending(d), time.Now()))
-		if res.Status == string(journal.NodeAttention) {
-			return res, Outcomes(ctx, c, &res)
-		}
+		// Each poll costs Temporal and the workflow's worker (a wide run's
+		// running activities, with their heartbeats, are megabytes): polls
+		// take at most a fifth of the time.
+		t.Reset(max(every, 4*time.Since(polled)))
 	}
+}
+
+// poll reports what changed since the version *since (which it moves on):
+// the nodes' states, and what their heartbeats show. held says the run
+// waits for an operator only; an error, that it cannot go on.
+func (f *follower) poll(ctx context.Context, c client.Client, runID string, since *int, report func([]runner.Progress)) (held bool, err error) {
+	d, err := describe(ctx, c, runID)
+	if err != nil {
+		return false, nil // not started yet, or a transient error: the result will tell
+	}
+	if err := stuck(ctx, c, runID, d); err != nil {
+		return false, err
+	}
+	v, err := c.QueryWorkflow(ctx, runID, "", QueryChanges, *since)
+	var ch Changes
+	if err != nil || v.Get(&ch) != nil {
+		return false, nil
+	}
+	*since = ch.Version
+	report(f.nodes(RunResult{Nodes: ch.Nodes}, time.Now()))
+	report(f.pending(pending(d), time.Now()))
+	return ch.Status == string(journal.NodeAttention), nil
 }
 
 // follower turns what Follow polls (the workflow's state, its running

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/noderun/noderun/provider/sim"
@@ -384,5 +386,36 @@ func TestFleetAtWidthLosesAWorker(t *testing.T) {
 				t.Errorf("diagnose --temporal shows %d hand-overs; the simulator saw %d nodes continued or re-attached", handed, moved)
 			}
 		})
+	}
+}
+
+// A workflow task that keeps failing (before, a 1,000-node graph's first
+// task was over the gRPC limit and Temporal retried it for ever) is
+// reported by Follow, which `run --temporal` waits with, as an error
+// naming the failure: not waited on for ever.
+func TestFollowReportsARunThatCannotGoOn(t *testing.T) {
+	c := dialDev(t)
+	queue := fmt.Sprintf("stuck-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflowWithOptions(func(workflow.Context, ntemporal.RunInput) (ntemporal.RunResult, error) {
+		panic("this worker cannot run the graph")
+	}, workflow.RegisterOptions{Name: ntemporal.WorkflowName})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	runID := fmt.Sprintf("stuck-%d", time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := ntemporal.Submit(ctx, c, queue, ntemporal.RunInput{RunID: runID, GraphPath: "sched.yaml", GraphText: schedGraph}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.TerminateWorkflow(context.Background(), runID, "", "test over") }()
+	_, err := ntemporal.Follow(ctx, c, runID, 250*time.Millisecond, nil)
+	if err == nil || !strings.Contains(err.Error(), "cannot go on") || !strings.Contains(err.Error(), "this worker cannot run the graph") {
+		t.Fatalf("Follow: %v; want the run reported unable to go on, with its failure", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("Follow returned only when its context ended: %v", err)
 	}
 }

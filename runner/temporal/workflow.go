@@ -33,6 +33,9 @@ const (
 	SignalRetry = "noderun.retry"
 	// QueryState returns the run as it stands (a RunResult).
 	QueryState = "noderun.state"
+	// QueryChanges returns the nodes that changed since a version the
+	// caller had (its argument; 0: every node that moved), as Changes.
+	QueryChanges = "noderun.changes"
 	// DefaultTaskQueue is the task queue when none is given.
 	DefaultTaskQueue = "noderun"
 	// errNodeFailed is the application error type of a node that failed by
@@ -80,6 +83,8 @@ type Carry struct {
 	// Signalled are nodes an operator asked to replay (SignalRetry) that
 	// the execution before did not start.
 	Signalled []string `json:"signalled,omitempty"`
+	// Version is the last QueryChanges version of the execution before.
+	Version int `json:"version,omitempty"`
 }
 
 // Settled is a node's state as carried to the next execution.
@@ -171,6 +176,15 @@ type RunResult struct {
 	// Runs are the run's workflow executions (run ids), first to last,
 	// this one included (continue-as-new; see ContinueAsNewEvents).
 	Runs []string `json:"runs,omitempty"`
+}
+
+// Changes is the answer to QueryChanges: the run's status and the nodes
+// whose state changed after the version asked about, as of Version.
+type Changes struct {
+	Version int           `json:"version"`
+	Status  string        `json:"status"`
+	Runs    []string      `json:"runs,omitempty"`
+	Nodes   []NodeOutcome `json:"nodes,omitempty"`
 }
 
 // DefaultHeartbeatTimeout is how long a node's worker may stay silent
@@ -308,7 +322,34 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 	}
 	res.Runs = append(res.Runs, workflow.GetInfo(ctx).WorkflowExecution.RunID)
 	cur := len(res.Runs)
+	// Each node's last change, for QueryChanges: a follower of a wide run
+	// asks several times a second, and the whole state of 10,000 nodes is
+	// megabytes that the workflow's worker would encode each time.
+	// Versions go on from one execution to the next, which starts with every
+	// node changed: a follower sees the carried state once.
+	version, changed := 1, make([]int, len(res.Nodes))
+	if in.Carry != nil {
+		version = in.Carry.Version + 1
+	}
+	for i := range changed {
+		changed[i] = version
+	}
+	touch := func(id string) {
+		version++
+		changed[at[id]] = version
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryState, func() (RunResult, error) { return res, nil }); err != nil {
+		return res, err
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryChanges, func(since int) (Changes, error) {
+		ch := Changes{Version: version, Status: res.Status, Runs: res.Runs}
+		for i, v := range changed {
+			if v > since {
+				ch.Nodes = append(ch.Nodes, res.Nodes[i])
+			}
+		}
+		return ch, nil
+	}); err != nil {
 		return res, err
 	}
 	// This execution's outputs, for its dependents' inputs; the result of a
@@ -321,12 +362,14 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		if out.Output != "" {
 			outputs[id] = out.Output
 		}
+		touch(id)
 		*node(id) = NodeOutcome{Node: id, State: out.State, Reason: out.Reason, ErrClass: out.ErrClass, Worker: out.Worker,
 			TemporalAttempt: out.TemporalAttempt, Bytes: len(out.Output), Run: cur}
 		// A held node (attention) keeps its dependents waiting for SignalRetry.
 		for _, s := range m.Settle(id, journal.NodeState(out.State)) {
 			o := node(s.ID)
 			o.State, o.Reason = string(journal.NodeSkipped), s.Reason()
+			touch(s.ID)
 		}
 	}
 	// The running activities, in the order they started. The loop waits for
@@ -365,6 +408,7 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		}
 		o := node(id)
 		o.State, o.Reason = string(journal.NodeRunning), ""
+		touch(id)
 		task.nodes++
 		task.bytes += inline + len(id) + 256
 		actx := workflow.WithActivityOptions(ctx, activityOptions(HeartbeatTimeout(in), id, replays[id]))
@@ -425,7 +469,7 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		}
 		if len(inflight) == 0 && !full {
 			if draining && unsettled(res.Nodes) {
-				return res, continueAsNew(ctx, in, res, replays, sig, signalled)
+				return res, continueAsNew(ctx, in, res, replays, sig, signalled, version)
 			}
 			if m.Held() == 0 {
 				break
@@ -488,12 +532,12 @@ func unsettled(nodes []NodeOutcome) bool {
 // the nodes' states and where their results are, the operator's replays,
 // and the retry signals not yet acted on (read from the channel now, as a
 // signal left in it would be lost with this execution).
-func continueAsNew(ctx workflow.Context, in RunInput, res RunResult, replays map[string]int, sig workflow.ReceiveChannel, signalled []string) error {
+func continueAsNew(ctx workflow.Context, in RunInput, res RunResult, replays map[string]int, sig workflow.ReceiveChannel, signalled []string, version int) error {
 	var id string
 	for sig.ReceiveAsync(&id) {
 		signalled = append(signalled, id)
 	}
-	c := &Carry{Runs: res.Runs, Replays: replays, Signalled: signalled, Nodes: make([]Settled, len(res.Nodes))}
+	c := &Carry{Runs: res.Runs, Replays: replays, Signalled: signalled, Version: version, Nodes: make([]Settled, len(res.Nodes))}
 	for i, o := range res.Nodes {
 		reason := o.Reason
 		if len(reason) > carriedReason {

@@ -126,3 +126,43 @@ func TestHeartbeatTimeout(t *testing.T) {
 		}
 	}
 }
+
+// QueryChanges answers with the nodes that changed after the version the
+// caller had: a follower of a wide run is not sent every node at each poll.
+func TestQueryChangesSinceAVersion(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	node := func(ctx context.Context, in ntemporal.NodeInput) (ntemporal.NodeOutcome, error) {
+		if in.Node == "b" && !in.Force {
+			return ntemporal.NodeOutcome{Node: in.Node, State: "attention", Reason: "unsafe"}, nil
+		}
+		return ntemporal.NodeOutcome{Node: in.Node, State: "completed", Output: in.Node}, nil
+	}
+	ntemporal.RegisterWorkflow(env)
+	env.RegisterActivityWithOptions(node, activity.RegisterOptions{Name: ntemporal.ActivityName})
+	changes := func(since int) ntemporal.Changes {
+		t.Helper()
+		v, err := env.QueryWorkflow(ntemporal.QueryChanges, since)
+		var ch ntemporal.Changes
+		if err != nil || v.Get(&ch) != nil {
+			t.Fatalf("query: %v", err)
+		}
+		return ch
+	}
+	env.RegisterDelayedCallback(func() {
+		// b is held: a, b and d settled; c waits for b, e ran after d.
+		all := changes(0)
+		if all.Status != "attention" || len(all.Nodes) != 5 {
+			t.Errorf("since 0: %+v, want every node and status attention", all)
+		}
+		if again := changes(all.Version); len(again.Nodes) != 0 || again.Version != all.Version {
+			t.Errorf("since the last version: %+v, want nothing new", again)
+		}
+		env.SignalWorkflow(ntemporal.SignalRetry, "b")
+	}, time.Hour)
+	prof, _ := profile.Set(profile.Builtins()).Get("ci")
+	env.ExecuteWorkflow(ntemporal.WorkflowName, ntemporal.RunInput{RunID: "r", GraphPath: "sched.yaml", GraphText: schedGraph, Profile: prof, Parallel: 2})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+}
