@@ -21,7 +21,12 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/noderun/noderun/internal/testkit"
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/provider/sim/simtest"
+	"github.com/noderun/noderun/runner"
 	ntemporal "github.com/noderun/noderun/runner/temporal"
 )
 
@@ -447,4 +452,91 @@ func BenchmarkTemporalWide(b *testing.B) {
 			b.ReportMetric(float64(bytes)/(1<<20), "max-history-MiB")
 		})
 	}
+}
+
+// A run that continues as new hands its nodes' states to the next
+// execution, and a node there gets its needs' outputs from the history of
+// the execution that ran them: inline up to InlineNeeds, the rest by
+// reference. The outputs equal a local run's (the reducer's prompt holds
+// every output it needs, so its answer differs if one is wrong).
+func TestContinueAsNewCarriesTheRun(t *testing.T) {
+	const parts = 12
+	srv := simtest.Start(t, sim.Config{Seed: 7, Tokens: 2000}) // ~12 KB a part: the reducer's needs are over InlineNeeds
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: carry\nprofile: ci\nproviders:\n  p: {kind: openai, base_url: %s, model: sim}\nnodes:\n", srv.BaseURL())
+	var all []string
+	for i := range parts {
+		fmt.Fprintf(&b, "  - {id: part%02d, provider: p, prompt: 'part %d'}\n", i, i)
+		all = append(all, fmt.Sprintf(`{{ output "part%02d" }}`, i))
+	}
+	fmt.Fprintf(&b, "  - {id: reduce, provider: p, needs: [%s], prompt: 'reduce %s'}\n", strings.Join(partIDs(parts), ", "), strings.Join(all, " "))
+	dir := t.TempDir()
+	g := loadGraph(t, dir, "carry.yaml", b.String())
+	ctx := context.Background()
+	lj := testkit.OpenJournal(t, filepath.Join(dir, "local.db"))
+	defer lj.Close()
+	lres, err := runner.Run(ctx, g, runner.Options{Journal: lj})
+	if err != nil || lres.Status != journal.RunCompleted {
+		t.Fatalf("local: %v %+v", err, lres)
+	}
+	wj := testkit.OpenJournal(t, filepath.Join(dir, "worker.db"))
+	defer wj.Close()
+	c := dialDev(t)
+	queue := fmt.Sprintf("carry-%d", time.Now().UnixNano())
+	w := ntemporal.NewWorker(c, queue, &ntemporal.Activities{Journal: wj, Identity: "carry"}, worker.Options{})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	prof, err := profile.Set(profile.Builtins()).Get("ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 20 events: an execution runs a few nodes (three events each, and the
+	// workflow tasks), then continues as new.
+	in := ntemporal.RunInput{RunID: fmt.Sprintf("carry-%d", time.Now().UnixNano()), GraphPath: g.Path,
+		GraphText: string(g.Source), Profile: prof, Parallel: 2, HistoryLimit: 20}
+	if _, err := ntemporal.Submit(ctx, c, queue, in); err != nil {
+		t.Fatal(err)
+	}
+	tres, err := ntemporal.Follow(ctx, c, in.RunID, 50*time.Millisecond, nil)
+	if err != nil || tres.Status != string(journal.RunCompleted) {
+		t.Fatalf("temporal: %v %+v", err, tres)
+	}
+	if len(tres.Runs) < 3 {
+		t.Fatalf("%d executions; want the run continued as new at least twice", len(tres.Runs))
+	}
+	reduce := tres.Nodes[parts]
+	if reduce.Run == 1 || reduce.Run != len(tres.Runs) {
+		t.Fatalf("the reducer ran in execution %d of %d; want the last, after the parts' executions", reduce.Run, len(tres.Runs))
+	}
+	for k, n := range lres.Nodes {
+		if tres.Nodes[k].Node != n.ID || tres.Nodes[k].Output != n.Output || n.Output == "" {
+			t.Fatalf("node %s: Temporal output differs from the local one (%d vs %d bytes)", n.ID, len(tres.Nodes[k].Output), len(n.Output))
+		}
+	}
+	// The parts an earlier execution ran reached the reducer by reference
+	// (an execution keeps only its own outputs), the others inline.
+	earlier := 0
+	for _, n := range tres.Nodes[:parts] {
+		if n.Run < reduce.Run {
+			earlier++
+		}
+	}
+	if earlier == 0 {
+		t.Fatal("every part ran in the reducer's execution: no need went by reference")
+	}
+	h, err := ntemporal.ReadHistory(ctx, c, in.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d executions, %d events in all; the reducer in execution %d, %d of its needs from earlier ones", len(h.Runs), h.Events, reduce.Run, earlier)
+}
+
+func partIDs(n int) []string {
+	var ids []string
+	for i := range n {
+		ids = append(ids, fmt.Sprintf("part%02d", i))
+	}
+	return ids
 }
