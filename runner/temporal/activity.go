@@ -32,6 +32,9 @@ type Activities struct {
 	// Workers do not share what they learn: each learns from its own
 	// answers, and a 429 one of them meets holds only its own nodes.
 	Pacers *quota.Registry
+	// Observer, when set, watches the nodes this worker runs (traces,
+	// metrics: runner.Observer).
+	Observer runner.Observer
 }
 
 // beatThrottle bounds how often healthy data becomes a heartbeat call; the
@@ -83,7 +86,8 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 	}()
 	res, err := runner.RunNode(ctx, g, in.Node, runner.NodeOptions{
 		Options: runner.Options{Journal: a.Journal, Profiles: profile.Set{in.Profile.Name: in.Profile}, Profile: in.Profile.Name,
-			Logger: a.logger(), Getenv: a.Getenv, RunID: in.RunID, Inputs: in.Inputs, Quota: runner.QuotaOptions{Pacers: a.Pacers}},
+			Logger: a.logger(), Getenv: a.Getenv, RunID: in.RunID, Inputs: in.Inputs, Quota: runner.QuotaOptions{Pacers: a.Pacers},
+			Observer: a.Observer},
 		Needs: in.Needs, Failed: in.Failed, From: from, Force: in.Force, Heartbeat: hb.beat,
 	})
 	stop()
