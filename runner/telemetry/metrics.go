@@ -89,6 +89,30 @@ func NewMetrics() *Metrics {
 	m.reg.MustRegister(m.runs, m.nodes, m.streams, m.settled, m.calls, m.attempts, m.steps, m.faults, m.tokens,
 		m.seconds, m.quota, m.cached, m.writes, m.wErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Every series whose labels are known now starts at 0: a dashboard
+	// shows "0 retries" rather than "no data", and an alert on a rate
+	// sees the first one.
+	for _, s := range []runner.ProgressState{runner.ProgressStreaming, runner.ProgressRecovering, runner.ProgressWaiting} {
+		m.nodes.WithLabelValues(s.String())
+	}
+	for _, s := range []runner.ProgressState{runner.ProgressDone, runner.ProgressFailed, runner.ProgressSkipped,
+		runner.ProgressInterrupted, runner.ProgressAttention} {
+		m.settled.WithLabelValues(s.String())
+	}
+	for _, c := range diagnostics.Codes() {
+		switch {
+		case c.IsFault():
+			m.faults.WithLabelValues(c.ID, c.Name)
+		case c.Role == diagnostics.RoleStep:
+			m.steps.WithLabelValues(c.ID, c.Name)
+		}
+		if c == diagnostics.QuotaWait || c == diagnostics.QuotaParked {
+			m.quota.WithLabelValues(c.ID, c.Name)
+		}
+	}
+	for _, k := range []string{"wall", "useful", "lost", "quota_wait"} {
+		m.seconds.WithLabelValues(k)
+	}
 	return m
 }
 
