@@ -12,14 +12,13 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner"
 	"github.com/noderun/noderun/runner/telemetry"
+	ntemporal "github.com/noderun/noderun/runner/temporal"
 )
 
 // metricsFlags are the flags of the commands that can serve metrics. linger
@@ -90,10 +89,9 @@ func (o *obs) interceptors() ([]interceptor.ClientInterceptor, error) {
 	if o.traces == nil {
 		return nil, nil
 	}
-	ti, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{Tracer: o.traces.Tracer(telemetry.ScopeName),
-		TextMapPropagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})})
+	ti, err := ntemporal.TracingInterceptor(o.traces)
 	if err != nil {
-		return nil, fmt.Errorf("temporal tracing: %w", err)
+		return nil, err
 	}
 	return []interceptor.ClientInterceptor{ti}, nil
 }
