@@ -21,7 +21,8 @@ import (
 
 // The trace of a run on Temporal is one trace: the client's run span, the
 // workflow's and activities' spans the interceptor makes, and under each
-// node activity the worker's node span and its attempt spans.
+// node activity the worker's node span and its attempt spans. The worker's
+// metrics count each node once, and no stream stays in flight.
 func TestTraceCarriedToWorkers(t *testing.T) {
 	dir := t.TempDir()
 	g := benchGraph(t, dir)
@@ -40,7 +41,8 @@ func TestTraceCarriedToWorkers(t *testing.T) {
 	defer c.Close()
 	wj := testkit.OpenJournal(t, filepath.Join(dir, "worker.db"))
 	defer wj.Close()
-	tel := telemetry.New(telemetry.Options{Traces: tp})
+	m := telemetry.NewMetrics()
+	tel := telemetry.New(telemetry.Options{Traces: tp, Metrics: m})
 	queue := fmt.Sprintf("trace-%d", time.Now().UnixNano())
 	w := ntemporal.NewWorker(c, queue, &ntemporal.Activities{Journal: wj, Identity: "trace", Observer: tel}, worker.Options{})
 	if err := w.Start(); err != nil {
@@ -97,5 +99,27 @@ func TestTraceCarriedToWorkers(t *testing.T) {
 			names[i] = s.Name
 		}
 		t.Errorf("%d node spans, %d attempt spans, %d activity spans for %d nodes: %v", nodes, attempts, activities, len(g.Nodes), names)
+	}
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		for _, mm := range f.GetMetric() {
+			v := mm.GetCounter().GetValue() + mm.GetGauge().GetValue()
+			for _, l := range mm.GetLabel() {
+				if l.GetName() == "state" {
+					got[f.GetName()+"/"+l.GetValue()] += v
+				}
+			}
+			got[f.GetName()] += v
+		}
+	}
+	for k, want := range map[string]float64{"noderun_node_calls_total": float64(len(g.Nodes)), "noderun_nodes_settled_total/done": float64(len(g.Nodes)),
+		"noderun_streams_in_flight": 0, "noderun_nodes/streaming": 0} {
+		if got[k] != want {
+			t.Errorf("worker metrics: %s = %v, want %v", k, got[k], want)
+		}
 	}
 }
