@@ -68,14 +68,16 @@ $(TEMPORAL):
 
 # Jaeger v2 all-in-one (the OTLP receiver of runner/telemetry's trace tests), pinned. Its go.mod has
 # replace directives, which `go install PKG@VERSION` refuses, so it is built as the tool of a
-# throwaway module (GOJAEGER_MEASURED min on 2 cores; only when missing).
+# throwaway module (342 s of CPU: 11.5 min on 2 cores shared with other builds, about 4 when alone; only
+# when missing).
 $(JAEGER):
 	mkdir -p $(TOOLS)/bin
 	d=$$(mktemp -d) && cd $$d && $(GO) mod init noderun-tools/jaeger >/dev/null 2>&1 && \
 		$(GO) get -tool github.com/jaegertracing/jaeger/cmd/jaeger@$(JAEGER_VERSION) && \
 		$(GO) build -o $(JAEGER) github.com/jaegertracing/jaeger/cmd/jaeger; rc=$$?; rm -rf $$d; exit $$rc
 
-# promtool (`promtool check metrics` on runner/telemetry's /metrics), pinned (about 5 minutes on 2 cores).
+# promtool (`promtool check metrics` on runner/telemetry's /metrics), pinned (383 s of CPU: about 5 minutes on
+# 2 cores; only when missing).
 $(PROMTOOL):
 	mkdir -p $(TOOLS)/bin
 	GOBIN=$(TOOLS)/bin $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)

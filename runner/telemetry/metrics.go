@@ -2,7 +2,6 @@ package telemetry
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -231,8 +230,8 @@ func (m *Metrics) count(nd *ledger.Node, kind string, seen *nodeSeen) {
 
 // Serve serves the metrics on addr (HOST:PORT; :0 picks a port) at
 // /metrics until ctx ends or stop is called; it returns the address it
-// listens on. Serving errors after the start are logged by the caller's
-// choice: they end the server, not the run.
+// listens on. Only the listen can fail the caller: a scrape that fails
+// later is the scraper's to see, and never stops a run.
 func (m *Metrics) Serve(ctx context.Context, addr string) (bound string, stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -244,9 +243,7 @@ func (m *Metrics) Serve(ctx context.Context, addr string) (bound string, stop fu
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			_ = err // the listener failed: nothing more to serve
-		}
+		_ = srv.Serve(ln) // http.ErrServerClosed once stopped
 	}()
 	stopCtx := context.AfterFunc(ctx, func() { _ = srv.Close() })
 	return ln.Addr().String(), func() {
