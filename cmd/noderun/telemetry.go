@@ -24,7 +24,7 @@ import (
 // metricsFlags are the flags of the commands that can serve metrics. linger
 // is for run and resume, which end: a worker serves until it stops.
 func metricsFlags(linger bool) []cli.Flag {
-	fs := []cli.Flag{&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus metrics on http://`ADDR`/metrics (HOST:PORT; :0 picks one)"}}
+	fs := []cli.Flag{&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus metrics on http://`ADDR`/metrics (:0 picks a port)"}}
 	if linger {
 		fs = append(fs, &cli.DurationFlag{Name: "metrics-linger", Usage: "keep /metrics up `D` after the run ends, for a last scrape"})
 	}
