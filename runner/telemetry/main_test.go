@@ -43,8 +43,78 @@ var (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	stopJaeger()
+	stopTemporal()
 	noderun.Remove()
 	os.Exit(code)
+}
+
+// temporalDev is a Temporal dev server (the pinned Temporal CLI, in memory),
+// for the test that follows a trace from run --temporal to the workers.
+var temporalDev struct {
+	once     sync.Once
+	err      error
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	hostPort string
+	log      *testkit.Buffer
+}
+
+// startTemporal starts the shared dev server on first use and returns its
+// frontend's address once it accepts connections.
+func startTemporal(t *testing.T) string {
+	t.Helper()
+	bin := tool(t, "temporal")
+	temporalDev.once.Do(func() { temporalDev.err = launchTemporal(bin) })
+	if temporalDev.err != nil {
+		t.Fatal(temporalDev.err)
+	}
+	return temporalDev.hostPort
+}
+
+func launchTemporal(bin string) error {
+	ports, err := freePorts(4)
+	if err != nil {
+		return err
+	}
+	temporalDev.hostPort = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	temporalDev.log = &testkit.Buffer{}
+	cmd := exec.Command(bin, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", fmt.Sprint(ports[0]),
+		"--ui-port", fmt.Sprint(ports[1]), "--http-port", fmt.Sprint(ports[2]), "--metrics-port", fmt.Sprint(ports[3]), "--log-level", "error")
+	cmd.Stdout, cmd.Stderr = temporalDev.log, temporalDev.log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("temporal: %w", err)
+	}
+	temporalDev.cmd, temporalDev.exited = cmd, make(chan struct{})
+	go func() { _ = cmd.Wait(); close(temporalDev.exited) }()
+	// The frontend takes connections a little before it serves: the first
+	// command's dial retries (the CLI waits 30 s for it).
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-temporalDev.exited:
+			return fmt.Errorf("temporal dev server exited at start:\n%s", temporalDev.log)
+		default:
+		}
+		if dialable(temporalDev.hostPort) {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("temporal dev server not ready in 90s:\n%s", temporalDev.log)
+}
+
+func stopTemporal() {
+	if temporalDev.cmd == nil {
+		return
+	}
+	_ = temporalDev.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-temporalDev.exited:
+	case <-time.After(10 * time.Second):
+		_ = temporalDev.cmd.Process.Kill()
+		<-temporalDev.exited
+	}
 }
 
 // tool is the path of a tool `make tools` builds into .tools/bin.
@@ -198,9 +268,11 @@ func stopJaeger() {
 
 // jaegerTrace is a trace as Jaeger's query API (/api/traces) returns it.
 type jaegerTrace struct {
-	TraceID string `json:"traceID"`
-	Spans   []struct {
+	TraceID   string                                  `json:"traceID"`
+	Processes map[string]struct{ ServiceName string } `json:"processes"`
+	Spans     []struct {
 		SpanID        string     `json:"spanID"`
+		ProcessID     string     `json:"processID"`
 		OperationName string     `json:"operationName"`
 		References    []struct{} `json:"references"`
 		Tags          []kv       `json:"tags"`

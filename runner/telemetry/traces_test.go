@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -171,4 +174,135 @@ func TestNoTracesWithoutEnvironment(t *testing.T) {
 	if strings.Contains(string(out), "traces") || strings.Contains(string(out), "metrics on") {
 		t.Errorf("a run without telemetry mentions it:\n%s", out)
 	}
+}
+
+// TestTemporalTraceFromRunToWorkers: `run --temporal` and a `worker`, each
+// a process of its own with the OTEL_* variables set, make one trace in
+// Jaeger: the client's run span, the interceptor's workflow and activity
+// spans, and the worker's node and attempt spans (as many as the worker's
+// journal has attempts), the worker's under the activities. The worker's
+// /metrics counts each node once.
+func TestTemporalTraceFromRunToWorkers(t *testing.T) {
+	startJaeger(t)
+	hostPort := startTemporal(t)
+	bin := noderun.Path(t)
+	dir := t.TempDir()
+	stamp := time.Now().UnixNano()
+	queue := fmt.Sprintf("traces-%d", stamp)
+	client, workerSvc := fmt.Sprintf("noderun-client-%d", stamp), fmt.Sprintf("noderun-worker-%d", stamp)
+	otel := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + jaeger.otlp.grpc, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc"}
+
+	wdb := filepath.Join(dir, "worker.db")
+	w := exec.Command(bin, "worker", "--temporal", hostPort, "--task-queue", queue, "--db", wdb, "--metrics", "127.0.0.1:0")
+	w.Env = append(append(os.Environ(), otel...), "OTEL_SERVICE_NAME="+workerSvc)
+	stderr, err := w.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- w.Wait() }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = w.Process.Signal(syscall.SIGINT) // a worker exports its last spans as it stops
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = w.Process.Kill()
+			<-exited
+		}
+	}
+	t.Cleanup(stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out := lines(stderr)
+	line, seen, err := waitLine(ctx, out, "metrics on http://")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, strings.Join(seen, "\n"))
+	}
+	metricsURL := strings.Fields(line[strings.Index(line, "http://"):])[0]
+	go func() {
+		for range out {
+		}
+	}()
+
+	run := exec.CommandContext(ctx, bin, "run", "--temporal", hostPort, "--task-queue", queue, demoGraph(t))
+	run.Env = append(append(os.Environ(), otel...), "OTEL_SERVICE_NAME="+client)
+	if b, err := run.CombinedOutput(); err != nil {
+		t.Fatalf("noderun run --temporal: %v\n%s", err, b)
+	}
+	body := scrape(t, metricsURL)
+	stop()
+
+	j, err := journal.OpenReadOnly(context.Background(), wdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	runs, err := j.Runs(context.Background(), 0)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("worker's runs: %v %v", runs, err)
+	}
+	atts, err := j.Attempts(context.Background(), runs[0].ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := j.Nodes(context.Background(), runs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	want := func(tr jaegerTrace) (runs, nodeSpans, attempts, activities int, services map[string]bool) {
+		services = map[string]bool{}
+		for _, s := range tr.Spans {
+			services[tr.Processes[s.ProcessID].ServiceName] = true
+			switch {
+			case strings.HasPrefix(s.OperationName, "run "):
+				runs++
+			case strings.HasPrefix(s.OperationName, "node "):
+				nodeSpans++
+			case strings.HasPrefix(s.OperationName, "chat "):
+				attempts++
+			case strings.HasPrefix(s.OperationName, "RunActivity"):
+				activities++
+			}
+		}
+		return
+	}
+	got := traces(t, client, func(ts []jaegerTrace) bool {
+		if len(ts) != 1 {
+			return false
+		}
+		_, n, a, _, _ := want(ts[0])
+		return n == len(nodes) && a == len(atts)
+	})
+	r, n, a, act, services := want(got[0])
+	if r != 1 || n != len(nodes) || a != len(atts) || act < len(nodes) || !services[client] || !services[workerSvc] {
+		t.Errorf("one trace with %d run span, %d node spans, %d attempt spans, %d activity spans, services %v; want 1, %d, %d (the worker's journal), >= %d, both",
+			r, n, a, act, services, len(nodes), len(atts), len(nodes))
+	}
+	if c := strings.Count(body, "\nnoderun_node_calls_total{"); c == 0 || !strings.Contains(body, fmt.Sprintf(`noderun_nodes_settled_total{state="done"} %d`, len(nodes))) {
+		t.Errorf("worker /metrics does not count %d nodes done:\n%s", len(nodes), body)
+	}
+}
+
+// scrape GETs a /metrics page.
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	return string(b)
 }
