@@ -131,14 +131,23 @@ func LoadNode(ctx context.Context, j *journal.Journal, runID, nodeID string) (*N
 	if err != nil {
 		return nil, err
 	}
+	g, err := graph.Parse(jr.GraphPath, jr.GraphText)
+	if err != nil {
+		g = nil
+	}
+	return LoadNodeOf(ctx, j, g, runID, nodeID)
+}
+
+// LoadNodeOf is LoadNode for a caller that holds the run's graph g (nil:
+// none), such as a runner reporting each node as it settles: it reads
+// neither the run nor its graph again, which for a wide graph would cost a
+// parse of the whole graph per node.
+func LoadNodeOf(ctx context.Context, j *journal.Journal, g *graph.Graph, runID, nodeID string) (*Node, error) {
 	n, err := j.Node(ctx, runID, nodeID)
 	if err != nil {
 		return nil, err
 	}
-	run := &Run{Run: jr}
-	if g, err := graph.Parse(jr.GraphPath, jr.GraphText); err == nil {
-		run.Graph = g
-	}
+	run := &Run{Run: journal.Run{ID: runID}, Graph: g}
 	if err := run.load(ctx, j, []journal.Node{n}, nodeID, false); err != nil {
 		return nil, err
 	}

@@ -129,7 +129,7 @@ func (t *Telemetry) Progress(runID string, p runner.Progress) {
 // is new of it: counters, and spans for its attempts with its diagnostics
 // as events.
 func (t *Telemetry) NodeSettled(ctx context.Context, j *journal.Journal, g *runner.Graph, runID, node string) {
-	nd, err := ledger.LoadNode(ctx, j, runID, node)
+	nd, err := ledger.LoadNodeOf(ctx, j, g, runID, node)
 	if err != nil {
 		t.log.Warn("telemetry: reading the node from the journal", "run", runID, "node", node, "error", err)
 		return
