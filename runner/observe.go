@@ -13,7 +13,7 @@ import (
 // runner gathers nothing for it and its hot path is the one without.
 //
 // The figures an observer reports are best read from the journal when a
-// node settles (ledger.LoadNode, ledger.AccountNode): the same account
+// node settles (ledger.LoadNodeOf, ledger.AccountNode): the same account
 // `noderun diagnose` prints, so a dashboard and diagnose cannot disagree,
 // and a retried request stays one node call with its attempts.
 type Observer interface {

@@ -7,7 +7,7 @@
 // A Telemetry is a runner.Observer: set it as runner.Options.Observer. It
 // holds no global state: the tracer provider and the metrics registry are
 // the caller's (TracesFromEnv, NewMetrics). Everything it reports about a
-// node is read from the journal when the node settles (ledger.LoadNode,
+// node is read from the journal when the node settles (ledger.LoadNodeOf,
 // ledger.AccountNode), the account `noderun diagnose` prints: the figures
 // agree with diagnose, a retried request is one node call with its
 // attempts labelled, and no chunk costs anything more.
