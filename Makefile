@@ -6,11 +6,15 @@ CODEX_VERSION  := 0.169.0
 CLAUDE_VERSION := 2.1.328
 GEMINI_VERSION := 0.61.0
 TEMPORAL_VERSION := v1.5.1
+JAEGER_VERSION   := v1.76.0
+PROMTOOL_VERSION := v0.316.0
 TOOLS   := $(CURDIR)/.tools
 CODEX   := $(TOOLS)/node_modules/.bin/codex
 CLAUDE  := $(TOOLS)/node_modules/.bin/claude
 GEMINI  := $(TOOLS)/node_modules/.bin/gemini
 TEMPORAL := $(TOOLS)/bin/temporal
+JAEGER   := $(TOOLS)/bin/jaeger
+PROMTOOL := $(TOOLS)/bin/promtool
 export NODERUN_CODEX ?= $(CODEX)
 export NODERUN_CLAUDE ?= $(CLAUDE)
 export NODERUN_GEMINI ?= $(GEMINI)
@@ -32,11 +36,12 @@ demo: build
 	@echo
 	@$(BIN) diagnose last --db $(DEMO_DB) --table
 
-# Tests run the real Codex CLI, Claude Code, Gemini CLI, a Temporal dev server, nginx and xmllint (JUnit schema checks); `tools` installs what is missing.
+# Tests run the real Codex CLI, Claude Code, Gemini CLI, a Temporal dev server, Jaeger (OTLP traces),
+# promtool (metrics), nginx and xmllint (JUnit schema checks); `tools` installs what is missing.
 test: tools
 	$(GO) test -race -count=1 ./...
 
-tools: $(CODEX) $(CLAUDE) $(GEMINI) $(TEMPORAL)
+tools: $(CODEX) $(CLAUDE) $(GEMINI) $(TEMPORAL) $(JAEGER) $(PROMTOOL)
 	@command -v nginx >/dev/null 2>&1 || ls /usr/sbin/nginx >/dev/null 2>&1 || \
 		{ echo "installing nginx-light (gateway tests)"; (apt-get update -qq && apt-get install -y -qq nginx-light) >/dev/null; }
 	@command -v xmllint >/dev/null 2>&1 || \
@@ -60,6 +65,22 @@ $(CODEX) $(CLAUDE) $(GEMINI) &:
 $(TEMPORAL):
 	mkdir -p $(TOOLS)/bin
 	GOBIN=$(TOOLS)/bin $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION)
+
+# Jaeger v2 all-in-one (the OTLP receiver of runner/telemetry's trace tests), pinned. Its go.mod has
+# replace directives, which `go install PKG@VERSION` refuses, so it is built as the tool of a
+# throwaway module (342 s of CPU: 11.5 min on 2 cores shared with other builds, about 4 when alone; only
+# when missing).
+$(JAEGER):
+	mkdir -p $(TOOLS)/bin
+	d=$$(mktemp -d) && cd $$d && $(GO) mod init noderun-tools/jaeger >/dev/null 2>&1 && \
+		$(GO) get -tool github.com/jaegertracing/jaeger/cmd/jaeger@$(JAEGER_VERSION) && \
+		$(GO) build -o $(JAEGER) github.com/jaegertracing/jaeger/cmd/jaeger; rc=$$?; rm -rf $$d; exit $$rc
+
+# promtool (`promtool check metrics` on runner/telemetry's /metrics), pinned (383 s of CPU: about 5 minutes on
+# 2 cores; only when missing).
+$(PROMTOOL):
+	mkdir -p $(TOOLS)/bin
+	GOBIN=$(TOOLS)/bin $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
 
 # Performance targets live here, not in timed tests. Each benchmark measures both sides of its
 # ratio in the same run, in pairs of alternating order, and reports medians (docs/performance.md):

@@ -126,6 +126,10 @@ type Journal struct {
 	// BenchmarkIngestVsRaw).
 	pageSize int
 
+	// observe, when set, is told how long each group commit took
+	// (WithWriteObserver).
+	observe func(d time.Duration, ops int, err error)
+
 	closeOnce sync.Once
 	closeErr  error
 	readOnly  bool   // OpenReadOnly: only rdb is open
@@ -154,6 +158,15 @@ func WithQueueSize(n int) Option { return func(j *Journal) { j.queueSize = n } }
 // WithStaleAfter sets how old a run lock's heartbeat must be before another
 // owner may take the lock over. Owners heartbeat every quarter of it.
 func WithStaleAfter(d time.Duration) Option { return func(j *Journal) { j.staleAfter = d } }
+
+// WithWriteObserver has f told, after each group commit, how long the
+// transaction took, how many operations it held and its error (nil when it
+// committed): the journal's write latency, for metrics. f runs on the
+// writer's goroutine between batches, so it must return at once. Without
+// it the writer reads no clock for it.
+func WithWriteObserver(f func(d time.Duration, ops int, err error)) Option {
+	return func(j *Journal) { j.observe = f }
+}
 
 // Open opens the journal at path, creating it (mode 0600) and migrating its
 // schema as needed, and starts the writer. Close it when done.

@@ -400,6 +400,10 @@ const busyRetries = 5
 // commit writes the batch in one transaction and reports to its waiters.
 func (w *writer) commit() {
 	j := w.j
+	var began time.Time
+	if j.observe != nil {
+		began = time.Now()
+	}
 	err := j.failure()
 	if err == nil {
 		for try := 0; ; try++ {
@@ -422,6 +426,9 @@ func (w *writer) commit() {
 	}
 	if err == nil {
 		j.committed()
+	}
+	if j.observe != nil {
+		j.observe(time.Since(began), len(w.batch), err)
 	}
 	w.prepareLearnt()
 	for i := range w.batch {

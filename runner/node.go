@@ -120,6 +120,9 @@ func RunNode(ctx context.Context, g *Graph, nodeID string, opts NodeOptions) (*N
 		r.cache.refresh[n.ID] = true
 	}
 	res := r.runNode(ctx, n)
+	// Its end is reported as a local run's is (Options.OnProgress, an
+	// Observer's gauges): a final state, once.
+	r.record(res)
 	if caps := r.provs[n.Provider].p.Capabilities(); res.State == journal.NodeFailed && opts.From != nil &&
 		e.action == resume.ActResume && caps.Resume && !caps.Check {
 		// A harness thread moved from a lost worker lives in that worker's

@@ -108,6 +108,9 @@ type Options struct {
 	// Quota says how the run paces its requests to its providers' rate
 	// limits (QuotaOptions).
 	Quota QuotaOptions
+	// Observer, when set, watches the run for telemetry (Observer;
+	// runner/telemetry builds one). Nil costs nothing.
+	Observer Observer
 }
 
 // QuotaOptions configure pacing. A run paces the requests of every
@@ -205,6 +208,7 @@ type runState struct {
 	parallel   int
 	halt       context.CancelCauseFunc // stops the run (a journal that cannot record)
 	beat       func(NodeCursor, bool)  // a supervisor's heartbeat (RunNode); nil for local runs
+	obs        Observer                // Options.Observer; nil: nothing is gathered for it
 
 	mu      sync.Mutex
 	outputs map[string]string
@@ -287,12 +291,23 @@ func Run(ctx context.Context, g *Graph, opts Options) (*Result, error) {
 // run schedules the nodes and records how the run ended. A node that finds
 // the journal unable to record halts the run: nothing more is started, the
 // running nodes stop as if interrupted, and the journal's error is returned.
-func (r *runState) run(ctx context.Context) (*Result, error) {
+func (r *runState) run(ctx context.Context) (res *Result, err error) {
+	if r.obs != nil {
+		var ended func(journal.RunStatus)
+		ctx, ended = r.obs.RunStarted(ctx, r.id, r.g)
+		defer func() {
+			if res != nil {
+				ended(res.Status)
+			} else {
+				ended(journal.RunInterrupted)
+			}
+		}()
+	}
 	ctx, halt := context.WithCancelCause(ctx)
 	defer halt(nil)
 	r.halt = halt
 	r.schedule(ctx)
-	res, err := r.finish(ctx)
+	res, err = r.finish(ctx)
 	if cause := context.Cause(ctx); errors.Is(cause, diagnostics.ErrJournal) {
 		return res, cause
 	}
@@ -342,7 +357,7 @@ func newRunState(ctx context.Context, g *Graph, opts *Options) (*runState, func(
 		return nil, nil, err
 	}
 	r := &runState{id: opts.RunID, g: g, j: opts.Journal, log: opts.Logger.With("run", opts.RunID), red: red, prof: prof,
-		provs: provs, onProg: newProgressSink(opts.OnProgress), parallel: opts.Parallel, owner: journal.NewOwner(),
+		provs: provs, onProg: newProgressSink(progressFunc(opts.RunID, opts.OnProgress, opts.Observer)), obs: opts.Observer, parallel: opts.Parallel, owner: journal.NewOwner(),
 		outputs: map[string]string{}, results: map[string]*NodeResult{}, breakers: map[string]*breaker{},
 		entries: map[string]*entry{}, journalArg: opts.JournalArg, cache: cache}
 	if !opts.Quota.Off {
@@ -438,6 +453,9 @@ func (r *runState) records(ctx context.Context, res *Result) {
 
 // runNode executes one node whose needs have all completed.
 func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
+	if r.obs != nil {
+		defer r.settled(ctx, n.ID)
+	}
 	res := &NodeResult{ID: n.ID}
 	bp := r.provs[n.Provider]
 	system, prompt, err := r.render(n)

@@ -203,7 +203,7 @@ func statusCommand() *cli.Command {
 				bytes[n.ID], states[n.ID] = len(n.Output), string(n.State)
 				switch {
 				case n.State == journal.NodeCanceled:
-					if nd, err := ledger.LoadNode(c.Context, j, r.ID, n.ID, nil); err == nil {
+					if nd, err := ledger.LoadNode(c.Context, j, r.ID, n.ID); err == nil {
 						bytes[n.ID], states[n.ID] = len(nd.Partial), nodeStateText(n.State, nd.Detached())
 					}
 				case n.State != journal.NodeCompleted && n.Attempts > 0:

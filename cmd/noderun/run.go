@@ -39,7 +39,7 @@ func runCommand() *cli.Command {
 		Flags: append(append(append(execFlags("the recovery `PROFILE` (overrides the graph's; see: noderun profiles)"), temporalFlags()...),
 			&cli.GenericFlag{Name: "input", Value: &inputFlag{}, Usage: "a graph input, `KEY=VALUE`; KEY=@FILE reads a file (repeatable)"},
 			&cli.DurationFlag{Name: "heartbeat-timeout", Usage: "--temporal: a silent worker is lost after `D` (10s)"}),
-			cacheFlags()...),
+			append(cacheFlags(), metricsFlags(true)...)...),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, 1, "give exactly one graph file"); err != nil {
 				return err
@@ -61,6 +61,9 @@ func runCommand() *cli.Command {
 				return usageErr(err)
 			}
 			if c.String("temporal") != "" { // the environment that matters is the workers'
+				if c.String("metrics") != "" {
+					return usageErr(errors.New("--metrics is for local runs: on Temporal the workers run the nodes and serve their metrics (noderun worker --metrics)"))
+				}
 				if c.Bool("no-cache") || len(c.StringSlice("refresh")) > 0 || len(c.StringSlice("cache-from")) > 0 {
 					return usageErr(errors.New("--no-cache, --refresh and --cache-from are for local runs: on Temporal each worker consults its own journal (docs/temporal.md)"))
 				}
@@ -77,12 +80,17 @@ func runCommand() *cli.Command {
 				return err
 			}
 			defer closeCache()
-			j, err := journal.Open(c.Context, c.String("db"), journal.WithLogger(opts.Logger))
+			o, err := startTelemetry(c, opts.Logger)
+			if err != nil {
+				return err
+			}
+			defer o.lingerThenClose(c)
+			j, err := journal.Open(c.Context, c.String("db"), append([]journal.Option{journal.WithLogger(opts.Logger)}, o.journalOptions()...)...)
 			if err != nil {
 				return journalErr(err)
 			}
 			defer j.Close()
-			opts.Journal = j
+			opts.Journal, opts.Observer = j, o.observer()
 			res, err := runner.Run(c.Context, g, opts)
 			stopView()
 			return report(c, opts, res, err)
@@ -99,8 +107,9 @@ func resumeCommand() *cli.Command {
 			"their thread or retry, as their journal allows. Everything given is checked before anything runs.\n\n" +
 			"Examples:\n  noderun resume last                  # continue the newest run\n" +
 			"  noderun resume last --retry deploy   # ... and send deploy's request again",
-		Flags: append(execFlags("the recovery `PROFILE` (default: the run's)"),
+		Flags: append(append(execFlags("the recovery `PROFILE` (default: the run's)"),
 			append(temporalFlags(), &cli.StringSliceFlag{Name: "retry", Usage: "send `NODE`'s request again, side effects or not (repeatable)"})...),
+			metricsFlags(true)...),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, 1, "give exactly one run id (or last)"); err != nil {
 				return err
@@ -110,14 +119,23 @@ func resumeCommand() *cli.Command {
 				return err
 			}
 			if c.String("temporal") != "" {
+				if c.String("metrics") != "" {
+					return usageErr(errors.New("--metrics is for local runs: on Temporal the workers run the nodes and serve their metrics (noderun worker --metrics)"))
+				}
 				return resumeTemporal(c, opts)
 			}
 			defer stopView()
-			j, err := openExisting(c, journal.WithLogger(opts.Logger))
+			o, err := startTelemetry(c, opts.Logger)
+			if err != nil {
+				return err
+			}
+			defer o.lingerThenClose(c)
+			j, err := openExisting(c, append([]journal.Option{journal.WithLogger(opts.Logger)}, o.journalOptions()...)...)
 			if err != nil {
 				return err
 			}
 			defer j.Close()
+			opts.Observer = o.observer()
 			r, err := findRun(c.Context, j, c.Args().First())
 			if err != nil {
 				return err

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner"
@@ -31,14 +32,14 @@ func temporalFlags() []cli.Flag {
 	}
 }
 
-func dialTemporal(c *cli.Context, identity string) (client.Client, error) {
+func dialTemporal(c *cli.Context, identity string, interceptors ...interceptor.ClientInterceptor) (client.Client, error) {
 	log, err := newLogger(c)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	defer cancel()
-	tc, err := ntemporal.Dial(ctx, c.String("temporal"), c.String("namespace"), identity, log)
+	tc, err := ntemporal.Dial(ctx, c.String("temporal"), c.String("namespace"), identity, log, interceptors...)
 	if err != nil {
 		return nil, &exitError{exitFailed, err}
 	}
@@ -57,6 +58,7 @@ func workerCommand() *cli.Command {
 			&cli.StringFlag{Name: "db", Value: "noderun-worker.db", Usage: "this worker's journal, an SQLite `FILE`", EnvVars: []string{"NODERUN_WORKER_DB"}, TakesFile: true},
 			&cli.StringFlag{Name: "identity", Usage: "this worker's `NAME` in Temporal (default: pid@host)"},
 			&cli.IntFlag{Name: "parallel", Value: 16, Usage: "nodes this worker runs at once"},
+			metricsFlags(false)[0],
 		),
 		Action: func(c *cli.Context) error {
 			if c.String("temporal") == "" {
@@ -74,17 +76,27 @@ func workerCommand() *cli.Command {
 				host, _ := os.Hostname()
 				identity = fmt.Sprintf("%d@%s", os.Getpid(), host)
 			}
-			j, err := journal.Open(c.Context, c.String("db"), journal.WithLogger(log))
+			o, err := startTelemetry(c, log)
+			if err != nil {
+				return err
+			}
+			defer o.close()
+			j, err := journal.Open(c.Context, c.String("db"), append([]journal.Option{journal.WithLogger(log)}, o.journalOptions()...)...)
 			if err != nil {
 				return &exitError{exitFailed, err}
 			}
 			defer j.Close()
-			tc, err := dialTemporal(c, identity)
+			icp, err := o.interceptors()
+			if err != nil {
+				return &exitError{exitFailed, err}
+			}
+			tc, err := dialTemporal(c, identity, icp...)
 			if err != nil {
 				return err
 			}
 			defer tc.Close()
-			w := ntemporal.NewWorker(tc, c.String("task-queue"), &ntemporal.Activities{Journal: j, Logger: log, Identity: identity, Pacers: quota.NewRegistry()},
+			w := ntemporal.NewWorker(tc, c.String("task-queue"), &ntemporal.Activities{Journal: j, Logger: log, Identity: identity, Pacers: quota.NewRegistry(),
+				Observer: o.observer()},
 				ntemporal.WorkerOptions(c.Int("parallel")))
 			if err := w.Start(); err != nil {
 				return &exitError{exitFailed, fmt.Errorf("worker: %w", err)}
@@ -107,18 +119,37 @@ func runTemporal(c *cli.Context, g *runner.Graph, opts runner.Options) error {
 	if err != nil {
 		return usageErr(err)
 	}
-	tc, err := dialTemporal(c, "")
+	o, err := startTelemetry(c, opts.Logger)
+	if err != nil {
+		return err
+	}
+	defer o.close()
+	icp, err := o.interceptors()
+	if err != nil {
+		return &exitError{exitFailed, err}
+	}
+	tc, err := dialTemporal(c, "", icp...)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
 	in := ntemporal.RunInput{RunID: uuid.NewString(), GraphPath: g.Path, GraphText: string(g.Source), Profile: p, Parallel: opts.Parallel,
 		Inputs: opts.Inputs, HeartbeatTimeout: c.Duration("heartbeat-timeout")}
-	if _, err := ntemporal.Submit(c.Context, tc, c.String("task-queue"), in); err != nil {
+	// The run's span is the trace's root; the interceptor carries it to
+	// the workflow and from there to each node's activity.
+	ctx, end := o.tel.StartRun(c.Context, in.RunID, g.Name)
+	if _, err := ntemporal.Submit(ctx, tc, c.String("task-queue"), in); err != nil {
+		end(journal.RunFailed)
 		return &exitError{exitFailed, fmt.Errorf("submit to Temporal: %w", err)}
 	}
 	fmt.Fprintf(c.App.ErrWriter, "noderun: run %s submitted to Temporal %s (task queue %q)\n", in.RunID, c.String("temporal"), c.String("task-queue"))
-	return followTemporal(c, tc, in.RunID, opts)
+	err = followTemporal(c, tc, in.RunID, opts)
+	st := journal.RunCompleted
+	if err != nil {
+		st = journal.RunFailed
+	}
+	end(st)
+	return err
 }
 
 // followTemporal prints a Temporal run's progress and result with the exit

@@ -125,26 +125,29 @@ func Load(ctx context.Context, j *journal.Journal, runID string, opts LoadOption
 // LoadNode reads one node of run runID: its attempts, usage and records,
 // without the rest of the run (a Temporal worker reports on the node it
 // ran). The node's active time is its own, not clipped to the run's
-// sessions, which LoadNode does not read. g is the run's graph, when the
-// caller has it; nil: parsed from the journal.
-func LoadNode(ctx context.Context, j *journal.Journal, runID, nodeID string, g *graph.Graph) (*Node, error) {
-	// Of the run, one node needs its id and graph: with the graph given, the
-	// run's row (and its graph's text, which may be megabytes) is not read.
-	run := &Run{Run: journal.Run{ID: runID}, Graph: g}
-	if g == nil {
-		jr, err := j.Run(ctx, runID)
-		if err != nil {
-			return nil, err
-		}
-		run.Run = jr
-		if g, err := graph.Parse(jr.GraphPath, jr.GraphText); err == nil {
-			run.Graph = g
-		}
+// sessions, which LoadNode does not read.
+func LoadNode(ctx context.Context, j *journal.Journal, runID, nodeID string) (*Node, error) {
+	jr, err := j.Run(ctx, runID)
+	if err != nil {
+		return nil, err
 	}
+	g, err := graph.Parse(jr.GraphPath, jr.GraphText)
+	if err != nil {
+		g = nil
+	}
+	return LoadNodeOf(ctx, j, g, runID, nodeID)
+}
+
+// LoadNodeOf is LoadNode for a caller that holds the run's graph g (nil:
+// none), such as a runner reporting each node as it settles: it reads
+// neither the run nor its graph again, which for a wide graph would cost a
+// parse of the whole graph per node.
+func LoadNodeOf(ctx context.Context, j *journal.Journal, g *graph.Graph, runID, nodeID string) (*Node, error) {
 	n, err := j.Node(ctx, runID, nodeID)
 	if err != nil {
 		return nil, err
 	}
+	run := &Run{Run: journal.Run{ID: runID}, Graph: g}
 	if err := run.load(ctx, j, []journal.Node{n}, nodeID, false); err != nil {
 		return nil, err
 	}

@@ -33,6 +33,9 @@ type Activities struct {
 	// Workers do not share what they learn: each learns from its own
 	// answers, and a 429 one of them meets holds only its own nodes.
 	Pacers *quota.Registry
+	// Observer, when set, watches the nodes this worker runs (traces,
+	// metrics: runner.Observer).
+	Observer runner.Observer
 
 	specs specCache // the runs' graphs and profiles
 }
@@ -96,7 +99,8 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 	}()
 	res, err := runner.RunNode(ctx, g, in.Node, runner.NodeOptions{
 		Options: runner.Options{Journal: a.Journal, Profiles: profile.Set{sp.profile.Name: sp.profile}, Profile: sp.profile.Name,
-			Logger: a.logger(), Getenv: a.Getenv, RunID: in.RunID, Inputs: sp.inputs, Quota: runner.QuotaOptions{Pacers: a.Pacers}},
+			Logger: a.logger(), Getenv: a.Getenv, RunID: in.RunID, Inputs: sp.inputs, Quota: runner.QuotaOptions{Pacers: a.Pacers},
+			Observer: a.Observer},
 		Needs: needs, Failed: in.Failed, From: from, Force: in.Force, Heartbeat: hb.beat,
 	})
 	stop()
@@ -199,7 +203,7 @@ func (a *Activities) logger() *slog.Logger {
 // after the ones the worker had before it, and node-level ones), and the
 // node's verdict and token figures as this worker saw it.
 func (a *Activities) account(ctx context.Context, g *runner.Graph, runID, node string, before int) ([]Diag, string, *ledger.Tokens) {
-	nd, err := ledger.LoadNode(ctx, a.Journal, runID, node, g)
+	nd, err := ledger.LoadNodeOf(ctx, a.Journal, g, runID, node)
 	if err != nil {
 		return nil, "", nil
 	}

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -25,12 +26,16 @@ import (
 
 // Dial connects to a Temporal frontend. Temporal's own logs go to log at
 // warning level and above (nil: discarded).
-func Dial(ctx context.Context, hostPort, namespace, identity string, log *slog.Logger) (client.Client, error) {
+//
+// interceptors are added to the client and to the workers made from it:
+// the OpenTelemetry one carries a run's trace context from the client
+// through the workflow to each node's activity (docs/observability.md).
+func Dial(ctx context.Context, hostPort, namespace, identity string, log *slog.Logger, interceptors ...interceptor.ClientInterceptor) (client.Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c, err := client.DialContext(ctx, client.Options{HostPort: hostPort, Namespace: namespace, Identity: identity,
-		Logger: tlog.NewStructuredLogger(slog.New(warnOnly{log.Handler()}))})
+		Logger: tlog.NewStructuredLogger(slog.New(warnOnly{log.Handler()})), Interceptors: interceptors})
 	if err != nil {
 		return nil, fmt.Errorf("temporal %s: %w", hostPort, err)
 	}
