@@ -9,11 +9,9 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
-	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
 	"github.com/noderun/noderun/runner"
@@ -50,19 +48,9 @@ func BenchmarkTemporalVsLocal(b *testing.B) {
 	ctx := context.Background()
 	lj := testkit.OpenJournal(b, filepath.Join(dir, "local.db"))
 	defer lj.Close()
-	wj := testkit.OpenJournal(b, filepath.Join(dir, "worker.db"))
-	defer wj.Close()
 	c := dialDev(b)
 	queue := fmt.Sprintf("bench-%d", time.Now().UnixNano())
-	w := ntemporal.NewWorker(c, queue, &ntemporal.Activities{Journal: wj, Identity: "bench"}, worker.Options{})
-	if err := w.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
-	prof, err := profile.Set(profile.Builtins()).Get("ci")
-	if err != nil {
-		b.Fatal(err)
-	}
+	startWorker(b, c, queue, filepath.Join(dir, "worker.db"), &ntemporal.Activities{Identity: "bench"})
 	nodes := float64(len(g.Nodes))
 	var local, remote time.Duration
 	b.ResetTimer()
@@ -73,8 +61,8 @@ func BenchmarkTemporalVsLocal(b *testing.B) {
 			b.Fatalf("local: %v %v", err, lres)
 		}
 		t1 := time.Now()
-		in := ntemporal.RunInput{RunID: fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), i), GraphPath: g.Path,
-			GraphText: string(g.Source), Profile: prof, Parallel: 4}
+		in := ciInput(b, "bench", g)
+		in.Parallel = 4
 		run, err := ntemporal.Submit(ctx, c, queue, in)
 		if err != nil {
 			b.Fatal(err)
@@ -115,21 +103,11 @@ func TestSameOutputsLocallyAndOnTemporal(t *testing.T) {
 	if err != nil || lres.Status != journal.RunCompleted {
 		t.Fatalf("local: %v %v", err, lres)
 	}
-	wj := testkit.OpenJournal(t, filepath.Join(dir, "worker.db"))
-	defer wj.Close()
 	c := dialDev(t)
 	queue := fmt.Sprintf("same-%d", time.Now().UnixNano())
-	w := ntemporal.NewWorker(c, queue, &ntemporal.Activities{Journal: wj, Identity: "same"}, worker.Options{})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	prof, err := profile.Set(profile.Builtins()).Get("ci")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := ntemporal.RunInput{RunID: fmt.Sprintf("same-%d", time.Now().UnixNano()), GraphPath: g.Path,
-		GraphText: string(g.Source), Profile: prof}
+	acts := &ntemporal.Activities{Identity: "same"}
+	startWorker(t, c, queue, filepath.Join(dir, "worker.db"), acts)
+	in := ciInput(t, "same", g)
 	if _, err := ntemporal.Submit(ctx, c, queue, in); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +138,7 @@ func TestSameOutputsLocallyAndOnTemporal(t *testing.T) {
 		}
 	}
 	// The worker journaled the run's nodes for inspection.
-	nodes, err := wj.Nodes(ctx, in.RunID)
+	nodes, err := acts.Journal.Nodes(ctx, in.RunID)
 	if err != nil || len(nodes) != len(g.Nodes) {
 		t.Fatalf("worker journal: %d nodes, %v", len(nodes), err)
 	}

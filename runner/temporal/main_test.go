@@ -15,8 +15,11 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/noderun/noderun/internal/testkit"
+	"github.com/noderun/noderun/profile"
+	"github.com/noderun/noderun/runner"
 	ntemporal "github.com/noderun/noderun/runner/temporal"
 )
 
@@ -161,3 +164,28 @@ func dialDev(t testing.TB) client.Client {
 
 // noderun is the CLI: workers are real processes to kill -9.
 var noderun testkit.CLI
+
+// startWorker runs acts in this process on queue, with a journal of its
+// own at dbPath, until the test ends (the worker stops before its journal
+// closes).
+func startWorker(tb testing.TB, c client.Client, queue, dbPath string, acts *ntemporal.Activities) {
+	tb.Helper()
+	acts.Journal = testkit.OpenJournal(tb, dbPath)
+	w := ntemporal.NewWorker(c, queue, acts, worker.Options{})
+	if err := w.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(w.Stop)
+}
+
+// ciInput is g's run input on the ci profile, under a new run id that
+// starts with prefix.
+func ciInput(tb testing.TB, prefix string, g *runner.Graph) ntemporal.RunInput {
+	tb.Helper()
+	prof, err := profile.Set(profile.Builtins()).Get("ci")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ntemporal.RunInput{RunID: fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()), GraphPath: g.Path,
+		GraphText: string(g.Source), Profile: prof}
+}

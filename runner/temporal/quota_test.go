@@ -9,11 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/worker"
-
-	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
-	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
 	"github.com/noderun/noderun/runner/quota"
@@ -42,21 +38,11 @@ func TestTwoWorkersPaceOneAccount(t *testing.T) {
 	c := dialDev(t)
 	queue := fmt.Sprintf("quota-%d", time.Now().UnixNano())
 	for _, id := range []string{"w1", "w2"} {
-		wj := testkit.OpenJournal(t, filepath.Join(dir, id+".db"))
-		defer wj.Close()
-		w := ntemporal.NewWorker(c, queue, &ntemporal.Activities{Journal: wj, Identity: id, Pacers: quota.NewRegistry()}, worker.Options{})
-		if err := w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer w.Stop()
-	}
-	prof, err := profile.Set(profile.Builtins()).Get("ci")
-	if err != nil {
-		t.Fatal(err)
+		startWorker(t, c, queue, filepath.Join(dir, id+".db"), &ntemporal.Activities{Identity: id, Pacers: quota.NewRegistry()})
 	}
 	ctx := context.Background()
-	in := ntemporal.RunInput{RunID: fmt.Sprintf("quota-%d", time.Now().UnixNano()), GraphPath: g.Path,
-		GraphText: string(g.Source), Profile: prof, Parallel: nodes}
+	in := ciInput(t, "quota", g)
+	in.Parallel = nodes
 	start := time.Now()
 	var early atomic.Int64
 	early.Store(-1)

@@ -10,11 +10,8 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.temporal.io/sdk/worker"
 
-	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
-	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/runner/telemetry"
 	ntemporal "github.com/noderun/noderun/runner/temporal"
 )
@@ -39,21 +36,12 @@ func TestTraceCarriedToWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	wj := testkit.OpenJournal(t, filepath.Join(dir, "worker.db"))
-	defer wj.Close()
 	m := telemetry.NewMetrics()
 	tel := telemetry.New(telemetry.Options{Traces: tp, Metrics: m})
 	queue := fmt.Sprintf("trace-%d", time.Now().UnixNano())
-	w := ntemporal.NewWorker(c, queue, &ntemporal.Activities{Journal: wj, Identity: "trace", Observer: tel}, worker.Options{})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	prof, err := profile.Set(profile.Builtins()).Get("ci")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := ntemporal.RunInput{RunID: fmt.Sprintf("trace-%d", time.Now().UnixNano()), GraphPath: g.Path, GraphText: string(g.Source), Profile: prof}
+	acts := &ntemporal.Activities{Identity: "trace", Observer: tel}
+	startWorker(t, c, queue, filepath.Join(dir, "worker.db"), acts)
+	in := ciInput(t, "trace", g)
 	rctx, end := tel.StartRun(ctx, in.RunID, g.Name)
 	if _, err := ntemporal.Submit(rctx, c, queue, in); err != nil {
 		t.Fatal(err)

@@ -23,7 +23,6 @@ import (
 
 	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
-	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
 	"github.com/noderun/noderun/runner"
@@ -479,23 +478,13 @@ func TestContinueAsNewCarriesTheRun(t *testing.T) {
 	if err != nil || lres.Status != journal.RunCompleted {
 		t.Fatalf("local: %v %+v", err, lres)
 	}
-	wj := testkit.OpenJournal(t, filepath.Join(dir, "worker.db"))
-	defer wj.Close()
 	c := dialDev(t)
 	queue := fmt.Sprintf("carry-%d", time.Now().UnixNano())
-	w := ntemporal.NewWorker(c, queue, &ntemporal.Activities{Journal: wj, Identity: "carry"}, worker.Options{})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	prof, err := profile.Set(profile.Builtins()).Get("ci")
-	if err != nil {
-		t.Fatal(err)
-	}
+	startWorker(t, c, queue, filepath.Join(dir, "worker.db"), &ntemporal.Activities{Identity: "carry"})
 	// 20 events: an execution runs a few nodes (three events each, and the
 	// workflow tasks), then continues as new.
-	in := ntemporal.RunInput{RunID: fmt.Sprintf("carry-%d", time.Now().UnixNano()), GraphPath: g.Path,
-		GraphText: string(g.Source), Profile: prof, Parallel: 2, HistoryLimit: 20}
+	in := ciInput(t, "carry", g)
+	in.Parallel, in.HistoryLimit = 2, 20
 	if _, err := ntemporal.Submit(ctx, c, queue, in); err != nil {
 		t.Fatal(err)
 	}
