@@ -43,109 +43,18 @@ var (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	stopJaeger()
-	stopTemporal()
+	temporalDev.Stop()
 	noderun.Remove()
 	os.Exit(code)
 }
 
-// temporalDev is a Temporal dev server (the pinned Temporal CLI, in memory),
-// for the test that follows a trace from run --temporal to the workers.
-var temporalDev struct {
-	once     sync.Once
-	err      error
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	hostPort string
-	log      *testkit.Buffer
-}
+// temporalDev is a Temporal dev server for the test that follows a trace
+// from run --temporal to the workers.
+var temporalDev testkit.TemporalDev
 
 // startTemporal starts the shared dev server on first use and returns its
-// frontend's address once it accepts connections.
-func startTemporal(t *testing.T) string {
-	t.Helper()
-	bin := tool(t, "temporal")
-	temporalDev.once.Do(func() { temporalDev.err = launchTemporal(bin) })
-	if temporalDev.err != nil {
-		t.Fatal(temporalDev.err)
-	}
-	return temporalDev.hostPort
-}
-
-func launchTemporal(bin string) error {
-	ports, err := freePorts(4)
-	if err != nil {
-		return err
-	}
-	temporalDev.hostPort = fmt.Sprintf("127.0.0.1:%d", ports[0])
-	temporalDev.log = &testkit.Buffer{}
-	cmd := exec.Command(bin, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", fmt.Sprint(ports[0]),
-		"--ui-port", fmt.Sprint(ports[1]), "--http-port", fmt.Sprint(ports[2]), "--metrics-port", fmt.Sprint(ports[3]), "--log-level", "error")
-	cmd.Stdout, cmd.Stderr = temporalDev.log, temporalDev.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("temporal: %w", err)
-	}
-	temporalDev.cmd, temporalDev.exited = cmd, make(chan struct{})
-	go func() { _ = cmd.Wait(); close(temporalDev.exited) }()
-	// The frontend takes connections a little before it serves: the first
-	// command's dial retries (the CLI waits 30 s for it).
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-temporalDev.exited:
-			return fmt.Errorf("temporal dev server exited at start:\n%s", temporalDev.log)
-		default:
-		}
-		if dialable(temporalDev.hostPort) {
-			return nil
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return fmt.Errorf("temporal dev server not ready in 90s:\n%s", temporalDev.log)
-}
-
-func stopTemporal() {
-	if temporalDev.cmd == nil {
-		return
-	}
-	_ = temporalDev.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-temporalDev.exited:
-	case <-time.After(10 * time.Second):
-		_ = temporalDev.cmd.Process.Kill()
-		<-temporalDev.exited
-	}
-}
-
-// tool is the path of a tool `make tools` builds into .tools/bin.
-func tool(t *testing.T, name string) string {
-	t.Helper()
-	root, err := testkit.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(root, ".tools", "bin", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("%s is missing: run `make tools` (it builds it from the Go module proxy): %v", name, err)
-	}
-	return p
-}
-
-// freePorts asks the kernel for n distinct free ports on 127.0.0.1,
-// holding each until it has them all (a port closed at once may be handed
-// out again by the next ask).
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports, nil
-}
+// frontend's address once it answers.
+func startTemporal(t *testing.T) string { return temporalDev.HostPort(t) }
 
 // jaegerConfig puts every listener of Jaeger's on 127.0.0.1 and turns off
 // its own metrics endpoint (8888 by default).
@@ -192,7 +101,7 @@ exporters:
 // startJaeger starts the shared Jaeger on first use and returns it ready.
 func startJaeger(t *testing.T) {
 	t.Helper()
-	bin := tool(t, "jaeger")
+	bin := testkit.Tool(t, "jaeger")
 	jaeger.once.Do(func() { jaeger.err = launchJaeger(bin) })
 	if jaeger.err != nil {
 		t.Fatal(jaeger.err)
@@ -200,7 +109,7 @@ func startJaeger(t *testing.T) {
 }
 
 func launchJaeger(bin string) error {
-	ports, err := freePorts(4)
+	ports, err := testkit.FreePorts(4)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ import (
 // check it, and compares its counters with `noderun diagnose --json`: the
 // same attempts, recovery steps and faults by name, tokens and time.
 func TestDemoMetricsEqualDiagnose(t *testing.T) {
-	promtool := tool(t, "promtool")
+	promtool := testkit.Tool(t, "promtool")
 	bin := noderun.Path(t)
 	db := filepath.Join(t.TempDir(), "run.db")
 	cmd := exec.Command(bin, "run", "--db", db, "--metrics", "127.0.0.1:0", "--metrics-linger", "2m", demoGraph(t))

@@ -250,7 +250,7 @@ func handoverOnce(b *testing.B, bin, hostPort string, c client.Client) (wall, hi
 		victim, survivor, wall.Round(10*time.Millisecond), hist.Round(10*time.Millisecond), sinceBeat.Round(10*time.Millisecond), victim)
 	for _, w := range workers {
 		if w.cmd.ProcessState == nil {
-			terminate(w.cmd, w.done, 15*time.Second)
+			testkit.Terminate(w.cmd, w.done, 15*time.Second)
 		}
 	}
 	return wall, hist, sinceBeat

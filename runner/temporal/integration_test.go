@@ -134,7 +134,7 @@ func start(t testing.TB, name string, bin string, args ...string) *proc {
 			return
 		default:
 		}
-		terminate(p.cmd, p.done, 15*time.Second)
+		testkit.Terminate(p.cmd, p.done, 15*time.Second)
 	})
 	return p
 }
