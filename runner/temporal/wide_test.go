@@ -335,18 +335,19 @@ func TestFleetAtWidthLosesAWorker(t *testing.T) {
 				t.Errorf("the run took %s: more than the %s floor + 20 s", wall.Round(100*time.Millisecond), floor)
 			}
 			// What a chat node continued elsewhere may have had generated
-			// twice: after a SIGTERM, the token in flight when its stream was
-			// cut (the simulator, like a provider, generated it before it
-			// saw the connection close); after kill -9, what streamed after
-			// the last heartbeat Temporal holds, at most HeartbeatThrottle
-			// (and the second the beat is rounded to) at the simulator's pace.
+			// twice: after a SIGTERM, the tokens in flight when its stream
+			// was cut, a token or two (the simulator, like a provider,
+			// generated them before it saw the connection close); after
+			// kill -9, what streamed after the last heartbeat Temporal holds,
+			// at most HeartbeatThrottle (and the second the beat is rounded
+			// to) at the simulator's pace.
 			continued := 0
 			for id, n := range st.Nodes {
 				if id[0] == 'c' {
 					continued += int(n.Requests[sim.EndpointChat]) - 1
 				}
 			}
-			bound := continued
+			bound := 2 * continued
 			if sig == syscall.SIGKILL {
 				bound = continued * int(ntemporal.HeartbeatThrottle.Seconds()+1) * fleetPerSecond
 			}
