@@ -118,7 +118,11 @@ func (d *TemporalDev) startOnce(bin string) error {
 	d.log = &Buffer{}
 	d.cmd = exec.Command(bin, "server", "start-dev", "--headless", "--ip", "127.0.0.1",
 		"--port", strconv.Itoa(ports[0]), "--ui-port", strconv.Itoa(ports[1]), "--http-port", strconv.Itoa(ports[2]),
-		"--metrics-port", strconv.Itoa(ports[3]), "--log-level", "error") // in memory
+		"--metrics-port", strconv.Itoa(ports[3]), "--log-level", "error", // in memory
+		// Four partitions a task queue, as a cluster has by default (the dev
+		// server has one), so that wide runs are measured as they would run.
+		"--dynamic-config-value", "matching.numTaskqueueReadPartitions=4",
+		"--dynamic-config-value", "matching.numTaskqueueWritePartitions=4")
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test binary
 	if err := d.cmd.Start(); err != nil {
