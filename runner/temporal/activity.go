@@ -37,7 +37,8 @@ type Activities struct {
 	// metrics: runner.Observer).
 	Observer runner.Observer
 
-	specs specCache // the runs' graphs and profiles
+	specs   specCache   // the runs' graphs and profiles
+	outputs outputCache // outputs read from executions' histories
 }
 
 // beatThrottle bounds how often healthy data becomes a heartbeat call; the
@@ -73,7 +74,7 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 	if err != nil && !errors.Is(err, journal.ErrNotFound) {
 		return NodeOutcome{}, err
 	}
-	hb := &beater{ctx: ctx, every: info.HeartbeatTimeout / 3, worker: a.Identity}
+	hb := newBeater(ctx, info.HeartbeatTimeout/3, a.Identity)
 	if lost != nil {
 		hb.lost, hb.lostAt = lost.Worker, lost.At
 	}
@@ -176,17 +177,11 @@ func (a *Activities) needs(ctx context.Context, in NodeInput) (map[string]string
 		byRun[run] = append(byRun[run], need)
 	}
 	for run, ids := range byRun {
-		outcomes, err := executionOutcomes(ctx, activity.GetClient(ctx), activity.GetInfo(ctx).WorkflowExecution.ID, run)
+		got, err := a.outputs.get(ctx, activity.GetClient(ctx), activity.GetInfo(ctx).WorkflowExecution.ID, run, ids)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("node %s's needs: %w", in.Node, err)
 		}
-		for _, id := range ids {
-			o, ok := outcomes[id]
-			if !ok {
-				return nil, fmt.Errorf("node %s needs %s, whose result the history of execution %s lacks", in.Node, id, run)
-			}
-			out[id] = o.Output
-		}
+		maps.Copy(out, got)
 	}
 	return out, nil
 }
@@ -219,9 +214,14 @@ func (a *Activities) account(ctx context.Context, g *runner.Graph, runID, node s
 }
 
 // beater turns the executor's cursor reports into activity heartbeats:
-// healthy data at most every beatThrottle, recovery steps always, and the
+// healthy data at most every beatThrottle, recovery steps at once, and the
 // last cursor again every third of the heartbeat timeout while the node
-// waits (a backoff, a silent stream), so a live worker is never taken for lost.
+// waits (a backoff, a silent stream), so a live worker is never taken for
+// lost. The executor's report only stores the cursor: the heartbeat is
+// sent from the beater's own goroutine, since the SDK's RecordHeartbeat
+// may make its call to Temporal in the caller, or wait on a lock held
+// through one, and the stream of the node must not stop for that (on a
+// busy server it stopped long enough for the stream's idle timeout).
 type beater struct {
 	ctx    context.Context
 	every  time.Duration
@@ -230,26 +230,45 @@ type beater struct {
 	// last heartbeat, repeated in every heartbeat (a hand-over under way).
 	lost   string
 	lostAt time.Time
+	wake   chan struct{} // a recovery step to send now
 
-	mu   sync.Mutex
-	last runner.NodeCursor
-	sent time.Time
+	mu    sync.Mutex
+	last  runner.NodeCursor
+	dirty bool // last has not been sent
+	sent  time.Time
 }
 
+func newBeater(ctx context.Context, every time.Duration, worker string) *beater {
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	return &beater{ctx: ctx, every: every, worker: worker, wake: make(chan struct{}, 1)}
+}
+
+// beat is the executor's report: it stores the cursor and, for a recovery
+// step, wakes the sender. It never waits on Temporal.
 func (b *beater) beat(c runner.NodeCursor, step bool) {
 	b.mu.Lock()
-	b.last = c
+	b.last, b.dirty = c, true
 	b.mu.Unlock()
-	b.record(step)
+	if step {
+		select {
+		case b.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
+// record sends the last cursor: always when force, else when it has not
+// been sent and beatThrottle has passed, or every has passed.
 func (b *beater) record(force bool) {
 	b.mu.Lock()
-	if !force && time.Since(b.sent) < beatThrottle {
+	since := time.Since(b.sent)
+	if !force && !(b.dirty && since >= beatThrottle) && since < b.every {
 		b.mu.Unlock()
 		return
 	}
-	b.sent = time.Now()
+	b.sent, b.dirty = time.Now(), false
 	c := b.last
 	b.mu.Unlock()
 	activity.RecordHeartbeat(b.ctx, Heartbeat{NodeCursor: c, Worker: b.worker, At: time.Now().UTC(), LostWorker: b.lost, LostAt: b.lostAt})
@@ -261,18 +280,15 @@ func (b *beater) cursor() runner.NodeCursor {
 	return b.last
 }
 
-// keepAlive heartbeats the last cursor until stop is called.
+// keepAlive sends the node's heartbeats, from a goroutine of its own,
+// until stop is called.
 func (b *beater) keepAlive() (stop func()) {
-	every := b.every
-	if every <= 0 {
-		every = 10 * time.Second
-	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(every)
+		t := time.NewTicker(beatThrottle)
 		defer t.Stop()
 		for {
 			select {
@@ -280,8 +296,10 @@ func (b *beater) keepAlive() (stop func()) {
 				return
 			case <-b.ctx.Done():
 				return
-			case <-t.C:
+			case <-b.wake:
 				b.record(true)
+			case <-t.C:
+				b.record(false)
 			}
 		}
 	}()

@@ -162,6 +162,64 @@ func startInput(ctx context.Context, c client.Client, namespace, workflowID, run
 	return in, nil
 }
 
+// outputCache keeps the outputs a worker read from workflow executions'
+// histories, so that the dependents of a wide fan-in read an execution's
+// history once, not once each. A node's output never changes once it is
+// in the history, so a cached execution is read again only when a node
+// asked for is not in it yet (the current execution, which goes on).
+type outputCache struct {
+	mu    sync.Mutex // held while reading a history: the first reader fills it for the rest
+	runs  map[string]map[string]string
+	order []string // oldest first
+}
+
+// outputCacheRuns bounds the executions kept (each may hold megabytes).
+const outputCacheRuns = 4
+
+// get returns the outputs of nodes ids from execution runID of workflow
+// workflowID.
+func (c *outputCache) get(ctx context.Context, cl client.Client, workflowID, runID string, ids []string) (map[string]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	outs := c.runs[runID]
+	for _, id := range ids {
+		if _, ok := outs[id]; !ok {
+			outs = nil
+			break
+		}
+	}
+	if outs == nil {
+		outcomes, err := executionOutcomes(ctx, cl, workflowID, runID)
+		if err != nil {
+			return nil, err
+		}
+		outs = make(map[string]string, len(outcomes))
+		for id, o := range outcomes {
+			outs[id] = o.Output
+		}
+		if c.runs == nil {
+			c.runs = map[string]map[string]string{}
+		}
+		if _, ok := c.runs[runID]; !ok {
+			c.order = append(c.order, runID)
+			if len(c.order) > outputCacheRuns {
+				delete(c.runs, c.order[0])
+				c.order = c.order[1:]
+			}
+		}
+		c.runs[runID] = outs
+	}
+	got := make(map[string]string, len(ids))
+	for _, id := range ids {
+		out, ok := outs[id]
+		if !ok {
+			return nil, fmt.Errorf("the history of execution %s has no result of node %s", runID, id)
+		}
+		got[id] = out
+	}
+	return got, nil
+}
+
 // executionOutcomes reads the node outcomes a workflow execution's history
 // holds: each activity's result, or the outcome a NodeFailed failure
 // carries, by node (the last of a node's replays wins).

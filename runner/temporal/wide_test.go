@@ -12,13 +12,17 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/noderun/noderun/internal/testkit"
@@ -469,7 +473,11 @@ func TestContinueAsNewCarriesTheRun(t *testing.T) {
 		fmt.Fprintf(&b, "  - {id: part%02d, provider: p, prompt: 'part %d'}\n", i, i)
 		all = append(all, fmt.Sprintf(`{{ output "part%02d" }}`, i))
 	}
-	fmt.Fprintf(&b, "  - {id: reduce, provider: p, needs: [%s], prompt: 'reduce %s'}\n", strings.Join(partIDs(parts), ", "), strings.Join(all, " "))
+	// Three reducers of the same parts: the worker reads each earlier
+	// execution's history once for them all.
+	for _, r := range []string{"reduce", "summarize", "critique"} {
+		fmt.Fprintf(&b, "  - {id: %s, provider: p, needs: [%s], prompt: '%s %s'}\n", r, strings.Join(partIDs(parts), ", "), r, strings.Join(all, " "))
+	}
 	dir := t.TempDir()
 	g := loadGraph(t, dir, "carry.yaml", b.String())
 	ctx := context.Background()
@@ -480,8 +488,26 @@ func TestContinueAsNewCarriesTheRun(t *testing.T) {
 		t.Fatalf("local: %v %+v", err, lres)
 	}
 	c := dialDev(t)
+	// The worker's own connection counts the histories it reads (the first
+	// page of each read; not the one-event read of a run's input).
+	var mu sync.Mutex
+	reads := map[string]int{}
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if r, ok := req.(*workflowservice.GetWorkflowExecutionHistoryRequest); ok && len(r.GetNextPageToken()) == 0 && r.GetMaximumPageSize() != 1 {
+			mu.Lock()
+			reads[r.GetExecution().GetRunId()]++
+			mu.Unlock()
+		}
+		return invoke(ctx, method, req, reply, cc, opts...)
+	}
+	wc, err := client.Dial(client.Options{HostPort: devServer(t), ConnectionOptions: client.ConnectionOptions{
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wc.Close()
 	queue := fmt.Sprintf("carry-%d", time.Now().UnixNano())
-	startWorker(t, c, queue, filepath.Join(dir, "worker.db"), &ntemporal.Activities{Identity: "carry"})
+	startWorker(t, wc, queue, filepath.Join(dir, "worker.db"), &ntemporal.Activities{Identity: "carry"})
 	// 20 events: an execution runs a few nodes (three events each, and the
 	// workflow tasks), then continues as new.
 	in := ciInput(t, "carry", g)
@@ -500,6 +526,14 @@ func TestContinueAsNewCarriesTheRun(t *testing.T) {
 	if reduce.Run == 1 || reduce.Run != len(tres.Runs) {
 		t.Fatalf("the reducer ran in execution %d of %d; want the last, after the parts' executions", reduce.Run, len(tres.Runs))
 	}
+	mu.Lock()
+	for _, run := range tres.Runs[:len(tres.Runs)-1] {
+		if reads[run] > 1 {
+			t.Errorf("the worker read the history of execution %s %d times; want once for all the reducers", run, reads[run])
+		}
+	}
+	t.Logf("history reads by execution: %v", reads)
+	mu.Unlock()
 	for k, n := range lres.Nodes {
 		if tres.Nodes[k].Node != n.ID || tres.Nodes[k].Output != n.Output || n.Output == "" {
 			t.Fatalf("node %s: Temporal output differs from the local one (%d vs %d bytes)", n.ID, len(tres.Nodes[k].Output), len(n.Output))
