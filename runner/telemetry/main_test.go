@@ -263,3 +263,15 @@ func waitLine(ctx context.Context, ch <-chan string, want string) (string, []str
 		}
 	}
 }
+
+// withoutOTEL is this process's environment without the OpenTelemetry
+// variables, for a run that must not export (whatever the CI sets).
+func withoutOTEL() []string {
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "OTEL_") {
+			env = append(env, e)
+		}
+	}
+	return env
+}

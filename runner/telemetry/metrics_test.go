@@ -35,13 +35,7 @@ func TestDemoMetricsEqualDiagnose(t *testing.T) {
 	bin := noderun.Path(t)
 	db := filepath.Join(t.TempDir(), "run.db")
 	cmd := exec.Command(bin, "run", "--db", db, "--metrics", "127.0.0.1:0", "--metrics-linger", "2m", demoGraph(t))
-	var env []string
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "OTEL_") {
-			env = append(env, e)
-		}
-	}
-	cmd.Env = env
+	cmd.Env = withoutOTEL()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

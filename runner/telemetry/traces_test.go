@@ -160,13 +160,7 @@ func TestNoTracesWithoutEnvironment(t *testing.T) {
 	bin := noderun.Path(t)
 	db := filepath.Join(t.TempDir(), "run.db")
 	cmd := exec.Command(bin, "run", "--db", db, demoGraph(t))
-	var env []string
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "OTEL_") {
-			env = append(env, e)
-		}
-	}
-	cmd.Env = env
+	cmd.Env = withoutOTEL()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("noderun run: %v\n%s", err, out)
