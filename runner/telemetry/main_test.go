@@ -275,3 +275,14 @@ func withoutOTEL() []string {
 	}
 	return env
 }
+
+// metricsURL waits for the line where a noderun command says where it
+// serves its metrics, and returns that URL.
+func metricsURL(ctx context.Context, t *testing.T, out <-chan string) string {
+	t.Helper()
+	line, seen, err := waitLine(ctx, out, "metrics on http://")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, strings.Join(seen, "\n"))
+	}
+	return strings.Fields(line[strings.Index(line, "http://"):])[0]
+}

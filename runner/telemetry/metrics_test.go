@@ -53,11 +53,7 @@ func TestDemoMetricsEqualDiagnose(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out := lines(stderr)
-	line, seen, err := waitLine(ctx, out, "metrics on http://")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, strings.Join(seen, "\n"))
-	}
-	url := strings.Fields(line[strings.Index(line, "http://"):])[0]
+	url := metricsURL(ctx, t, out)
 	if _, seen, err := waitLine(ctx, out, "stays up"); err != nil {
 		t.Fatalf("%v\n%s", err, strings.Join(seen, "\n"))
 	}

@@ -216,11 +216,7 @@ func TestTemporalTraceFromRunToWorkers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out := lines(stderr)
-	line, seen, err := waitLine(ctx, out, "metrics on http://")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, strings.Join(seen, "\n"))
-	}
-	metricsURL := strings.Fields(line[strings.Index(line, "http://"):])[0]
+	murl := metricsURL(ctx, t, out)
 	go func() {
 		for range out {
 		}
@@ -231,7 +227,7 @@ func TestTemporalTraceFromRunToWorkers(t *testing.T) {
 	if b, err := run.CombinedOutput(); err != nil {
 		t.Fatalf("noderun run --temporal: %v\n%s", err, b)
 	}
-	body := scrape(t, metricsURL)
+	body := scrape(t, murl)
 	stop()
 
 	j, err := journal.OpenReadOnly(context.Background(), wdb)

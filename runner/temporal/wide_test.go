@@ -107,15 +107,9 @@ func runWide(tb testing.TB, c wide) wideResult {
 	graph := wideGraph(tb, dir, url, c.nodes, c.promptBytes)
 	var res wideResult
 
-	t0 := time.Now()
-	local := start(tb, "run (local)", bin, "run", "--db", filepath.Join(dir, "local.db"), "--parallel", strconv.Itoa(c.parallel),
+	var want map[string]string
+	res.local, want, _ = runToEnd(tb, bin, "run", "--db", filepath.Join(dir, "local.db"), "--parallel", strconv.Itoa(c.parallel),
 		"--json", "--log-level", "error", graph)
-	local.wait(tb, 10*time.Minute, "did not finish")
-	res.local = time.Since(t0)
-	if local.err != nil {
-		tb.Fatalf("local run: %v\n%s", local.err, tail(local.out.String()))
-	}
-	want := jsonOutputs(tb, local.stdout.String())
 
 	queue := fmt.Sprintf("wide-%d-%d", c.nodes, time.Now().UnixNano())
 	per := strconv.Itoa((c.parallel + 2) / 3)
@@ -123,15 +117,10 @@ func runWide(tb testing.TB, c wide) wideResult {
 		start(tb, id, bin, "worker", "--temporal", hostPort, "--task-queue", queue, "--parallel", per,
 			"--db", filepath.Join(dir, id+".db"), "--identity", id, "--log-level", "error")
 	}
-	t1 := time.Now()
-	run := start(tb, "run --temporal", bin, "run", "--temporal", hostPort, "--task-queue", queue, "--parallel", strconv.Itoa(c.parallel),
+	var got map[string]string
+	var said string
+	res.temporal, got, said = runToEnd(tb, bin, "run", "--temporal", hostPort, "--task-queue", queue, "--parallel", strconv.Itoa(c.parallel),
 		"--json", "--log-level", "error", graph)
-	run.wait(tb, 10*time.Minute, "did not finish")
-	res.temporal = time.Since(t1)
-	if run.err != nil {
-		tb.Fatalf("run --temporal: %v\n%s", run.err, tail(run.out.String()))
-	}
-	got := jsonOutputs(tb, run.stdout.String())
 	if len(got) != c.nodes || len(want) != c.nodes {
 		tb.Fatalf("%d nodes on Temporal, %d locally; want %d", len(got), len(want), c.nodes)
 	}
@@ -140,9 +129,9 @@ func runWide(tb testing.TB, c wide) wideResult {
 			tb.Fatalf("node %s: Temporal output differs from the local one (%d vs %d bytes)", id, len(got[id]), len(w))
 		}
 	}
-	runID := regexp.MustCompile(`run ([0-9a-f-]{36}) submitted`).FindStringSubmatch(run.out.String())
+	runID := regexp.MustCompile(`run ([0-9a-f-]{36}) submitted`).FindStringSubmatch(said)
 	if runID == nil {
-		tb.Fatalf("no run id in:\n%s", tail(run.out.String()))
+		tb.Fatalf("no run id in:\n%s", tail(said))
 	}
 	res.executions = executions(tb, runID[1])
 	return res
@@ -172,6 +161,21 @@ func executions(tb testing.TB, runID string) []execution {
 		out = append(out, e)
 	}
 	return out
+}
+
+// runToEnd runs `noderun args…` (a run with --json) to its end and returns
+// its wall time, its nodes' outputs and what it said on stderr; it fails
+// the test if the run does.
+func runToEnd(tb testing.TB, bin string, args ...string) (time.Duration, map[string]string, string) {
+	tb.Helper()
+	began := time.Now()
+	p := start(tb, strings.Join(args[:min(2, len(args))], " "), bin, args...)
+	p.wait(tb, 10*time.Minute, "did not finish")
+	wall := time.Since(began)
+	if p.err != nil {
+		tb.Fatalf("noderun %s: %v\n%s", strings.Join(args, " "), p.err, tail(p.out.String()))
+	}
+	return wall, jsonOutputs(tb, p.stdout.String()), p.out.String()
 }
 
 func tail(s string) string {
@@ -253,13 +257,8 @@ func TestFleetAtWidthLosesAWorker(t *testing.T) {
 	// The undisturbed outputs, locally, on a simulator of the same seed
 	// that does not pace (the content does not depend on the pace).
 	fast := simServe(t, bin, t.TempDir(), fmt.Sprintf("seed: 29\ntokens: %d\n", fleetTokens))
-	local := start(t, "run (local)", bin, "run", "--db", filepath.Join(dir, "local.db"), "--parallel", "200", "--json", "--log-level", "error",
+	_, want, _ := runToEnd(t, bin, "run", "--db", filepath.Join(dir, "local.db"), "--parallel", "200", "--json", "--log-level", "error",
 		fleetAtWidthGraph(t, dir, "local.yaml", fast))
-	local.wait(t, 2*time.Minute, "did not finish")
-	if local.err != nil {
-		t.Fatalf("local run: %v\n%s", local.err, tail(local.out.String()))
-	}
-	want := jsonOutputs(t, local.stdout.String())
 	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			dir := t.TempDir()
