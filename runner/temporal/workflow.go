@@ -183,7 +183,6 @@ type RunResult struct {
 type Changes struct {
 	Version int           `json:"version"`
 	Status  string        `json:"status"`
-	Runs    []string      `json:"runs,omitempty"`
 	Nodes   []NodeOutcome `json:"nodes,omitempty"`
 }
 
@@ -342,7 +341,7 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		return res, err
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryChanges, func(since int) (Changes, error) {
-		ch := Changes{Version: version, Status: res.Status, Runs: res.Runs}
+		ch := Changes{Version: version, Status: res.Status}
 		for i, v := range changed {
 			if v > since {
 				ch.Nodes = append(ch.Nodes, res.Nodes[i])
