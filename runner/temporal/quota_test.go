@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
 	"github.com/noderun/noderun/runner/quota"
@@ -43,6 +44,15 @@ func TestTwoWorkersPaceOneAccount(t *testing.T) {
 	ctx := context.Background()
 	in := ciInput(t, "quota", g)
 	in.Parallel = nodes
+	// The default profile's deadlines: this test is of pacing, and under a
+	// loaded make test the ci profile's (a 2 s idle timeout, a 5 s recovery
+	// deadline that a paced retry's wait counts against) failed nodes that
+	// a stalled test process had not read in time.
+	prof, err := profile.Set(profile.Builtins()).Get("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Profile = prof
 	start := time.Now()
 	var early atomic.Int64
 	early.Store(-1)
