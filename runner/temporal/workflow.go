@@ -29,10 +29,16 @@ import (
 const (
 	WorkflowName = "noderun.Graph"
 	ActivityName = "noderun.Node"
+	// PackActivityName runs several nodes in one activity (a wide run:
+	// see packSize).
+	PackActivityName = "noderun.Nodes"
 	// SignalRetry replays a node held for an operator (its payload: the node id).
 	SignalRetry = "noderun.retry"
 	// QueryState returns the run as it stands (a RunResult).
 	QueryState = "noderun.state"
+	// SignalSettled hands the workflow a node's outcome that did not fit in
+	// its pack's result (PackBytes; its payload: the NodeOutcome).
+	SignalSettled = "noderun.settled"
 	// QueryChanges returns the nodes that changed since a version the
 	// caller had (its argument; 0: every node that moved), as Changes.
 	QueryChanges = "noderun.changes"
@@ -67,6 +73,11 @@ type RunInput struct {
 	// HistoryLimit is the number of history events past which an execution
 	// continues as new; 0: ContinueAsNewEvents.
 	HistoryLimit int `json:"history_limit,omitempty"`
+	// Pack bounds the nodes one activity runs (see packSize): 0 lets the
+	// workflow choose, up to MaxPack; 1 runs every node in its own activity.
+	Pack int `json:"pack,omitempty"`
+	// PackBytes bounds the outputs a pack's result carries; 0: PackBytes.
+	PackBytes int `json:"pack_bytes,omitempty"`
 }
 
 // Carry is a run's state handed from one workflow execution to the next.
@@ -120,6 +131,46 @@ type NodeInput struct {
 	GraphText string            `json:"graph_text,omitempty"`
 	Profile   *profile.Profile  `json:"profile,omitempty"`
 	Inputs    map[string]string `json:"inputs,omitempty"`
+}
+
+// PackInput is several nodes of one run in one activity: each runs as a
+// NodeInput would alone, at once and side by side, and the activity ends
+// when all have. A wide run packs its nodes (packSize) so that Temporal
+// starts, heartbeats and completes one activity for many nodes.
+type PackInput struct {
+	RunID string      `json:"run_id"`
+	Nodes []NodeInput `json:"nodes"`
+	// Bytes bounds the outputs the result carries (under Temporal's 2 MB
+	// payload): a node whose output would go past it sends its outcome to
+	// the workflow as a signal (SignalSettled), which the history keeps.
+	Bytes int `json:"bytes"`
+}
+
+// PackOutcome is a pack's result: its nodes' outcomes in input order, but
+// for those sent by SignalSettled (over PackInput.Bytes), which are left
+// out. A node failed by noderun's profile is an outcome here, not an
+// activity failure: its pack's other nodes are done.
+type PackOutcome struct {
+	Nodes []NodeOutcome `json:"nodes"`
+}
+
+// PackBeat is a pack's heartbeat: each node's own Heartbeat, and the
+// outcome of each that ended on this attempt, so that the attempt that
+// takes the pack over (its worker lost) runs only the others, each from
+// its cursor.
+type PackBeat struct {
+	Nodes []PackNode `json:"nodes"`
+}
+
+// PackNode is one node in a pack's heartbeat.
+type PackNode struct {
+	Heartbeat
+	Node string `json:"node"`
+	// Done is the node's outcome once it ended (nil while it runs); its
+	// Output is left out when the node's outcome went by SignalSettled
+	// (Signalled).
+	Done      *NodeOutcome `json:"done,omitempty"`
+	Signalled bool         `json:"signalled,omitempty"`
 }
 
 // Diag is a diagnostic as an activity result carries it.
@@ -222,11 +273,7 @@ func HeartbeatTimeout(in RunInput) time.Duration {
 // activityOptions: Temporal retries a node only when its worker was lost
 // (a heartbeat timeout, a crash); StartToClose is a backstop, the heartbeat
 // detects dead workers.
-func activityOptions(heartbeat time.Duration, node string, replay int) workflow.ActivityOptions {
-	id := node
-	if replay > 0 {
-		id = fmt.Sprintf("%s#%d", node, replay)
-	}
+func activityOptions(heartbeat time.Duration, id string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		ActivityID:          id,
 		StartToCloseTimeout: 24 * time.Hour,
@@ -268,6 +315,37 @@ const (
 	// whole one stays in the history of the execution that ran the node).
 	carriedReason = 512
 )
+
+// What packs a wide run's nodes (PackInput). Temporal's cost is per
+// activity: a start, a completion, history events, and a heartbeat every
+// few seconds while it runs; on a modest server a few hundred activity
+// starts a second is what it does, where a local run starts thousands of
+// nodes. A run with more than PackActivities nodes running packs them so
+// that about PackActivities activities run: 1,000 nodes run as 63 packs of
+// 16. A pack ends with its slowest node (its dependents wait for it) and
+// runs on one worker, so a run of a few dozen nodes keeps one activity each.
+const (
+	PackActivities = 64
+	MaxPack        = 32
+	// PackBytes bounds the outputs a pack's result carries (Temporal: 2 MB
+	// a payload); the others go by SignalSettled.
+	PackBytes = 1 << 20
+)
+
+// packSize is how many nodes an activity starting now runs, with running
+// nodes in the run counting it; limit is RunInput.Pack.
+func packSize(running, limit int) int {
+	if limit <= 0 {
+		limit = MaxPack
+	}
+	return max(1, min((running+PackActivities-1)/PackActivities, limit))
+}
+
+// packID is the activity id of a pack: its first node and how many follow
+// ("n00017+15"). Node ids have no "+".
+func packID(nodes []NodeInput) string {
+	return fmt.Sprintf("%s+%d", nodes[0].Node, len(nodes)-1)
+}
 
 // GraphWorkflow runs a graph: nodes in dependency order, at most Parallel at
 // once, in graph order among the ready ones, by the same state machine as
@@ -354,7 +432,12 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 	// This execution's outputs, for its dependents' inputs; the result of a
 	// node an earlier execution ran is read from that execution's history.
 	outputs := map[string]string{}
+	running := 0 // nodes whose activity runs
 	settle := func(id string, out NodeOutcome, err error) {
+		if node(id).State != string(journal.NodeRunning) {
+			return // settled already (by SignalSettled, then in its pack's result)
+		}
+		running--
 		if err != nil {
 			out = failedOutcome(id, err)
 		}
@@ -376,12 +459,14 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 	// would register a callback on each running future at every Select, and
 	// keep each future it ever had, which is quadratic in a wide run.
 	type activityRun struct {
-		id string
-		f  workflow.Future
+		nodes []string
+		pack  bool // a PackOutcome; else the one node's NodeOutcome
+		f     workflow.Future
 	}
 	var inflight []activityRun
 	var task struct{ events, nodes, bytes int } // what the current workflow task scheduled
-	start := func(id string, force bool) {
+	// input is the activity input of node id, which starts now.
+	input := func(id string, force bool) NodeInput {
 		n := g.Node(id)
 		inp := NodeInput{RunID: in.RunID, Node: id, Force: force}
 		inline := 0
@@ -408,12 +493,43 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		o := node(id)
 		o.State, o.Reason = string(journal.NodeRunning), ""
 		touch(id)
+		running++
 		task.nodes++
 		task.bytes += inline + len(id) + 256
-		actx := workflow.WithActivityOptions(ctx, activityOptions(HeartbeatTimeout(in), id, replays[id]))
-		inflight = append(inflight, activityRun{id, workflow.ExecuteActivity(actx, ActivityName, inp)})
+		return inp
+	}
+	// launch starts nodes, one activity each or in packs (packSize).
+	launch := func(nodes []NodeInput) {
+		size := packSize(running, in.Pack)
+		for len(nodes) > 0 {
+			k := min(size, len(nodes))
+			p := nodes[:k]
+			nodes = nodes[k:]
+			if k == 1 {
+				id := p[0].Node
+				aid := id
+				if r := replays[id]; r > 0 {
+					aid = fmt.Sprintf("%s#%d", id, r)
+				}
+				actx := workflow.WithActivityOptions(ctx, activityOptions(HeartbeatTimeout(in), aid))
+				inflight = append(inflight, activityRun{nodes: []string{id}, f: workflow.ExecuteActivity(actx, ActivityName, p[0])})
+				continue
+			}
+			ids := make([]string, k)
+			for i, n := range p {
+				ids[i] = n.Node
+			}
+			bytes := in.PackBytes
+			if bytes <= 0 {
+				bytes = PackBytes
+			}
+			actx := workflow.WithActivityOptions(ctx, activityOptions(HeartbeatTimeout(in), packID(p)))
+			inflight = append(inflight, activityRun{nodes: ids, pack: true,
+				f: workflow.ExecuteActivity(actx, PackActivityName, PackInput{RunID: in.RunID, Nodes: p, Bytes: bytes})})
+		}
 	}
 	sig := workflow.GetSignalChannel(ctx, SignalRetry)
+	settled := workflow.GetSignalChannel(ctx, SignalSettled)
 	replay := func(id string) {
 		if m.Replay(id) {
 			replays[id]++
@@ -449,9 +565,10 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		for len(forced) > 0 {
 			id := forced[0]
 			forced = forced[1:]
-			start(id, true)
+			launch([]NodeInput{input(id, true)}) // a replay runs alone
 		}
 		full := false
+		var ready []NodeInput
 		for !draining {
 			if full = task.nodes >= batchNodes || task.bytes >= batchBytes; full {
 				break
@@ -460,8 +577,9 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 			if !ok {
 				break
 			}
-			start(id, false)
+			ready = append(ready, input(id, false))
 		}
+		launch(ready)
 		if full && tick == nil {
 			// End this workflow task: the next one schedules the rest.
 			tick = workflow.NewTimer(ctx, time.Millisecond)
@@ -476,7 +594,7 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 			res.Status = string(journal.NodeAttention) // waiting for an operator only
 		}
 		if err := workflow.Await(ctx, func() bool {
-			if sig.Len() > 0 || tick != nil && tick.IsReady() {
+			if sig.Len() > 0 || settled.Len() > 0 || tick != nil && tick.IsReady() {
 				return true
 			}
 			for _, r := range inflight {
@@ -491,15 +609,19 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		if tick != nil && tick.IsReady() {
 			tick = nil
 		}
+		// A pack sends what does not fit in its result before it ends: the
+		// signal is in the history before the pack's completion.
+		var out NodeOutcome
+		for settled.ReceiveAsync(&out) {
+			settle(out.Node, out, nil)
+		}
 		left := inflight[:0]
 		for _, r := range inflight {
 			if !r.f.IsReady() {
 				left = append(left, r)
 				continue
 			}
-			var out NodeOutcome
-			err := r.f.Get(ctx, &out)
-			settle(r.id, out, err)
+			settleActivity(ctx, r.nodes, r.pack, r.f, settle)
 		}
 		clear(inflight[len(left):])
 		inflight = left
@@ -514,6 +636,37 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// settleActivity settles the nodes of an activity that ended: a node's
+// outcome, or each of a pack's (a node left out of the pack's result was
+// settled by SignalSettled; one that is in neither failed).
+func settleActivity(ctx workflow.Context, nodes []string, pack bool, f workflow.Future, settle func(string, NodeOutcome, error)) {
+	if !pack {
+		var out NodeOutcome
+		err := f.Get(ctx, &out)
+		settle(nodes[0], out, err)
+		return
+	}
+	var res PackOutcome
+	err := f.Get(ctx, &res)
+	got := map[string]bool{}
+	for _, o := range res.Nodes {
+		if err == nil {
+			got[o.Node] = true
+			settle(o.Node, o, nil)
+		}
+	}
+	for _, id := range nodes {
+		if got[id] {
+			continue
+		}
+		e := err
+		if e == nil {
+			e = fmt.Errorf("node %s: its pack's result has no outcome of it", id)
+		}
+		settle(id, NodeOutcome{}, e) // a no-op for a node SignalSettled settled
+	}
 }
 
 // unsettled reports whether a node still waits to run or for an operator.
