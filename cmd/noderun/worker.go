@@ -95,9 +95,12 @@ func workerCommand() *cli.Command {
 				return err
 			}
 			defer tc.Close()
-			w := ntemporal.NewWorker(tc, c.String("task-queue"), &ntemporal.Activities{Journal: j, Logger: log, Identity: identity, Pacers: quota.NewRegistry(),
+			w, err := ntemporal.NewWorker(tc, c.String("task-queue"), &ntemporal.Activities{Journal: j, Logger: log, Identity: identity, Pacers: quota.NewRegistry(),
 				Observer: o.observer()},
 				ntemporal.WorkerOptions(c.Int("parallel")))
+			if err != nil {
+				return &exitError{exitFailed, err}
+			}
 			if err := w.Start(); err != nil {
 				return &exitError{exitFailed, fmt.Errorf("worker: %w", err)}
 			}
@@ -115,6 +118,9 @@ func workerCommand() *cli.Command {
 
 // runTemporal submits g as a workflow and follows it like a local run.
 func runTemporal(c *cli.Context, g *runner.Graph, opts runner.Options) error {
+	if n := c.Int("pack"); n < 0 || n > ntemporal.MaxPackFlag {
+		return usageErr(fmt.Errorf("--pack %d: give 0 (packs by the run's width), 1 (each node alone) or up to %d nodes an activity", n, ntemporal.MaxPackFlag))
+	}
 	p, err := runner.Prepare(g, &opts)
 	if err != nil {
 		return usageErr(err)
@@ -134,7 +140,7 @@ func runTemporal(c *cli.Context, g *runner.Graph, opts runner.Options) error {
 	}
 	defer tc.Close()
 	in := ntemporal.RunInput{RunID: uuid.NewString(), GraphPath: g.Path, GraphText: string(g.Source), Profile: p, Parallel: opts.Parallel,
-		Inputs: opts.Inputs, HeartbeatTimeout: c.Duration("heartbeat-timeout")}
+		Inputs: opts.Inputs, HeartbeatTimeout: c.Duration("heartbeat-timeout"), Pack: c.Int("pack")}
 	// The run's span is the trace's root; the interceptor carries it to
 	// the workflow and from there to each node's activity.
 	ctx, end := o.tel.StartRun(c.Context, in.RunID, g.Name)

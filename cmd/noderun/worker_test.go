@@ -33,6 +33,8 @@ func TestTemporalCommandsInput(t *testing.T) {
 		{[]string{"worker"}, exitUsage, "--temporal HOST:PORT is required"},
 		{[]string{"worker", "--temporal", refused, "--parallel", "0"}, exitUsage, "--parallel must be at least 1"},
 		{[]string{"run", "--temporal", refused, bad}, exitUsage, "bad.yaml"},
+		{[]string{"run", "--temporal", refused, "--pack", "-1", good}, exitUsage, "--pack -1: give 0"},
+		{[]string{"run", "--temporal", refused, "--pack", "257", good}, exitUsage, "or up to 256 nodes"},
 		{[]string{"status", "--temporal", refused}, exitUsage, "give the run id"},
 		{[]string{"show", "--temporal", refused, "run-1"}, exitUsage, "give RUN (or last) and NODE"},
 		{[]string{"resume", "--temporal", refused, "last"}, exitUsage, "not last"},

@@ -1,6 +1,7 @@
 package temporal
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,11 +40,32 @@ type Activities struct {
 
 	specs   specCache   // the runs' graphs and profiles
 	outputs outputCache // outputs read from executions' histories
+	slots   *nodeSlots  // the worker's node slots (NewWorker); nil: not counted
 }
 
 // beatThrottle bounds how often healthy data becomes a heartbeat call; the
-// SDK batches them further (it sends at most one per 0.8 × timeout).
+// SDK batches them further (it sends at most one per HeartbeatThrottle).
 const beatThrottle = 200 * time.Millisecond
+
+// packBeatBytes bounds the answers so far (chat nodes' cursors) a pack's
+// heartbeat carries besides its ended nodes' outputs (at most PackBytes):
+// Temporal caps a payload at 2 MB. A node past it heartbeats its cursor
+// without its answer: a worker that takes it over retries it from the
+// start, within its budget, as it does a node past runner.MaxCursorOutput.
+const packBeatBytes = 768 << 10
+
+// errInterrupted marks a node this worker stopped running (it is stopping,
+// or Temporal canceled the activity): another worker takes it over.
+var errInterrupted = errors.New("worker interrupted")
+
+// nodeFailed is a node that failed by noderun's profile: its outcome.
+type nodeFailed struct {
+	out NodeOutcome
+	err error // the node's error (res.Err), may be nil
+}
+
+func (f *nodeFailed) Error() string { return f.out.Reason }
+func (f *nodeFailed) Unwrap() error { return f.err }
 
 // Node runs one node with runner.RunNode. On a retried activity (its worker
 // was lost) it starts from the last heartbeat's cursor. Completed nodes and
@@ -56,81 +78,211 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 	if err != nil {
 		return NodeOutcome{}, err
 	}
-	g := sp.g
-	needs, err := a.needs(ctx, in)
-	if err != nil {
-		return NodeOutcome{}, err
-	}
-	var from *runner.NodeCursor
-	var lost *Heartbeat // the lost worker's last heartbeat, for the outcome
+	hb := newBeater(ctx, info.HeartbeatTimeout/3, a.Identity, false)
+	var from *Heartbeat
 	if activity.HasHeartbeatDetails(ctx) {
 		var h Heartbeat
 		if err := activity.GetHeartbeatDetails(ctx, &h); err == nil {
-			from, lost = &h.NodeCursor, &Heartbeat{NodeCursor: h.NodeCursor, Worker: h.Worker, At: h.At}
-			lost.Output = "" // the result has the output
+			from = &h
 		}
+	}
+	nb := hb.add(in.Node, from)
+	if from != nil {
+		// What a later loss must still find until this worker gets further.
+		// A fresh node sends its first heartbeat with its response id (the
+		// SDK sends a first heartbeat at once and batches later ones).
+		hb.record(true)
+	}
+	stop := hb.keepAlive()
+	ctx, cancel := a.untilStopping(ctx)
+	defer cancel()
+	out, err := a.run(ctx, sp, in, nb, info.Attempt)
+	stop()
+	var failed *nodeFailed
+	switch {
+	case errors.As(err, &failed):
+		return failed.out, temporal.NewNonRetryableApplicationError(failed.out.Reason, errNodeFailed, failed.err, failed.out)
+	case errors.Is(err, errInterrupted):
+		// Another worker takes the node over from the last heartbeat: this
+		// one, with all the node had (the last one sent may be beatThrottle
+		// old; the SDK sends the one it holds back with the failure).
+		hb.record(true)
+		return out, fmt.Errorf("node %s interrupted on worker %s: %w", in.Node, a.Identity, err)
+	}
+	return out, err
+}
+
+// Nodes runs a pack of nodes (PackInput) side by side, each as Node runs
+// one, and returns their outcomes when all have ended. A node failed by
+// noderun's profile is an outcome among the others. The pack's heartbeat
+// holds each node's cursor and the outcome of each that ended, so that a
+// worker taking the pack over (this one lost or stopping) runs only the
+// others, each from its cursor. An outcome whose output goes past the
+// result's bound (PackInput.Bytes) is sent to the workflow as SignalSettled
+// as soon as its node ends, and left out of the result.
+func (a *Activities) Nodes(ctx context.Context, in PackInput) (PackOutcome, error) {
+	info := activity.GetInfo(ctx)
+	sp, err := a.spec(ctx, NodeInput{RunID: in.RunID})
+	if err != nil {
+		return PackOutcome{}, err
+	}
+	var prev PackBeat
+	if activity.HasHeartbeatDetails(ctx) {
+		_ = activity.GetHeartbeatDetails(ctx, &prev) // undecodable: the nodes start afresh
+	}
+	was := map[string]PackNode{}
+	for _, n := range prev.Nodes {
+		was[n.Node] = n
+	}
+	hb := newBeater(ctx, info.HeartbeatTimeout/3, a.Identity, true)
+	beats := make([]*nodeBeat, len(in.Nodes))
+	for i, n := range in.Nodes {
+		p, ok := was[n.Node]
+		switch {
+		case !ok:
+			beats[i] = hb.add(n.Node, nil)
+		case p.Done != nil:
+			beats[i] = hb.add(n.Node, nil)
+			beats[i].done, beats[i].signalled = p.Done, p.Signalled // it ended on the lost worker
+		default:
+			beats[i] = hb.add(n.Node, &p.Heartbeat)
+		}
+	}
+	if len(prev.Nodes) > 0 {
+		hb.record(true)
+	}
+	stop := hb.keepAlive()
+	ctx, cancel := a.untilStopping(ctx)
+	defer cancel()
+	// The pack's permit counts one node: its others hold a slot each while
+	// they run.
+	a.slots.add(len(in.Nodes) - 1)
+	defer a.slots.add(1)
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		inline int   // output bytes in the result so far
+		failed error // a node that could not run here: the pack goes to another worker
+	)
+	for _, nb := range beats {
+		if nb.done != nil && !nb.signalled {
+			inline += len(nb.done.Output)
+		}
+	}
+	for i, nb := range beats {
+		if nb.done != nil {
+			a.slots.add(-1)
+			continue
+		}
+		node := in.Nodes[i]
+		node.RunID = in.RunID
+		wg.Go(func() {
+			defer a.slots.add(-1)
+			out, err := a.run(ctx, sp, node, nb, info.Attempt)
+			var nf *nodeFailed
+			var ae *temporal.ApplicationError
+			switch {
+			case errors.As(err, &nf):
+				out = nf.out
+			case errors.As(err, &ae) && ae.NonRetryable():
+				out = NodeOutcome{Node: node.Node, State: string(journal.NodeFailed), Reason: err.Error(), Worker: a.Identity, TemporalAttempt: info.Attempt}
+			case err != nil:
+				mu.Lock()
+				failed = cmp.Or(failed, err)
+				mu.Unlock()
+				return
+			}
+			mu.Lock()
+			fits := inline+len(out.Output) <= in.Bytes
+			if fits {
+				inline += len(out.Output)
+			}
+			mu.Unlock()
+			if !fits {
+				// The history keeps the signal; the pack's result leaves it out.
+				if err := activity.GetClient(ctx).SignalWorkflow(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, SignalSettled, out); err != nil {
+					mu.Lock()
+					failed = cmp.Or(failed, fmt.Errorf("node %s's outcome to the workflow: %w", node.Node, err))
+					mu.Unlock()
+					return
+				}
+			}
+			nb.finish(&out, !fits)
+		})
+	}
+	wg.Wait()
+	stop()
+	if failed != nil {
+		hb.record(true) // the nodes that ended, for the worker that goes on
+		return PackOutcome{}, fmt.Errorf("pack %s on worker %s: %w", activity.GetInfo(ctx).ActivityID, a.Identity, failed)
+	}
+	res := PackOutcome{Nodes: make([]NodeOutcome, 0, len(beats))}
+	for _, nb := range beats {
+		if !nb.signalled {
+			res.Nodes = append(res.Nodes, *nb.done)
+		}
+	}
+	return res, nil
+}
+
+// untilStopping is ctx, canceled as well when this worker stops: a worker
+// that is stopping hands its nodes over at once rather than after its stop
+// timeout (a response keeps running at the provider, and another worker
+// re-attaches to it).
+func (a *Activities) untilStopping(ctx context.Context) (context.Context, context.CancelFunc) {
+	stopping := activity.GetWorkerStopChannel(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// run runs one node from where nb says it stood. Its error is a *nodeFailed
+// for a node failed by noderun's profile (out is in it), errInterrupted
+// (wrapped) when this worker stopped running it, a non-retryable
+// application error for a run that cannot go on here (a bad configuration),
+// and any other error for a node whose needs could not be read.
+func (a *Activities) run(ctx context.Context, sp *spec, in NodeInput, nb *nodeBeat, attempt int32) (NodeOutcome, error) {
+	needs, err := a.needs(ctx, in)
+	if err != nil {
+		return NodeOutcome{}, err
 	}
 	before, err := a.Journal.Attempts(ctx, in.RunID, in.Node)
 	if err != nil && !errors.Is(err, journal.ErrNotFound) {
 		return NodeOutcome{}, err
 	}
-	hb := newBeater(ctx, info.HeartbeatTimeout/3, a.Identity)
-	if lost != nil {
-		hb.lost, hb.lostAt = lost.Worker, lost.At
-	}
-	if from != nil {
-		// What a later loss must still find until this worker gets further.
-		// A fresh node sends its first heartbeat with its response id (the
-		// SDK sends a first heartbeat at once and batches later ones).
-		hb.last = *from
-		hb.record(true)
-	}
-	stop := hb.keepAlive()
-	// A worker that is stopping hands its nodes over at once rather than
-	// after its stop timeout: the node is interrupted (a response keeps
-	// running at the provider) and another worker re-attaches to it.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-activity.GetWorkerStopChannel(ctx):
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	res, err := runner.RunNode(ctx, g, in.Node, runner.NodeOptions{
+	res, err := runner.RunNode(ctx, sp.g, in.Node, runner.NodeOptions{
 		Options: runner.Options{Journal: a.Journal, Profiles: profile.Set{sp.profile.Name: sp.profile}, Profile: sp.profile.Name,
 			Logger: a.logger(), Getenv: a.Getenv, RunID: in.RunID, Inputs: sp.inputs, Quota: runner.QuotaOptions{Pacers: a.Pacers},
 			Observer: a.Observer},
-		Needs: needs, Failed: in.Failed, From: from, Force: in.Force, Heartbeat: hb.beat,
+		Needs: needs, Failed: in.Failed, From: nb.from(), Force: in.Force, Heartbeat: nb.beat,
 	})
-	stop()
 	if err != nil {
 		if ctx.Err() != nil {
-			hb.record(true) // as for a canceled node below
-			return NodeOutcome{}, fmt.Errorf("worker interrupted: %w", err)
+			nb.b.record(true) // as for a canceled node below
+			return NodeOutcome{}, fmt.Errorf("%w: %w", errInterrupted, err)
 		}
 		return NodeOutcome{}, temporal.NewNonRetryableApplicationError(err.Error(), "RunError", err)
 	}
 	out := NodeOutcome{Node: in.Node, State: string(res.State), Output: res.Output, Reason: res.Reason,
-		Worker: a.Identity, TemporalAttempt: info.Attempt, Cursor: hb.cursor(), From: lost}
+		Worker: a.Identity, TemporalAttempt: attempt, Cursor: nb.cursor(), From: nb.lost()}
 	out.Cursor.Output = "" // the result has the output; the history need not hold it twice
-	out.Diagnostics, out.Verdict, out.Tokens = a.account(context.WithoutCancel(ctx), g, in.RunID, in.Node, len(before))
+	out.Diagnostics, out.Verdict, out.Tokens = a.account(context.WithoutCancel(ctx), sp.g, in.RunID, in.Node, len(before))
 	switch res.State {
 	case journal.NodeCompleted, journal.NodeAttention:
 		return out, nil
 	case journal.NodeCanceled:
-		// This worker is stopping: the node is not failed, another worker
-		// takes it over from the last heartbeat: this one, with all the
-		// node had (the last one sent may be beatThrottle old; the SDK
-		// sends the one it holds back with the failure).
-		hb.record(true)
-		return out, fmt.Errorf("node %s interrupted on worker %s", in.Node, a.Identity)
+		return out, errInterrupted
 	}
 	if res.Err != nil {
 		out.ErrClass = string(diagnostics.Classify(res.Err).Class)
 	}
-	return out, temporal.NewNonRetryableApplicationError(res.Reason, errNodeFailed, res.Err, out)
+	return out, &nodeFailed{out: out, err: res.Err}
 }
 
 // spec is the graph and profile of in's run: read from the workflow
@@ -213,54 +365,149 @@ func (a *Activities) account(ctx context.Context, g *runner.Graph, runID, node s
 	return out, na.Verdict, &na.Tokens
 }
 
-// beater turns the executor's cursor reports into activity heartbeats:
-// healthy data at most every beatThrottle, recovery steps at once, and the
-// last cursor again every third of the heartbeat timeout while the node
-// waits (a backoff, a silent stream), so a live worker is never taken for
-// lost. The executor's report only stores the cursor: the heartbeat is
-// sent from the beater's own goroutine, since the SDK's RecordHeartbeat
-// may make its call to Temporal in the caller, or wait on a lock held
-// through one, and the stream of the node must not stop for that (on a
-// busy server it stopped long enough for the stream's idle timeout).
+// beater turns the executor's cursor reports into activity heartbeats —
+// one node's Heartbeat, or a pack's PackBeat: healthy data at most every
+// beatThrottle, recovery steps and ended nodes at once, and the last
+// cursors again every third of the heartbeat timeout while nothing moves
+// (a backoff, a silent stream), so a live worker is never taken for lost.
+// The executor's report only stores the cursor: the heartbeat is sent from
+// the beater's own goroutine, since the SDK's RecordHeartbeat may make its
+// call to Temporal in the caller, or wait on a lock held through one, and
+// a node's stream must not stop for that (on a busy server it stopped long
+// enough for the stream's idle timeout).
 type beater struct {
 	ctx    context.Context
 	every  time.Duration
 	worker string // this worker's identity: the heartbeat names it
-	// lost and lostAt: the worker this node was taken over from and its
-	// last heartbeat, repeated in every heartbeat (a hand-over under way).
-	lost   string
-	lostAt time.Time
-	wake   chan struct{} // a recovery step to send now
+	pack   bool   // heartbeat a PackBeat
+	wake   chan struct{}
 
 	mu    sync.Mutex
-	last  runner.NodeCursor
-	dirty bool // last has not been sent
+	nodes []*nodeBeat
+	dirty bool // a cursor has not been sent
 	sent  time.Time
 }
 
-func newBeater(ctx context.Context, every time.Duration, worker string) *beater {
+// nodeBeat is one node's part of a heartbeat.
+type nodeBeat struct {
+	b    *beater
+	node string
+	// Under b.mu:
+	last runner.NodeCursor
+	// hand is the lost worker's last heartbeat this node started from
+	// (nil for a fresh start), repeated in every heartbeat as LostWorker
+	// and LostAt: a hand-over under way.
+	hand      *Heartbeat
+	done      *NodeOutcome // the node ended (in a pack)
+	signalled bool         // done went to the workflow by SignalSettled
+}
+
+func newBeater(ctx context.Context, every time.Duration, worker string, pack bool) *beater {
 	if every <= 0 {
 		every = 10 * time.Second
 	}
-	return &beater{ctx: ctx, every: every, worker: worker, wake: make(chan struct{}, 1)}
+	return &beater{ctx: ctx, every: every, worker: worker, pack: pack, wake: make(chan struct{}, 1)}
+}
+
+// add is node's part, starting from a lost worker's heartbeat (nil: a fresh
+// start).
+func (b *beater) add(node string, from *Heartbeat) *nodeBeat {
+	nb := &nodeBeat{b: b, node: node}
+	if from != nil {
+		nb.last, nb.hand = from.NodeCursor, from
+	}
+	b.mu.Lock()
+	b.nodes = append(b.nodes, nb)
+	b.mu.Unlock()
+	return nb
 }
 
 // beat is the executor's report: it stores the cursor and, for a recovery
 // step, wakes the sender. It never waits on Temporal.
-func (b *beater) beat(c runner.NodeCursor, step bool) {
-	b.mu.Lock()
-	b.last, b.dirty = c, true
-	b.mu.Unlock()
+func (n *nodeBeat) beat(c runner.NodeCursor, step bool) {
+	n.b.mu.Lock()
+	n.last, n.b.dirty = c, true
+	n.b.mu.Unlock()
 	if step {
-		select {
-		case b.wake <- struct{}{}:
-		default:
-		}
+		n.b.poke()
 	}
 }
 
-// record sends the last cursor: always when force, else when it has not
-// been sent and beatThrottle has passed, or every has passed.
+// finish records a pack's node as ended (its output left out when the
+// outcome went by SignalSettled) and sends it at once.
+func (n *nodeBeat) finish(out *NodeOutcome, signalled bool) {
+	o := *out
+	if signalled {
+		o.Output = ""
+	}
+	n.b.mu.Lock()
+	n.done, n.signalled, n.b.dirty = &o, signalled, true
+	n.b.mu.Unlock()
+	n.b.poke()
+}
+
+func (b *beater) poke() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// from is where the node starts: the lost worker's cursor, nil for a fresh start.
+func (n *nodeBeat) from() *runner.NodeCursor {
+	if n.hand == nil {
+		return nil
+	}
+	c := n.hand.NodeCursor
+	return &c
+}
+
+// lost is the lost worker's heartbeat the node started from, without its
+// output (the outcome has it), for NodeOutcome.From.
+func (n *nodeBeat) lost() *Heartbeat {
+	if n.hand == nil {
+		return nil
+	}
+	return &Heartbeat{NodeCursor: n.hand.NodeCursor, Worker: n.hand.Worker, At: n.hand.At}
+}
+
+func (n *nodeBeat) cursor() runner.NodeCursor {
+	n.b.mu.Lock()
+	defer n.b.mu.Unlock()
+	return n.last
+}
+
+// heartbeat is the node's Heartbeat now (under b.mu).
+func (n *nodeBeat) heartbeat(now time.Time) Heartbeat {
+	h := Heartbeat{NodeCursor: n.last, Worker: n.b.worker, At: now}
+	if n.hand != nil {
+		h.LostWorker, h.LostAt = n.hand.Worker, n.hand.At
+	}
+	return h
+}
+
+// details are the heartbeat's details now (under b.mu).
+func (b *beater) details(now time.Time) any {
+	if !b.pack {
+		return b.nodes[0].heartbeat(now)
+	}
+	pb := PackBeat{Nodes: make([]PackNode, len(b.nodes))}
+	partial := 0
+	for i, n := range b.nodes {
+		p := PackNode{Node: n.node, Done: n.done, Signalled: n.signalled}
+		if n.done == nil {
+			p.Heartbeat = n.heartbeat(now)
+			if partial += len(p.Output); partial > packBeatBytes {
+				p.Output = "" // see packBeatBytes
+			}
+		}
+		pb.Nodes[i] = p
+	}
+	return pb
+}
+
+// record sends the heartbeat: always when force, else when a cursor has
+// not been sent and beatThrottle has passed, or every has passed.
 func (b *beater) record(force bool) {
 	b.mu.Lock()
 	since := time.Since(b.sent)
@@ -268,26 +515,19 @@ func (b *beater) record(force bool) {
 		b.mu.Unlock()
 		return
 	}
-	b.sent, b.dirty = time.Now(), false
-	c := b.last
+	now := time.Now()
+	b.sent, b.dirty = now, false
+	d := b.details(now.UTC())
 	b.mu.Unlock()
-	activity.RecordHeartbeat(b.ctx, Heartbeat{NodeCursor: c, Worker: b.worker, At: time.Now().UTC(), LostWorker: b.lost, LostAt: b.lostAt})
+	activity.RecordHeartbeat(b.ctx, d)
 }
 
-func (b *beater) cursor() runner.NodeCursor {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.last
-}
-
-// keepAlive sends the node's heartbeats, from a goroutine of its own,
-// until stop is called.
+// keepAlive sends the heartbeats, from a goroutine of its own, until stop
+// is called.
 func (b *beater) keepAlive() (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		t := time.NewTicker(beatThrottle)
 		defer t.Stop()
 		for {
@@ -302,6 +542,6 @@ func (b *beater) keepAlive() (stop func()) {
 				b.record(false)
 			}
 		}
-	}()
+	})
 	return func() { close(done); wg.Wait() }
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/noderun/noderun/internal/testkit"
@@ -93,6 +94,10 @@ func BenchmarkTemporalVsLocal(b *testing.B) {
 
 // The same graph gives the same outputs run locally and on Temporal, with
 // an in-process worker (the kill -9 test covers worker processes).
+//
+// Packed, reason and critique run in one activity (PackInput): the same
+// outputs, progress and journal. The pack's result has room for one of the
+// two outputs (PackBytes): the other reaches the workflow as SignalSettled.
 func TestSameOutputsLocallyAndOnTemporal(t *testing.T) {
 	dir := t.TempDir()
 	g := benchGraph(t, dir)
@@ -104,10 +109,21 @@ func TestSameOutputsLocallyAndOnTemporal(t *testing.T) {
 		t.Fatalf("local: %v %v", err, lres)
 	}
 	c := dialDev(t)
+	for _, pack := range []int{1, 2} {
+		t.Run(fmt.Sprintf("pack=%d", pack), func(t *testing.T) { sameOnTemporal(t, c, g, lres, pack) })
+	}
+}
+
+func sameOnTemporal(t *testing.T, c client.Client, g *runner.Graph, lres *runner.Result, pack int) {
+	ctx := context.Background()
 	queue := fmt.Sprintf("same-%d", time.Now().UnixNano())
 	acts := &ntemporal.Activities{Identity: "same"}
-	startWorker(t, c, queue, filepath.Join(dir, "worker.db"), acts)
+	startWorker(t, c, queue, filepath.Join(t.TempDir(), "worker.db"), acts)
 	in := ciInput(t, "same", g)
+	in.Pack = pack
+	if pack > 1 {
+		in.PackBytes = 1500 // reason's or critique's output (1,157 and 1,208 bytes), not both
+	}
 	if _, err := ntemporal.Submit(ctx, c, queue, in); err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +157,30 @@ func TestSameOutputsLocallyAndOnTemporal(t *testing.T) {
 	nodes, err := acts.Journal.Nodes(ctx, in.RunID)
 	if err != nil || len(nodes) != len(g.Nodes) {
 		t.Fatalf("worker journal: %d nodes, %v", len(nodes), err)
+	}
+	// What Temporal ran, by its own history: activities and signals.
+	var acts1, packs, signals int
+	it := c.GetWorkflowHistory(ctx, in.RunID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch a := ev.GetActivityTaskScheduledEventAttributes(); {
+		case a != nil && a.GetActivityType().GetName() == ntemporal.PackActivityName:
+			packs++
+		case a != nil:
+			acts1++
+		case ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == ntemporal.SignalSettled:
+			signals++
+		}
+	}
+	want := [3]int{4, 0, 0} // nodes alone, packs, outcomes by signal
+	if pack > 1 {
+		want = [3]int{2, 1, 1}
+	}
+	if got := [3]int{acts1, packs, signals}; got != want {
+		t.Errorf("history: %d nodes alone, %d packs, %d outcomes by signal; want %v", acts1, packs, signals, want)
 	}
 }
 

@@ -49,11 +49,24 @@ func (w warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
 }
 
-// NewWorker registers the graph workflow and the node activity on queue.
-func NewWorker(c client.Client, queue string, acts *Activities, opts worker.Options) worker.Worker {
+// NewWorker registers the graph workflow and the node activities on queue.
+// Its MaxConcurrentActivityExecutionSize counts nodes: a pack of them holds
+// as many slots (nodeSlots).
+func NewWorker(c client.Client, queue string, acts *Activities, opts worker.Options) (worker.Worker, error) {
+	if n := opts.MaxConcurrentActivityExecutionSize; n > 0 && opts.Tuner == nil {
+		acts.slots = newNodeSlots(n)
+		t, err := nodeTuner(acts.slots, opts)
+		if err != nil {
+			return nil, fmt.Errorf("worker tuner: %w", err)
+		}
+		// The tuner takes the place of every MaxConcurrent…Size.
+		opts.Tuner = t
+		opts.MaxConcurrentActivityExecutionSize, opts.MaxConcurrentWorkflowTaskExecutionSize = 0, 0
+		opts.MaxConcurrentLocalActivityExecutionSize, opts.MaxConcurrentNexusTaskExecutionSize = 0, 0
+	}
 	w := worker.New(c, queue, opts)
 	Register(w, acts)
-	return w
+	return w, nil
 }
 
 // WorkerOptions are a `noderun worker`'s options: parallel nodes at once,
@@ -85,6 +98,7 @@ func WorkerOptions(parallel int) worker.Options {
 func Register(w worker.Worker, acts *Activities) {
 	RegisterWorkflow(w)
 	w.RegisterActivityWithOptions(acts.Node, activity.RegisterOptions{Name: ActivityName})
+	w.RegisterActivityWithOptions(acts.Nodes, activity.RegisterOptions{Name: PackActivityName})
 }
 
 // RegisterWorkflow adds the graph workflow to a worker or a replayer.

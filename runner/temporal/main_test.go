@@ -51,7 +51,10 @@ var noderun testkit.CLI
 func startWorker(tb testing.TB, c client.Client, queue, dbPath string, acts *ntemporal.Activities) {
 	tb.Helper()
 	acts.Journal = testkit.OpenJournal(tb, dbPath)
-	w := ntemporal.NewWorker(c, queue, acts, worker.Options{})
+	w, err := ntemporal.NewWorker(c, queue, acts, worker.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	if err := w.Start(); err != nil {
 		tb.Fatal(err)
 	}

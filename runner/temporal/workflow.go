@@ -73,8 +73,8 @@ type RunInput struct {
 	// HistoryLimit is the number of history events past which an execution
 	// continues as new; 0: ContinueAsNewEvents.
 	HistoryLimit int `json:"history_limit,omitempty"`
-	// Pack bounds the nodes one activity runs (see packSize): 0 lets the
-	// workflow choose, up to MaxPack; 1 runs every node in its own activity.
+	// Pack is how many nodes one activity runs: 0 lets the workflow choose
+	// by the run's width (packSize); 1 runs every node in its own activity.
 	Pack int `json:"pack,omitempty"`
 	// PackBytes bounds the outputs a pack's result carries; 0: PackBytes.
 	PackBytes int `json:"pack_bytes,omitempty"`
@@ -330,15 +330,18 @@ const (
 	// PackBytes bounds the outputs a pack's result carries (Temporal: 2 MB
 	// a payload); the others go by SignalSettled.
 	PackBytes = 1 << 20
+	// MaxPackFlag bounds a run's own pack size (RunInput.Pack): a pack's
+	// heartbeat and input grow with it.
+	MaxPackFlag = 256
 )
 
 // packSize is how many nodes an activity starting now runs, with running
-// nodes in the run counting it; limit is RunInput.Pack.
-func packSize(running, limit int) int {
-	if limit <= 0 {
-		limit = MaxPack
+// nodes in the run counting it, unless the run says (RunInput.Pack).
+func packSize(running, pack int) int {
+	if pack > 0 {
+		return pack
 	}
-	return max(1, min((running+PackActivities-1)/PackActivities, limit))
+	return max(1, min((running+PackActivities-1)/PackActivities, MaxPack))
 }
 
 // packID is the activity id of a pack: its first node and how many follow
