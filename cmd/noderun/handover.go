@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -46,7 +45,8 @@ type temporalJSON struct {
 	PendingNodes int            `json:"pending_nodes"`
 }
 
-// activityJSON is one node activity.
+// activityJSON is one node activity (a node of a pack: the pack's times,
+// attempt and worker).
 type activityJSON struct {
 	Node      string  `json:"node"`
 	Replay    int     `json:"replay"`
@@ -58,6 +58,8 @@ type activityJSON struct {
 	Started   *string `json:"started,omitempty"`
 	Closed    *string `json:"closed,omitempty"`
 	Failure   string  `json:"failure,omitempty"`
+	// Pack is the activity id of the pack that ran the node ("" alone).
+	Pack string `json:"pack,omitempty"`
 }
 
 // handoverJSON is a node taken over from a lost (or stopped) worker.
@@ -112,7 +114,7 @@ func diagnoseTemporal(ctx context.Context, tc client.Client, runID string) (*tem
 		return nil, nil, err
 	}
 	in := runInputOf(h)
-	var pend map[string]pendingActivity
+	var pend map[string]ntemporal.PendingActivity
 	if h.Status == "running" {
 		if pend, err = pendingActivities(ctx, tc, runID); err != nil {
 			return nil, nil, err
@@ -131,50 +133,34 @@ func runInputOf(h *ntemporal.History) ntemporal.RunInput {
 	return in
 }
 
-// pendingActivity is a running node activity as Temporal describes it,
-// its last heartbeat decoded whole: the worker that sent it and when.
-// (ntemporal.PendingNodes reads the cursor alone.)
-type pendingActivity struct {
-	Attempt     int32
-	Started     time.Time // the running attempt's start; zero while it waits for a worker
-	Worker      string    // the worker of the last attempt started
-	Beat        ntemporal.Heartbeat
-	LastFailure string
-}
-
-// pendingActivities are the run's running activities by activity id.
-func pendingActivities(ctx context.Context, tc client.Client, runID string) (map[string]pendingActivity, error) {
+// pendingActivities are the run's running nodes (a pack's each) by
+// nodeActivity.
+func pendingActivities(ctx context.Context, tc client.Client, runID string) (map[string]ntemporal.PendingActivity, error) {
 	d, err := tc.DescribeWorkflowExecution(ctx, runID, "")
 	if err != nil {
 		return nil, fmt.Errorf("run %s: pending activities: %w", runID, err)
 	}
-	out := map[string]pendingActivity{}
-	dc := converter.GetDefaultDataConverter()
-	for _, pa := range d.GetPendingActivities() {
-		p := pendingActivity{Attempt: pa.GetAttempt(), Worker: pa.GetLastWorkerIdentity(), LastFailure: pa.GetLastFailure().GetMessage()}
-		if pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED && pa.GetLastStartedTime() != nil {
-			p.Started = pa.GetLastStartedTime().AsTime()
-		}
-		if hd := pa.GetHeartbeatDetails().GetPayloads(); len(hd) > 0 {
-			_ = dc.FromPayload(hd[0], &p.Beat) // a heartbeat that does not decode names nobody
-		}
-		out[pa.GetActivityId()] = p
+	out := map[string]ntemporal.PendingActivity{}
+	for _, p := range ntemporal.PendingActivities(d) {
+		out[nodeActivity(p.Node, p.Replay)] = p
 	}
 	return out, nil
 }
 
-// activityID is the id of a node's activity ("NODE#n" for a replay).
-func activityID(a ntemporal.Activity) string {
-	if a.Replay > 0 {
-		return fmt.Sprintf("%s#%d", a.Node, a.Replay)
+// nodeActivity names a node's activity, packed or not: the node ("NODE#n"
+// for an operator's replay, which runs alone). A node runs in one activity
+// at a time, so it names the running one whatever its pack.
+func nodeActivity(node string, replay int) string {
+	if replay > 0 {
+		return fmt.Sprintf("%s#%d", node, replay)
 	}
-	return a.Node
+	return node
 }
 
 // accountTemporal builds the diagnosis from a history. A node's last
 // activity (its latest replay) is its account; a node never scheduled is
 // not listed.
-func accountTemporal(h *ntemporal.History, in ntemporal.RunInput, pend map[string]pendingActivity, now time.Time) *temporalDiagnosis {
+func accountTemporal(h *ntemporal.History, in ntemporal.RunInput, pend map[string]ntemporal.PendingActivity, now time.Time) *temporalDiagnosis {
 	graph := ""
 	if g, err := runner.ParseGraph(in.GraphPath, []byte(in.GraphText)); err == nil {
 		graph = g.Name
@@ -194,8 +180,9 @@ func accountTemporal(h *ntemporal.History, in ntemporal.RunInput, pend map[strin
 	last := map[string]int{} // node → index of its account
 	for _, a := range h.Activities {
 		d.Temporal.Activities = append(d.Temporal.Activities, activityJSON{Node: a.Node, Replay: a.Replay, Execution: a.Run, State: a.State,
-			Worker: a.Worker, Attempt: a.Attempt, Scheduled: jsonTime(a.Scheduled), Started: jsonTime(a.Started), Closed: jsonTime(a.Closed), Failure: a.Failure})
-		p, running := pend[activityID(a)]
+			Worker: a.Worker, Attempt: a.Attempt, Scheduled: jsonTime(a.Scheduled), Started: jsonTime(a.Started), Closed: jsonTime(a.Closed), Failure: a.Failure,
+			Pack: a.Pack})
+		p, running := pend[nodeActivity(a.Node, a.Replay)]
 		running = running && a.State == "running"
 		ho, ok := handoverOf(a, p, running)
 		if ok {
@@ -239,7 +226,7 @@ func runStatus(workflow string, nodes []ledger.NodeAccount) string {
 // handoverOf is the hand-over an activity shows: an attempt above 1 (the
 // history holds the last attempt only: of several hand-overs of one node,
 // the last is detailed), or a running activity's retry.
-func handoverOf(a ntemporal.Activity, p pendingActivity, running bool) (handoverJSON, bool) {
+func handoverOf(a ntemporal.Activity, p ntemporal.PendingActivity, running bool) (handoverJSON, bool) {
 	attempt, worker, started := a.Attempt, a.Worker, a.Started
 	if running {
 		// Under way: the last heartbeat is the lost worker's until the
@@ -304,7 +291,7 @@ func handoverOf(a ntemporal.Activity, p pendingActivity, running bool) (handover
 // nodeAccount is a node's figures from its activity: the finishing
 // worker's ledger (tokens, verdict, the diagnostics it journaled) and the
 // history's times; the time a hand-over took is time lost.
-func nodeAccount(a ntemporal.Activity, ho handoverJSON, handedOver bool, p pendingActivity, running bool, now time.Time) ledger.NodeAccount {
+func nodeAccount(a ntemporal.Activity, ho handoverJSON, handedOver bool, p ntemporal.PendingActivity, running bool, now time.Time) ledger.NodeAccount {
 	// A node's state as local diagnose names it: its outcome's, else its
 	// activity's (one that timed out or was canceled failed).
 	state := string(journal.NodeFailed)

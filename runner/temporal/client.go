@@ -13,7 +13,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
@@ -225,7 +224,7 @@ type Pending struct {
 	LastBeat time.Time
 }
 
-// PendingNodes lists the run's running activities with their last heartbeat.
+// PendingNodes lists the run's running nodes (a pack's each) with their last heartbeat.
 func PendingNodes(ctx context.Context, c client.Client, runID string) ([]Pending, error) {
 	d, err := c.DescribeWorkflowExecution(ctx, runID, "")
 	if err != nil {
@@ -236,17 +235,8 @@ func PendingNodes(ctx context.Context, c client.Client, runID string) ([]Pending
 
 func pending(d *workflowservice.DescribeWorkflowExecutionResponse) []Pending {
 	var out []Pending
-	dc := converter.GetDefaultDataConverter()
-	for _, pa := range d.GetPendingActivities() {
-		node, _, _ := strings.Cut(pa.GetActivityId(), "#") // "NODE#n": the operator's n-th replay
-		p := Pending{Node: node, Attempt: pa.GetAttempt(), Worker: pa.GetLastWorkerIdentity()}
-		if pa.GetLastHeartbeatTime() != nil {
-			p.LastBeat = pa.GetLastHeartbeatTime().AsTime()
-		}
-		if hd := pa.GetHeartbeatDetails(); hd != nil && len(hd.GetPayloads()) > 0 {
-			_ = dc.FromPayload(hd.GetPayloads()[0], &p.Cursor)
-		}
-		out = append(out, p)
+	for _, p := range PendingActivities(d) { // a pack's running nodes, each its own
+		out = append(out, Pending{Node: p.Node, Attempt: p.Attempt, Worker: p.Worker, Cursor: p.Beat.NodeCursor, LastBeat: p.LastBeat})
 	}
 	return out
 }

@@ -12,6 +12,7 @@ import (
 	failurepb "go.temporal.io/api/failure/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/proto"
@@ -69,6 +70,12 @@ type Activity struct {
 	LastBeat   time.Time
 	// HeartbeatTimeout is the activity's heartbeat timeout as scheduled.
 	HeartbeatTimeout time.Duration
+	// Pack is the activity id of the pack that ran the node ("FIRST+N",
+	// PackActivityName), "" for a node that ran alone. A pack's nodes share
+	// its times, attempt and worker, but a node whose outcome went by
+	// SignalSettled closed when the signal came, on the attempt and worker
+	// its outcome names.
+	Pack string
 }
 
 // History is a run's history across continue-as-new.
@@ -175,13 +182,17 @@ func runEvents(ctx context.Context, c client.Client, workflowID, runID string) (
 func (h *History) add(runID string, evs []*historypb.HistoryEvent) (next string, err error) {
 	h.Runs = append(h.Runs, runID)
 	dc := converter.GetDefaultDataConverter()
-	scheduled := map[int64]int{} // scheduled event id → index in h.Activities
-	act := func(id int64) *Activity {
-		if i, ok := scheduled[id]; ok {
-			return &h.Activities[i]
+	// A scheduled activity's entries in h.Activities: one node's, or a
+	// pack's nodes' (appended together, so contiguous).
+	type span struct{ from, n int }
+	scheduled := map[int64]span{} // scheduled event id → its entries
+	acts := func(id int64) []Activity {
+		if s, ok := scheduled[id]; ok {
+			return h.Activities[s.from : s.from+s.n]
 		}
 		return nil
 	}
+	latest := map[string]int{} // node → its last entry in this execution, for SignalSettled
 	h.Status = "running"
 	for _, ev := range evs {
 		h.Events++
@@ -195,50 +206,137 @@ func (h *History) add(runID string, evs []*historypb.HistoryEvent) (next string,
 			}
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			a := ev.GetActivityTaskScheduledEventAttributes()
-			node, replay := splitActivityID(a.GetActivityId())
-			scheduled[ev.GetEventId()] = len(h.Activities)
-			h.Activities = append(h.Activities, Activity{Node: node, Replay: replay, Run: runID, Scheduled: at,
-				State: "running", HeartbeatTimeout: a.GetHeartbeatTimeout().AsDuration()})
+			base := Activity{Run: runID, Scheduled: at, State: "running", HeartbeatTimeout: a.GetHeartbeatTimeout().AsDuration()}
+			if a.GetActivityType().GetName() != PackActivityName {
+				base.Node, base.Replay = splitActivityID(a.GetActivityId())
+				scheduled[ev.GetEventId()] = span{len(h.Activities), 1}
+				latest[base.Node] = len(h.Activities)
+				h.Activities = append(h.Activities, base)
+				continue
+			}
+			nodes, err := packNodes(dc, a.GetInput())
+			if err != nil {
+				return "", fmt.Errorf("execution %s: pack %s's input: %w", runID, a.GetActivityId(), err)
+			}
+			scheduled[ev.GetEventId()] = span{len(h.Activities), len(nodes)}
+			base.Pack = a.GetActivityId() // a replay runs alone: a packed node has no "#n"
+			for _, node := range nodes {
+				x := base
+				x.Node = node
+				latest[node] = len(h.Activities)
+				h.Activities = append(h.Activities, x)
+			}
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
 			a := ev.GetActivityTaskStartedEventAttributes()
-			if x := act(a.GetScheduledEventId()); x != nil {
+			xs := acts(a.GetScheduledEventId())
+			for i := range xs {
+				x := &xs[i]
+				if !x.Closed.IsZero() && x.Attempt > 0 && x.Attempt < a.GetAttempt() {
+					// Settled by SignalSettled on an earlier attempt: this
+					// event is the attempt that ran the pack's other nodes.
+					continue
+				}
 				x.Started, x.Attempt, x.Worker = at, a.GetAttempt(), a.GetIdentity()
 				if f := a.GetLastFailure(); f != nil {
 					x.LastFailure = f.GetMessage()
-					x.lastHeartbeat(dc, f)
 				}
+			}
+			if f := a.GetLastFailure(); f != nil {
+				heartbeats(dc, xs, timeoutDetails(f))
 			}
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
 			a := ev.GetActivityTaskCompletedEventAttributes()
-			if x := act(a.GetScheduledEventId()); x != nil {
+			xs := acts(a.GetScheduledEventId())
+			if len(xs) == 0 {
+				continue
+			}
+			p := a.GetResult().GetPayloads()
+			if xs[0].Pack == "" {
+				x := &xs[0]
 				x.Closed, x.State = at, "completed"
 				var out NodeOutcome
-				if p := a.GetResult().GetPayloads(); len(p) > 0 {
+				if len(p) > 0 {
 					if err := dc.FromPayload(p[0], &out); err != nil {
 						return "", fmt.Errorf("execution %s: node %s's result: %w", runID, x.Node, err)
 					}
 					x.Outcome = &out
 					x.fromOutcome()
 				}
+				continue
+			}
+			var res PackOutcome
+			if len(p) > 0 {
+				if err := dc.FromPayload(p[0], &res); err != nil {
+					return "", fmt.Errorf("execution %s: pack %s's result: %w", runID, xs[0].Pack, err)
+				}
+			}
+			outs := make(map[string]NodeOutcome, len(res.Nodes))
+			for _, o := range res.Nodes {
+				outs[o.Node] = o
+			}
+			for i := range xs {
+				x := &xs[i]
+				if !x.Closed.IsZero() {
+					continue // settled by SignalSettled (its outcome is left out of the result)
+				}
+				x.Closed = at
+				if o, ok := outs[x.Node]; ok {
+					x.settle(o)
+				} else {
+					// As the workflow settles it (settleActivity).
+					x.State, x.Failure = "failed", "its pack's result has no outcome of it"
+				}
 			}
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
 			a := ev.GetActivityTaskFailedEventAttributes()
-			if x := act(a.GetScheduledEventId()); x != nil {
-				x.Closed, x.State = at, "failed"
-				x.failed(dc, a.GetFailure())
+			xs := acts(a.GetScheduledEventId())
+			for i := range xs {
+				if x := &xs[i]; x.Closed.IsZero() {
+					x.Closed, x.State = at, "failed"
+					x.failed(dc, a.GetFailure())
+				}
 			}
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
 			a := ev.GetActivityTaskTimedOutEventAttributes()
-			if x := act(a.GetScheduledEventId()); x != nil {
-				x.Closed, x.State = at, "timed_out"
-				x.failed(dc, a.GetFailure())
-				x.lastHeartbeat(dc, a.GetFailure())
+			xs := acts(a.GetScheduledEventId())
+			for i := range xs {
+				if x := &xs[i]; x.Closed.IsZero() { // not settled by SignalSettled
+					x.Closed, x.State = at, "timed_out"
+					x.failed(dc, a.GetFailure())
+				}
 			}
+			heartbeats(dc, xs, timeoutDetails(a.GetFailure()))
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCELED:
 			a := ev.GetActivityTaskCanceledEventAttributes()
-			if x := act(a.GetScheduledEventId()); x != nil {
-				x.Closed, x.State, x.Failure = at, "canceled", "canceled"
+			xs := acts(a.GetScheduledEventId())
+			for i := range xs {
+				if x := &xs[i]; x.Closed.IsZero() {
+					x.Closed, x.State, x.Failure = at, "canceled", "canceled"
+				}
 			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+			a := ev.GetWorkflowExecutionSignaledEventAttributes()
+			if a.GetSignalName() != SignalSettled {
+				continue
+			}
+			var out NodeOutcome
+			if p := a.GetInput().GetPayloads(); len(p) > 0 {
+				if err := dc.FromPayload(p[0], &out); err != nil {
+					return "", fmt.Errorf("execution %s: a %s signal: %w", runID, SignalSettled, err)
+				}
+			}
+			i, ok := latest[out.Node]
+			if !ok || !h.Activities[i].Closed.IsZero() {
+				continue // as the workflow does: a node settles once
+			}
+			x := &h.Activities[i]
+			x.Closed = at
+			// The pack's started event is its last attempt's: the signal
+			// names the attempt and worker that finished this node.
+			if out.TemporalAttempt > 0 {
+				x.Attempt, x.Worker = out.TemporalAttempt, out.Worker
+			}
+			x.settle(out)
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
 			h.Status, h.Closed = "completed", at
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
@@ -271,6 +369,47 @@ func splitActivityID(id string) (string, int) {
 	return node, replay
 }
 
+// packNodes are the nodes of a pack's input (a PackInput), in order. Only
+// the ids are decoded: the needs' outputs an input carries inline can be
+// megabytes in a wide run, and the history reader has no use for them.
+func packNodes(dc converter.DataConverter, p *commonpb.Payloads) ([]string, error) {
+	var in struct {
+		Nodes []struct {
+			Node string `json:"node"`
+		} `json:"nodes"`
+	}
+	if len(p.GetPayloads()) == 0 {
+		return nil, errors.New("no input")
+	}
+	if err := dc.FromPayload(p.GetPayloads()[0], &in); err != nil {
+		return nil, err
+	}
+	if len(in.Nodes) == 0 {
+		return nil, errors.New("no nodes")
+	}
+	nodes := make([]string, len(in.Nodes))
+	for i, n := range in.Nodes {
+		nodes[i] = n.Node
+	}
+	return nodes, nil
+}
+
+// settle records a node's outcome from its pack (its result, or
+// SignalSettled): a pack completes whatever its nodes' outcomes, so each
+// node's activity state is what its own activity's would have been (a node
+// failed by noderun's profile fails its activity, NodeFailed; a held node
+// completes it).
+func (x *Activity) settle(o NodeOutcome) {
+	x.Outcome = &o
+	switch journal.NodeState(o.State) {
+	case journal.NodeCompleted, journal.NodeAttention:
+		x.State = "completed"
+	default:
+		x.State, x.Failure = "failed", o.Reason
+	}
+	x.fromOutcome()
+}
+
 // failed records a failure: its message and, for NodeFailed, the outcome
 // its details carry.
 func (x *Activity) failed(dc converter.DataConverter, f *failurepb.Failure) {
@@ -281,7 +420,9 @@ func (x *Activity) failed(dc converter.DataConverter, f *failurepb.Failure) {
 	if ai := f.GetApplicationFailureInfo(); ai != nil && ai.GetType() == errNodeFailed {
 		if p := ai.GetDetails().GetPayloads(); len(p) > 0 {
 			var out NodeOutcome
-			if dc.FromPayload(p[0], &out) == nil {
+			// A pack's nodes fail by outcomes in its result, not by
+			// NodeFailed: an outcome here is one node's.
+			if dc.FromPayload(p[0], &out) == nil && (x.Pack == "" || out.Node == x.Node) {
 				x.Outcome = &out
 				x.fromOutcome()
 			}
@@ -289,15 +430,45 @@ func (x *Activity) failed(dc converter.DataConverter, f *failurepb.Failure) {
 	}
 }
 
-// lastHeartbeat reads a timeout failure's last heartbeat details (the final
-// timeout of an activity that is not retried carries them).
-func (x *Activity) lastHeartbeat(dc converter.DataConverter, f *failurepb.Failure) {
+// timeoutDetails are the last heartbeat details of a timeout failure (or of
+// its cause): the final timeout of an activity that is not retried carries
+// them. nil if f is no timeout.
+func timeoutDetails(f *failurepb.Failure) *commonpb.Payloads {
 	for ; f != nil; f = f.GetCause() {
 		if ti := f.GetTimeoutFailureInfo(); ti != nil {
-			if hb, ok := decodeHeartbeat(dc, ti.GetLastHeartbeatDetails()); ok {
-				x.setHeartbeat(hb)
-			}
-			return
+			return ti.GetLastHeartbeatDetails()
+		}
+	}
+	return nil
+}
+
+// heartbeats gives the entries of one activity their lost attempt's last
+// heartbeat from its details: a node's Heartbeat, or a pack's PackBeat, of
+// which each node gets its own (but a node that had ended: it was not lost).
+// A heartbeat that does not decode names nobody: it is diagnostics, and the
+// outcomes a dependent reads from the same history must not fail for it.
+func heartbeats(dc converter.DataConverter, xs []Activity, details *commonpb.Payloads) {
+	p := details.GetPayloads()
+	if len(xs) == 0 || len(p) == 0 {
+		return
+	}
+	if xs[0].Pack == "" {
+		if hb, ok := decodeHeartbeat(dc, details); ok {
+			xs[0].setHeartbeat(hb)
+		}
+		return
+	}
+	var beat PackBeat
+	if dc.FromPayload(p[0], &beat) != nil {
+		return
+	}
+	by := make(map[string]PackNode, len(beat.Nodes))
+	for _, n := range beat.Nodes {
+		by[n.Node] = n
+	}
+	for i := range xs {
+		if n, ok := by[xs[i].Node]; ok && n.Done == nil {
+			xs[i].setHeartbeat(n.Heartbeat)
 		}
 	}
 }
@@ -321,4 +492,71 @@ func decodeHeartbeat(dc converter.DataConverter, p *commonpb.Payloads) (Heartbea
 		return hb, false
 	}
 	return hb, dc.FromPayload(p.GetPayloads()[0], &hb) == nil
+}
+
+// PendingActivity is a node whose activity runs (or waits to be retried), as
+// DescribeWorkflowExecution shows it: a node alone, or one of a pack's
+// running nodes.
+type PendingActivity struct {
+	Node   string
+	Replay int // n of "NODE#n" (an operator's n-th replay), 0 otherwise
+	// ActivityID is the activity's id: "NODE", "NODE#n", or a pack's
+	// "FIRST+N" (Pack is then true).
+	ActivityID string
+	Pack       bool
+	Attempt    int32     // above 1: an earlier worker was lost or stopped
+	Started    time.Time // the running attempt's start; zero while it waits for a worker
+	Worker     string    // the worker of the last attempt started
+	// LastFailure is how the attempt before ended ("activity Heartbeat
+	// timeout"); LastBeat when Temporal last got a heartbeat.
+	LastFailure string
+	LastBeat    time.Time
+	// Beat is the node's last heartbeat (its own, from a pack's PackBeat):
+	// until the running attempt sends one, the lost attempt's.
+	Beat Heartbeat
+}
+
+// PendingActivities decodes a run's running activities into one entry a
+// running node: a pack's heartbeat (PackBeat) lists its nodes, of which those
+// that ended (Done) are left out. A pack that has sent no heartbeat yet names
+// none of its nodes but its first (its activity id's), which stands for it.
+// A heartbeat that does not decode names nobody.
+func PendingActivities(d *workflowservice.DescribeWorkflowExecutionResponse) []PendingActivity {
+	var out []PendingActivity
+	dc := converter.GetDefaultDataConverter()
+	for _, pa := range d.GetPendingActivities() {
+		p := PendingActivity{ActivityID: pa.GetActivityId(), Attempt: pa.GetAttempt(), Worker: pa.GetLastWorkerIdentity(),
+			LastFailure: pa.GetLastFailure().GetMessage()}
+		if pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED && pa.GetLastStartedTime() != nil {
+			p.Started = pa.GetLastStartedTime().AsTime()
+		}
+		if pa.GetLastHeartbeatTime() != nil {
+			p.LastBeat = pa.GetLastHeartbeatTime().AsTime()
+		}
+		hd := pa.GetHeartbeatDetails().GetPayloads()
+		if pa.GetActivityType().GetName() != PackActivityName {
+			p.Node, p.Replay = splitActivityID(p.ActivityID)
+			if len(hd) > 0 {
+				_ = dc.FromPayload(hd[0], &p.Beat)
+			}
+			out = append(out, p)
+			continue
+		}
+		p.Pack = true
+		var beat PackBeat
+		if len(hd) == 0 || dc.FromPayload(hd[0], &beat) != nil || len(beat.Nodes) == 0 {
+			p.Node, _, _ = strings.Cut(p.ActivityID, "+")
+			out = append(out, p)
+			continue
+		}
+		for _, n := range beat.Nodes {
+			if n.Done != nil {
+				continue
+			}
+			q := p
+			q.Node, q.Beat = n.Node, n.Heartbeat
+			out = append(out, q)
+		}
+	}
+	return out
 }
