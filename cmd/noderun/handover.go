@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -140,11 +141,16 @@ func pendingActivities(ctx context.Context, tc client.Client, runID string) (map
 	if err != nil {
 		return nil, fmt.Errorf("run %s: pending activities: %w", runID, err)
 	}
+	return pendingByNode(d), nil
+}
+
+// pendingByNode keys a run's running nodes by nodeActivity.
+func pendingByNode(d *workflowservice.DescribeWorkflowExecutionResponse) map[string]ntemporal.PendingActivity {
 	out := map[string]ntemporal.PendingActivity{}
 	for _, p := range ntemporal.PendingActivities(d) {
 		out[nodeActivity(p.Node, p.Replay)] = p
 	}
-	return out, nil
+	return out
 }
 
 // nodeActivity names a node's activity, packed or not: the node ("NODE#n"

@@ -232,6 +232,13 @@ func executionOutcomes(ctx context.Context, c client.Client, workflowID, runID s
 	if _, err := h.add(runID, evs); err != nil {
 		return nil, err
 	}
+	return h.outcomes(), nil
+}
+
+// outcomes are the node outcomes the history holds, by node: a node alone's
+// result or NodeFailed details, a packed node's from its pack's result or
+// its SignalSettled (the last of a node's replays wins).
+func (h *History) outcomes() map[string]NodeOutcome {
 	out := map[string]NodeOutcome{}
 	for _, a := range h.Activities {
 		if a.Outcome != nil {
@@ -240,5 +247,5 @@ func executionOutcomes(ctx context.Context, c client.Client, workflowID, runID s
 			out[a.Node] = o
 		}
 	}
-	return out, nil
+	return out
 }
