@@ -501,9 +501,15 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		task.bytes += inline + len(id) + 256
 		return inp
 	}
+	// A run started by workers before packs (its history has no marker)
+	// runs every node alone when a newer worker replays it.
+	packs := workflow.GetVersion(ctx, "packs", workflow.DefaultVersion, 1) >= 1
 	// launch starts nodes, one activity each or in packs (packSize).
 	launch := func(nodes []NodeInput) {
-		size := packSize(running, in.Pack)
+		size := 1
+		if packs {
+			size = packSize(running, in.Pack)
+		}
 		for len(nodes) > 0 {
 			k := min(size, len(nodes))
 			p := nodes[:k]
