@@ -19,7 +19,7 @@ export NODERUN_CODEX ?= $(CODEX)
 export NODERUN_CLAUDE ?= $(CLAUDE)
 export NODERUN_GEMINI ?= $(GEMINI)
 
-.PHONY: build demo test tools bench profile lint fuzz clean
+.PHONY: build demo test tools debs bench profile lint fuzz clean
 
 # The commit goes in by -X too: --version prints it even where the go command stamps no VCS info.
 COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
@@ -41,7 +41,11 @@ demo: build
 test: tools
 	$(GO) test -race -count=1 ./...
 
-tools: $(CODEX) $(CLAUDE) $(GEMINI) $(TEMPORAL) $(JAEGER) $(PROMTOOL)
+# Independent of each other: `make -j4 tools` (.ci/run) downloads and installs while it compiles.
+tools: $(CODEX) $(CLAUDE) $(GEMINI) $(TEMPORAL) $(JAEGER) $(PROMTOOL) debs
+
+# Debian's packages the tests need (apt-get runs one at a time: one recipe).
+debs:
 	@command -v nginx >/dev/null 2>&1 || ls /usr/sbin/nginx >/dev/null 2>&1 || \
 		{ echo "installing nginx-light (gateway tests)"; (apt-get update -qq && apt-get install -y -qq nginx-light) >/dev/null; }
 	@command -v xmllint >/dev/null 2>&1 || \

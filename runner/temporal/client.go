@@ -72,13 +72,13 @@ func NewWorker(c client.Client, queue string, acts *Activities, opts worker.Opti
 // pollers that scale with the backlog, and heartbeats at most
 // HeartbeatThrottle apart.
 func WorkerOptions(parallel int) worker.Options {
-	// Two pollers (the SDK's default) take a task each per round trip: a
-	// worker of hundreds of slots then starts a few dozen nodes a second
-	// while a wide run's activities wait in the queue. (Autoscaling pollers
-	// measured slower here: 4.2 s median queue wait against 1.5 s for
-	// 1,000 nodes on 3 workers.)
+	// A poller takes a task a round trip. A wide run packs its nodes (a
+	// task of up to 32), so a few pollers keep a worker of hundreds of slots
+	// fed; many would each take a pack at once before the worker counts
+	// their nodes (nodeSlots), and the first of three workers took 35 of a
+	// 1,000-node run's 63 packs (560 nodes for 334 slots) and ended last.
 	pollers := worker.NewPollerBehaviorSimpleMaximum(worker.PollerBehaviorSimpleMaximumOptions{
-		MaximumNumberOfPollers: min(max(parallel/8, 4), 64)})
+		MaximumNumberOfPollers: min(max(parallel/64, 2), 16)})
 	return worker.Options{MaxConcurrentActivityExecutionSize: parallel, WorkerStopTimeout: 10 * time.Second,
 		ActivityTaskPollerBehavior: pollers,
 		// A workflow task of a wide run parses its graph (10,000 nodes: a

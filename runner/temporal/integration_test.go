@@ -128,15 +128,18 @@ func start(t testing.TB, name string, bin string, args ...string) *proc {
 		t.Fatal(err)
 	}
 	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-			return
-		default:
-		}
-		testkit.Terminate(p.cmd, p.done, 15*time.Second)
-	})
+	t.Cleanup(p.stop)
 	return p
+}
+
+// stop ends p (SIGTERM, then SIGKILL) unless it has ended.
+func (p *proc) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	testkit.Terminate(p.cmd, p.done, 15*time.Second)
 }
 
 // wait waits up to d for p to exit and fails the test if it does not.
