@@ -252,10 +252,7 @@ func (a *Activities) run(ctx context.Context, sp *spec, in NodeInput, nb *nodeBe
 	if err != nil {
 		return NodeOutcome{}, err
 	}
-	before, err := a.Journal.Attempts(ctx, in.RunID, in.Node)
-	if err != nil && !errors.Is(err, journal.ErrNotFound) {
-		return NodeOutcome{}, err
-	}
+	began := time.Now() // attempts since are this activity's (account)
 	res, err := runner.RunNode(ctx, sp.g, in.Node, runner.NodeOptions{
 		Options: runner.Options{Journal: a.Journal, Profiles: profile.Set{sp.profile.Name: sp.profile}, Profile: sp.profile.Name,
 			Logger: a.logger(), Getenv: a.Getenv, RunID: in.RunID, Inputs: sp.inputs, Quota: runner.QuotaOptions{Pacers: a.Pacers},
@@ -272,7 +269,7 @@ func (a *Activities) run(ctx context.Context, sp *spec, in NodeInput, nb *nodeBe
 	out := NodeOutcome{Node: in.Node, State: string(res.State), Output: res.Output, Reason: res.Reason,
 		Worker: a.Identity, TemporalAttempt: attempt, Cursor: nb.cursor(), From: nb.lost()}
 	out.Cursor.Output = "" // the result has the output; the history need not hold it twice
-	out.Diagnostics, out.Verdict, out.Tokens = a.account(context.WithoutCancel(ctx), sp.g, in.RunID, in.Node, len(before))
+	out.Diagnostics, out.Verdict, out.Tokens = a.account(context.WithoutCancel(ctx), sp.g, in.RunID, in.Node, began)
 	switch res.State {
 	case journal.NodeCompleted, journal.NodeAttention:
 		return out, nil
@@ -347,12 +344,18 @@ func (a *Activities) logger() *slog.Logger {
 
 // account reads the node from this worker's journal (package ledger, as
 // every report does): the diagnostics this activity journaled (attempts
-// after the ones the worker had before it, and node-level ones), and the
-// node's verdict and token figures as this worker saw it.
-func (a *Activities) account(ctx context.Context, g *runner.Graph, runID, node string, before int) ([]Diag, string, *ledger.Tokens) {
+// it started, since began, and node-level ones), and the node's verdict
+// and token figures as this worker saw it.
+func (a *Activities) account(ctx context.Context, g *runner.Graph, runID, node string, began time.Time) ([]Diag, string, *ledger.Tokens) {
 	nd, err := ledger.LoadNodeOf(ctx, a.Journal, g, runID, node)
 	if err != nil {
 		return nil, "", nil
+	}
+	before := 0 // attempts this worker had made before this activity
+	for _, at := range nd.Attempts {
+		if at.Started.Before(began) {
+			before = max(before, at.N)
+		}
 	}
 	var out []Diag
 	for _, r := range nd.Records {
