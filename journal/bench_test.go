@@ -359,3 +359,86 @@ func BenchmarkNodeLifecycle(b *testing.B) {
 	b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N), "wall-µs/node")
 	b.ReportMetric(float64(benchstat.CPUTime()-cpu0)/1e3/float64(b.N), "cpu-µs/node")
 }
+
+// BenchmarkNodeReads is what the runner reads for each node it runs, in a
+// journal of a few hundred completed nodes: the cache lookup of the node's
+// key (a hit, which reads the origin's usage), the node's attempt usage,
+// attempts, events and row. Each read is a short query, so parsing its SQL
+// is a large part of its cost: this measures the read path's per-query
+// overhead rather than SQLite's search. It reports ns per node (all five
+// reads) and the process's CPU per node.
+func BenchmarkNodeReads(b *testing.B) {
+	const nodes = 300
+	ctx := context.Background()
+	j, err := Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	ids := make([]string, nodes)
+	for i := range ids {
+		ids[i] = fmt.Sprint("node", i)
+	}
+	for _, run := range []string{"old", "new"} {
+		if err := j.CreateRun(ctx, Run{ID: run, Graph: "bench"}); err != nil {
+			b.Fatal(err)
+		}
+		if err := j.SetNodesPending(ctx, run, ids); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		if err := j.StartNode(ctx, "old", id, "key-"+id); err != nil {
+			b.Fatal(err)
+		}
+		n, err := j.BeginAttempt(ctx, "old", id, ModeStart, "sim")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i, kind := range []string{KindDelta, KindDelta, KindDelta, "done"} {
+			if err := j.Append(Event{RunID: "old", NodeID: id, Attempt: n, Kind: kind, ProviderSeq: int64(i), Payload: benchPayload}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := j.RecordUsage("old", id, n, Usage{OutputTokens: 200}); err != nil {
+			b.Fatal(err)
+		}
+		if err := j.EndAttempt(ctx, "old", id, n, AttemptEnd{Outcome: OutcomeOK, Cursor: 3}); err != nil {
+			b.Fatal(err)
+		}
+		if err := j.CompleteNode(ctx, "old", id, string(benchPayload)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := j.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	read := func(id string) error {
+		if _, ok, err := j.LookupCache(ctx, "key-"+id, "new", time.Time{}); err != nil || !ok {
+			return fmt.Errorf("lookup %s: hit %v, %v", id, ok, err)
+		}
+		if u, err := j.AttemptUsage(ctx, "old", id); err != nil || len(u[id]) != 1 {
+			return fmt.Errorf("usage of %s: %v, %v", id, u, err)
+		}
+		if as, err := j.Attempts(ctx, "old", id); err != nil || len(as) != 1 {
+			return fmt.Errorf("attempts of %s: %d, %v", id, len(as), err)
+		}
+		if evs, err := j.Events(ctx, "old", EventFilter{Node: id, AfterSeq: -1}); err != nil || len(evs) != 5 {
+			return fmt.Errorf("events of %s: %d, %v", id, len(evs), err)
+		}
+		if _, err := j.Node(ctx, "old", id); err != nil {
+			return err
+		}
+		return nil
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := benchstat.CPUTime()
+	for i := range b.N {
+		if err := read(ids[i%nodes]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(benchstat.CPUTime()-cpu0)/float64(b.N), "cpu-ns/node")
+}

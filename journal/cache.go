@@ -75,7 +75,7 @@ const cacheCandidates = 16
 // notBefore (zero: any age), skipping the nodes of run exclude (the run
 // looking: its own nodes are not its cache). ok is false when there is none.
 func (j *Journal) LookupCache(ctx context.Context, key, exclude string, notBefore time.Time) (e CacheEntry, ok bool, err error) {
-	rows, err := j.rdb.QueryContext(ctx, `SELECT run, id, output, finished, cache_origin FROM nodes
+	rows, err := j.query(ctx, `SELECT run, id, output, finished, cache_origin FROM nodes
 		WHERE cache_key = ? AND state = 'completed' AND run != ? ORDER BY finished DESC LIMIT ?`, key, exclude, cacheCandidates)
 	if err != nil {
 		return CacheEntry{}, false, j.errorf("cache lookup: %w", err)
@@ -131,7 +131,7 @@ func (j *Journal) LookupCache(ctx context.Context, key, exclude string, notBefor
 // produced its output.
 func (j *Journal) completingUsage(ctx context.Context, runID, nodeID string) (Usage, error) {
 	var n sql.NullInt64
-	if err := j.rdb.QueryRowContext(ctx, `SELECT max(n) FROM attempts WHERE run = ? AND node = ?`, runID, nodeID).Scan(&n); err != nil {
+	if err := j.queryRow(ctx, `SELECT max(n) FROM attempts WHERE run = ? AND node = ?`, runID, nodeID).Scan(&n); err != nil {
 		return Usage{}, j.errorf("cache lookup: attempts of %s/%s: %w", runID, nodeID, err)
 	}
 	if !n.Valid {
@@ -147,7 +147,7 @@ func (j *Journal) completingUsage(ctx context.Context, runID, nodeID string) (Us
 // CacheOrigins returns, for each node of a run completed from the cache,
 // where its output was first produced.
 func (j *Journal) CacheOrigins(ctx context.Context, runID string) (map[string]CacheOrigin, error) {
-	rows, err := j.rdb.QueryContext(ctx, `SELECT id, cache_origin FROM nodes WHERE run = ? AND cache_origin != ''`, runID)
+	rows, err := j.query(ctx, `SELECT id, cache_origin FROM nodes WHERE run = ? AND cache_origin != ''`, runID)
 	if err != nil {
 		return nil, j.errorf("cache origins of run %q: %w", runID, err)
 	}

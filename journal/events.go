@@ -90,7 +90,7 @@ func (j *Journal) Append(e Event) error {
 // visible in seq order, whole batches at a time, so nothing is skipped.
 func (j *Journal) Events(ctx context.Context, runID string, f EventFilter) ([]Event, error) {
 	query, args := eventsQuery(runID, f)
-	rows, err := j.rdb.QueryContext(ctx, query, args...)
+	rows, err := j.query(ctx, query, args...)
 	if err != nil {
 		return nil, j.errorf("events of run %q: %w", runID, err)
 	}
@@ -180,7 +180,7 @@ const (
 // chainStart returns where the chain of an attempt starts (chainStartQuery).
 func (j *Journal) chainStart(ctx context.Context, runID, nodeID string, attempt int) (int, error) {
 	var start int
-	err := j.rdb.QueryRowContext(ctx, chainStartQuery, runID, nodeID, attempt).Scan(&start)
+	err := j.queryRow(ctx, chainStartQuery, runID, nodeID, attempt).Scan(&start)
 	return start, err
 }
 
@@ -207,7 +207,7 @@ func (j *Journal) rebuild(ctx context.Context, runID, nodeID string, attempt int
 	// The rows first, then the folds: a fold that commits in between (from
 	// another process) moves rows from one to the other, and read in this
 	// order they are seen twice (and merged), never missed.
-	rows, err := j.rdb.QueryContext(ctx, rebuildQuery, runID, nodeID, start, attempt, kind)
+	rows, err := j.query(ctx, rebuildQuery, runID, nodeID, start, attempt, kind)
 	if err != nil {
 		return "", j.errorf("rebuild %s of %s/%s#%d: %w", kind, runID, nodeID, attempt, err)
 	}
@@ -254,7 +254,7 @@ func (j *Journal) LastMark(ctx context.Context, runID, nodeID string, attempt in
 		return nil, j.errorf("last mark of %s/%s#%d: %w", runID, nodeID, attempt, err)
 	}
 	var payload []byte
-	err = j.rdb.QueryRowContext(ctx, lastMarkQuery, runID, nodeID, start, attempt).Scan(&payload)
+	err = j.queryRow(ctx, lastMarkQuery, runID, nodeID, start, attempt).Scan(&payload)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, nil
@@ -275,7 +275,7 @@ func (j *Journal) MaxProviderSeq(ctx context.Context, runID, nodeID string, atte
 		return 0, j.errorf("max provider seq of %s/%s#%d: %w", runID, nodeID, attempt, err)
 	}
 	var top int64
-	if err := j.rdb.QueryRowContext(ctx, maxProviderSeqQuery, runID, nodeID, start, attempt).Scan(&top); err != nil {
+	if err := j.queryRow(ctx, maxProviderSeqQuery, runID, nodeID, start, attempt).Scan(&top); err != nil {
 		return 0, j.errorf("max provider seq of %s/%s#%d: %w", runID, nodeID, attempt, err)
 	}
 	return top, nil

@@ -303,7 +303,7 @@ func foldedQuery(runID string, f EventFilter) (string, []any) {
 // foldedEvents unfolds the folded rows that f selects, in seq order.
 func (j *Journal) foldedEvents(ctx context.Context, runID string, f EventFilter) ([]Event, error) {
 	query, args := foldedQuery(runID, f)
-	rows, err := j.rdb.QueryContext(ctx, query, args...)
+	rows, err := j.query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -378,7 +378,7 @@ const foldedRebuildQuery = `SELECT f.first_seq, f.bytes, f.idx,
 
 // foldedRebuildRows are the folded rows of a chain of attempts, in seq order.
 func (j *Journal) foldedRebuildRows(ctx context.Context, runID, nodeID string, first, last int, kind string) ([]foldedRow, error) {
-	rows, err := j.rdb.QueryContext(ctx, foldedRebuildQuery, runID, nodeID, first, last, kind)
+	rows, err := j.query(ctx, foldedRebuildQuery, runID, nodeID, first, last, kind)
 	if err != nil {
 		return nil, err
 	}

@@ -102,6 +102,8 @@ type Journal struct {
 	rdb *sql.DB // readers' pool, query_only
 	cdb *sql.DB // the checkpointer's connection
 
+	reads readStmts // rdb's prepared read statements (readstmt.go)
+
 	ckpt     chan struct{} // a commit happened (capacity 1)
 	ckptDone chan struct{} // closed when the checkpointer has stopped
 
@@ -231,6 +233,10 @@ func Open(ctx context.Context, path string, opts ...Option) (*Journal, error) {
 		return nil, j.openError(err)
 	}
 	j.rdb.SetMaxOpenConns(4) // a CLI poller and a few readers; bounds file handles
+	// Keep them all: a connection closed on its return to the pool takes
+	// the read statements prepared on it (readstmt.go) with it, and the
+	// next one prepares them again.
+	j.rdb.SetMaxIdleConns(4)
 	if j.cdb, err = openDB(path, checkpointerParams); err != nil {
 		j.wdb.Close()
 		j.rdb.Close()
@@ -328,7 +334,10 @@ func (j *Journal) Flush(ctx context.Context) error {
 func (j *Journal) Close() error {
 	j.closeOnce.Do(func() {
 		if j.readOnly {
-			j.closeErr = j.rdb.Close()
+			cerr := j.closeReads()
+			if j.closeErr = j.rdb.Close(); j.closeErr == nil {
+				j.closeErr = cerr
+			}
 			j.cleanup()
 			return
 		}
@@ -340,6 +349,11 @@ func (j *Journal) Close() error {
 		<-j.done
 		<-j.ckptDone
 		err := j.failure()
+		// The read statements before rdb: its connections then close with
+		// nothing prepared on them left to finalize.
+		if cerr := j.closeReads(); err == nil && cerr != nil {
+			err = j.errorf("close: %w", cerr)
+		}
 		for _, db := range []*sql.DB{j.rdb, j.cdb} {
 			if cerr := db.Close(); err == nil && cerr != nil {
 				err = j.errorf("close: %w", cerr)

@@ -458,7 +458,7 @@ func (j *Journal) Runs(ctx context.Context, limit int) ([]Run, error) {
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := j.rdb.QueryContext(ctx, `SELECT `+runColumns+` FROM runs ORDER BY started DESC, id DESC LIMIT ?`, limit)
+	rows, err := j.query(ctx, `SELECT `+runColumns+` FROM runs ORDER BY started DESC, id DESC LIMIT ?`, limit)
 	if err != nil {
 		return nil, j.errorf("list runs: %w", err)
 	}
@@ -481,7 +481,7 @@ func (j *Journal) Runs(ctx context.Context, limit int) ([]Run, error) {
 func (j *Journal) Run(ctx context.Context, runID string) (Run, error) {
 	var text []byte
 	var inputs string
-	r, err := scanRun(j.rdb.QueryRowContext(ctx, `SELECT `+runColumns+`, graph_text, inputs FROM runs WHERE id = ?`, runID), &text, &inputs)
+	r, err := scanRun(j.queryRow(ctx, `SELECT `+runColumns+`, graph_text, inputs FROM runs WHERE id = ?`, runID), &text, &inputs)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
 	}
@@ -503,7 +503,7 @@ func (j *Journal) Run(ctx context.Context, runID string) (Run, error) {
 // per node.
 func (j *Journal) HasRun(ctx context.Context, runID string) (bool, error) {
 	var one int
-	err := j.rdb.QueryRowContext(ctx, `SELECT 1 FROM runs WHERE id = ?`, runID).Scan(&one)
+	err := j.queryRow(ctx, `SELECT 1 FROM runs WHERE id = ?`, runID).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -526,7 +526,7 @@ func scanNode(sc interface{ Scan(...any) error }) (Node, error) {
 
 // Nodes lists a run's nodes in the order they were first recorded.
 func (j *Journal) Nodes(ctx context.Context, runID string) ([]Node, error) {
-	rows, err := j.rdb.QueryContext(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE run = ? ORDER BY rowid`, runID)
+	rows, err := j.query(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE run = ? ORDER BY rowid`, runID)
 	if err != nil {
 		return nil, j.errorf("nodes of run %q: %w", runID, err)
 	}
@@ -547,7 +547,7 @@ func (j *Journal) Nodes(ctx context.Context, runID string) ([]Node, error) {
 
 // Node returns one node of a run.
 func (j *Journal) Node(ctx context.Context, runID, nodeID string) (Node, error) {
-	n, err := scanNode(j.rdb.QueryRowContext(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE run = ? AND id = ?`, runID, nodeID))
+	n, err := scanNode(j.queryRow(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE run = ? AND id = ?`, runID, nodeID))
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
 	}
@@ -560,7 +560,7 @@ func (j *Journal) Node(ctx context.Context, runID, nodeID string) (Node, error) 
 // Attempts lists the attempts of one node of a run, or of all its nodes if
 // nodeID is "", ordered by node creation, then attempt number.
 func (j *Journal) Attempts(ctx context.Context, runID, nodeID string) ([]Attempt, error) {
-	rows, err := j.rdb.QueryContext(ctx, `SELECT a.run, a.node, a.n, a.mode, a.provider, a.ref, a.cursor, a.outcome,
+	rows, err := j.query(ctx, `SELECT a.run, a.node, a.n, a.mode, a.provider, a.ref, a.cursor, a.outcome,
 			a.err_class, a.error, a.started, a.ended
 		FROM attempts a JOIN nodes n ON n.run = a.run AND n.id = a.node
 		WHERE a.run = ?1 AND (?2 = '' OR a.node = ?2) ORDER BY n.rowid, a.n`, runID, nodeID)
