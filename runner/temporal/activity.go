@@ -126,6 +126,9 @@ func (a *Activities) Nodes(ctx context.Context, in PackInput) (PackOutcome, erro
 	if err != nil {
 		return PackOutcome{}, err
 	}
+	if in.Bytes <= 0 {
+		in.Bytes = PackBytes
+	}
 	var prev PackBeat
 	if activity.HasHeartbeatDetails(ctx) {
 		_ = activity.GetHeartbeatDetails(ctx, &prev) // undecodable: the nodes start afresh
