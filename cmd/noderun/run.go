@@ -39,7 +39,7 @@ func runCommand() *cli.Command {
 		Flags: append(append(append(execFlags("the recovery `PROFILE` (overrides the graph's; see: noderun profiles)"), temporalFlags()...),
 			&cli.GenericFlag{Name: "input", Value: &inputFlag{}, Usage: "a graph input, `KEY=VALUE`; KEY=@FILE reads a file (repeatable)"},
 			&cli.DurationFlag{Name: "heartbeat-timeout", Usage: "--temporal: a silent worker is lost after `D` (10s)"},
-			&cli.IntFlag{Name: "pack", Usage: "--temporal: `N` nodes per activity (0: by the run's width, docs/temporal.md; 1: each alone)"}),
+			&cli.IntFlag{Name: "pack", Usage: "--temporal: `N` nodes an activity (0: by the run's width; 1: each alone)"}),
 			append(cacheFlags(), metricsFlags(true)...)...),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, 1, "give exactly one graph file"); err != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -94,8 +95,9 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 		hb.record(true)
 	}
 	stop := hb.keepAlive()
-	ctx, cancel := a.untilStopping(ctx)
+	ctx, cancel := a.untilStopping(ctx, hb)
 	defer cancel()
+	nb.cancel = cancel
 	out, err := a.run(ctx, sp, in, nb, info.Attempt)
 	stop()
 	var failed *nodeFailed
@@ -155,7 +157,7 @@ func (a *Activities) Nodes(ctx context.Context, in PackInput) (PackOutcome, erro
 		hb.record(true)
 	}
 	stop := hb.keepAlive()
-	ctx, cancel := a.untilStopping(ctx)
+	ctx, cancel := a.untilStopping(ctx, hb)
 	defer cancel()
 	// The pack's permit counts one node: its others hold a slot each while
 	// they run.
@@ -181,6 +183,9 @@ func (a *Activities) Nodes(ctx context.Context, in PackInput) (PackOutcome, erro
 		node.RunID = in.RunID
 		wg.Go(func() {
 			defer a.slots.add(-1)
+			ctx, cancel := context.WithCancel(ctx) // the node's own: a stopping worker cuts each at its own chunk
+			defer cancel()
+			nb.cancel = cancel
 			out, err := a.run(ctx, sp, node, nb, info.Attempt)
 			var nf *nodeFailed
 			var ae *temporal.ApplicationError
@@ -228,16 +233,33 @@ func (a *Activities) Nodes(ctx context.Context, in PackInput) (PackOutcome, erro
 	return res, nil
 }
 
+// stopGrace is how long a stopping worker waits for a streaming node's
+// next chunk before it cuts the node anyway (a silent stream, a backoff).
+const stopGrace = 300 * time.Millisecond
+
 // untilStopping is ctx, canceled as well when this worker stops: a worker
 // that is stopping hands its nodes over at once rather than after its stop
 // timeout (a response keeps running at the provider, and another worker
-// re-attaches to it).
-func (a *Activities) untilStopping(ctx context.Context) (context.Context, context.CancelFunc) {
+// re-attaches to it). A streaming node is cut right after the next chunk
+// it takes in (hb.stopping: see nodeBeat.beat), not at a random point of
+// its stream: the provider sees the connection close well before its next
+// chunk, so it has generated nothing the node did not receive, and the
+// heartbeat the next worker starts from holds all of it. What has not cut
+// itself by stopGrace is cut then.
+func (a *Activities) untilStopping(ctx context.Context, hb *beater) (context.Context, context.CancelFunc) {
 	stopping := activity.GetWorkerStopChannel(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	go func() {
 		select {
 		case <-stopping:
+		case <-ctx.Done():
+			return
+		}
+		hb.stopping.Store(true)
+		t := time.NewTimer(stopGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
 			cancel()
 		case <-ctx.Done():
 		}
@@ -387,6 +409,8 @@ type beater struct {
 	worker string // this worker's identity: the heartbeat names it
 	pack   bool   // heartbeat a PackBeat
 	wake   chan struct{}
+	// stopping: the worker stops; each node cuts itself at its next chunk.
+	stopping atomic.Bool
 
 	mu    sync.Mutex
 	nodes []*nodeBeat
@@ -398,6 +422,8 @@ type beater struct {
 type nodeBeat struct {
 	b    *beater
 	node string
+	// cancel ends the node's run (its context): set before it runs.
+	cancel context.CancelFunc
 	// Under b.mu:
 	last runner.NodeCursor
 	// hand is the lost worker's last heartbeat this node started from
@@ -429,13 +455,16 @@ func (b *beater) add(node string, from *Heartbeat) *nodeBeat {
 }
 
 // beat is the executor's report: it stores the cursor and, for a recovery
-// step, wakes the sender. It never waits on Temporal.
+// step, wakes the sender. It never waits on Temporal. When the worker is
+// stopping, healthy data (a chunk taken in) cuts the node there.
 func (n *nodeBeat) beat(c runner.NodeCursor, step bool) {
 	n.b.mu.Lock()
 	n.last, n.b.dirty = c, true
 	n.b.mu.Unlock()
 	if step {
 		n.b.poke()
+	} else if n.b.stopping.Load() && n.cancel != nil {
+		n.cancel()
 	}
 }
 

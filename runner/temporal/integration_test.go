@@ -246,7 +246,11 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int, node string) 
 		return 0, false
 	})
 	t.Logf("node %s taken over %s after its worker stopped", node, handover.Round(100*time.Millisecond))
-	if limit := 15 * time.Second; handover > limit { // issue 29: seconds, not the minute it took
+	limit := 15 * time.Second // issue 29: seconds, not the minute it took
+	if sig == syscall.SIGTERM {
+		limit = 2 * time.Second // a stopping worker hands its nodes over at once
+	}
+	if handover > limit {
 		t.Errorf("node %s was taken over %s after its worker stopped, more than %s", node, handover.Round(100*time.Millisecond), limit)
 	}
 
