@@ -370,6 +370,7 @@ func TestFleetAtWidthLosesAWorker(t *testing.T) {
 			if err != nil {
 				t.Fatalf("diagnose --temporal: %v\n%s", err, out)
 			}
+			validDocumentedJSON(t, "diagnose-temporal", out) // packed nodes name their pack
 			var d struct {
 				Nodes []struct {
 					ID     string `json:"id"`
