@@ -230,7 +230,7 @@ func statusTemporal(c *cli.Context) error {
 	}
 	defer tc.Close()
 	pend, _ := ntemporal.PendingNodes(c.Context, tc, runID)
-	live := map[string]ntemporal.Pending{}
+	live := map[string]ntemporal.PendingActivity{}
 	for _, p := range pend {
 		live[p.Node] = p
 	}
@@ -241,7 +241,7 @@ func statusTemporal(c *cli.Context) error {
 	for _, n := range st.Nodes {
 		worker, attempt, cur := n.Worker, n.TemporalAttempt, n.Cursor
 		if p, ok := live[n.Node]; ok {
-			worker, attempt, cur = p.Worker, p.Attempt, p.Cursor
+			worker, attempt, cur = p.Worker, p.Attempt, p.Beat.NodeCursor
 		}
 		cursor := "-"
 		if cur.Ref != "" {

@@ -222,7 +222,7 @@ func (a *Activities) Nodes(ctx context.Context, in PackInput) (PackOutcome, erro
 	stop()
 	if failed != nil {
 		hb.record(true) // the nodes that ended, for the worker that goes on
-		return PackOutcome{}, fmt.Errorf("pack %s on worker %s: %w", activity.GetInfo(ctx).ActivityID, a.Identity, failed)
+		return PackOutcome{}, fmt.Errorf("pack %s on worker %s: %w", info.ActivityID, a.Identity, failed)
 	}
 	res := PackOutcome{Nodes: make([]NodeOutcome, 0, len(beats))}
 	for _, nb := range beats {

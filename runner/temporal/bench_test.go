@@ -230,7 +230,7 @@ func handoverOnce(b *testing.B, bin, hostPort string, c client.Client) (wall, hi
 			return "", false
 		}
 		for _, p := range pend {
-			if p.Node == "reason" && p.Cursor.Ref != "" && p.Worker != "" {
+			if p.Node == "reason" && p.Beat.Ref != "" && p.Worker != "" {
 				return p.Worker, true
 			}
 		}

@@ -69,7 +69,7 @@ func NewWorker(c client.Client, queue string, acts *Activities, opts worker.Opti
 }
 
 // WorkerOptions are a `noderun worker`'s options: parallel nodes at once,
-// pollers that scale with the backlog, and heartbeats at most
+// a few pollers (a pack fills a task), and heartbeats at most
 // HeartbeatThrottle apart.
 func WorkerOptions(parallel int) worker.Options {
 	// A poller takes a task a round trip. A wide run packs its nodes (a
@@ -215,30 +215,14 @@ func stuck(ctx context.Context, c client.Client, runID string, d *workflowservic
 		"mend the workers and it goes on, or end it with `temporal workflow terminate --workflow-id %s`", runID, wt.GetAttempt(), why, runID)
 }
 
-// Pending is a node whose activity is running, as Temporal sees it.
-type Pending struct {
-	Node     string
-	Attempt  int32 // above 1: an earlier worker was lost
-	Worker   string
-	Cursor   runner.NodeCursor
-	LastBeat time.Time
-}
-
-// PendingNodes lists the run's running nodes (a pack's each) with their last heartbeat.
-func PendingNodes(ctx context.Context, c client.Client, runID string) ([]Pending, error) {
+// PendingNodes lists the run's running nodes (a pack's each) with their
+// last heartbeat (PendingActivities).
+func PendingNodes(ctx context.Context, c client.Client, runID string) ([]PendingActivity, error) {
 	d, err := c.DescribeWorkflowExecution(ctx, runID, "")
 	if err != nil {
 		return nil, err
 	}
-	return pending(d), nil
-}
-
-func pending(d *workflowservice.DescribeWorkflowExecutionResponse) []Pending {
-	var out []Pending
-	for _, p := range PendingActivities(d) { // a pack's running nodes, each its own
-		out = append(out, Pending{Node: p.Node, Attempt: p.Attempt, Worker: p.Worker, Cursor: p.Beat.NodeCursor, LastBeat: p.LastBeat})
-	}
-	return out
+	return PendingActivities(d), nil
 }
 
 // Retry replays a node held for an operator.
@@ -319,7 +303,7 @@ func (f *follower) poll(ctx context.Context, c client.Client, runID string, sinc
 	}
 	*since = ch.Version
 	report(f.nodes(RunResult{Nodes: ch.Nodes}, time.Now()))
-	report(f.pending(pending(d), time.Now()))
+	report(f.pending(PendingActivities(d), time.Now()))
 	return ch.Status == string(journal.NodeAttention), nil
 }
 
@@ -367,10 +351,10 @@ func (f *follower) nodes(res RunResult, now time.Time) []runner.Progress {
 
 // pending reports what the running nodes' heartbeats show: a node another
 // worker picked up (its own was lost or stopped), and each recovery step.
-func (f *follower) pending(pend []Pending, now time.Time) []runner.Progress {
+func (f *follower) pending(pend []PendingActivity, now time.Time) []runner.Progress {
 	var out []runner.Progress
 	for _, p := range pend {
-		at := runner.Progress{Node: p.Node, State: runner.ProgressRecovering, Attempt: p.Cursor.Attempt, Bytes: p.Cursor.Bytes, Time: now}
+		at := runner.Progress{Node: p.Node, State: runner.ProgressRecovering, Attempt: p.Beat.Attempt, Bytes: p.Beat.Bytes, Time: now}
 		if w, ok := f.workers[p.Node]; ok && w != p.Worker && p.Worker != "" {
 			moved := at
 			moved.Step = runner.RecoveryStep{Code: diagnostics.CrossWorkerResume}
@@ -381,11 +365,11 @@ func (f *follower) pending(pend []Pending, now time.Time) []runner.Progress {
 			f.workers[p.Node] = p.Worker
 		}
 		var step runner.RecoveryStep
-		if p.Cursor.Recovery != nil {
-			step = *p.Cursor.Recovery
+		if p.Beat.Recovery != nil {
+			step = *p.Beat.Recovery
 		}
 		if step != f.steps[p.Node] && step.Code.ID != "" && f.states[p.Node] == string(journal.NodeRunning) {
-			at.Step, at.Text = step, p.Cursor.Step+" on "+p.Worker
+			at.Step, at.Text = step, p.Beat.Step+" on "+p.Worker
 			out = append(out, at)
 		}
 		f.steps[p.Node] = step

@@ -18,7 +18,7 @@ func TestFollowerReports(t *testing.T) {
 	reconnect := runner.RecoveryStep{Code: diagnostics.ReconnectScheduled, Class: diagnostics.ClassDisconnect, Delay: 5 * time.Millisecond, N: 1, Of: 8}
 	type poll struct {
 		nodes   []NodeOutcome
-		pending []Pending
+		pending []PendingActivity
 		want    []string // node state/step-code "text"
 	}
 	outcome := func(node, state string) NodeOutcome { return NodeOutcome{Node: node, State: state} }
@@ -30,16 +30,16 @@ func TestFollowerReports(t *testing.T) {
 			want: []string{`a streaming "streaming"`}},
 		// a response started: a heartbeat with a note, no step
 		{nodes: []NodeOutcome{outcome("a", "running"), outcome("b", "pending"), outcome("c", "pending")},
-			pending: []Pending{{Node: "a", Attempt: 1, Worker: "w1", Cursor: cursor("started resp_1", nil)}}},
+			pending: []PendingActivity{{Node: "a", Attempt: 1, Worker: "w1", Beat: Heartbeat{NodeCursor: cursor("started resp_1", nil)}}}},
 		{nodes: []NodeOutcome{outcome("a", "running"), outcome("b", "pending"), outcome("c", "pending")},
-			pending: []Pending{{Node: "a", Attempt: 1, Worker: "w1", Cursor: cursor("reconnecting 1/8 in 5ms (transport_disconnect)", &reconnect)}},
+			pending: []PendingActivity{{Node: "a", Attempt: 1, Worker: "w1", Beat: Heartbeat{NodeCursor: cursor("reconnecting 1/8 in 5ms (transport_disconnect)", &reconnect)}}},
 			want:    []string{`a recovering NR102 "reconnecting 1/8 in 5ms (transport_disconnect) on w1"`}},
 		// the same heartbeat again: nothing new
 		{nodes: []NodeOutcome{outcome("a", "running"), outcome("b", "pending"), outcome("c", "pending")},
-			pending: []Pending{{Node: "a", Attempt: 1, Worker: "w1", Cursor: cursor("reconnecting 1/8 in 5ms (transport_disconnect)", &reconnect)}}},
+			pending: []PendingActivity{{Node: "a", Attempt: 1, Worker: "w1", Beat: Heartbeat{NodeCursor: cursor("reconnecting 1/8 in 5ms (transport_disconnect)", &reconnect)}}}},
 		// w1 is lost; w2 picks the node up and retries it
 		{nodes: []NodeOutcome{outcome("a", "running"), outcome("b", "pending"), outcome("c", "pending")},
-			pending: []Pending{{Node: "a", Attempt: 2, Worker: "w2", Cursor: cursor("retrying 1/3 in 20ms (server_error)", &retry)}},
+			pending: []PendingActivity{{Node: "a", Attempt: 2, Worker: "w2", Beat: Heartbeat{NodeCursor: cursor("retrying 1/3 in 20ms (server_error)", &retry)}}},
 			want: []string{`a recovering NR210 "worker w1 gone; resumed on w2 (activity attempt 2)"`,
 				`a recovering NR103 "retrying 1/3 in 20ms (server_error) on w2"`}},
 		{nodes: []NodeOutcome{{Node: "a", State: "completed", Bytes: 5}, outcome("b", "running"), outcome("c", "pending")},

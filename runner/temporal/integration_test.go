@@ -217,7 +217,7 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int, node string) 
 			return "", false
 		}
 		for _, p := range pend {
-			if p.Node == node && p.Cursor.Ref != "" && p.Worker != "" {
+			if p.Node == node && p.Beat.Ref != "" && p.Worker != "" {
 				return p.Worker, true
 			}
 		}
@@ -578,7 +578,7 @@ func TestKill9UnsafeNodeHeldUntilResumeRetry(t *testing.T) {
 	victim := waitFor(t, 60*time.Second, "a heartbeat of node deploy", func() (string, bool) {
 		pend, _ := ntemporal.PendingNodes(context.Background(), c, runID)
 		for _, p := range pend {
-			if p.Node == "deploy" && p.Cursor.Attempt == 1 && p.Worker != "" {
+			if p.Node == "deploy" && p.Beat.Attempt == 1 && p.Worker != "" {
 				return p.Worker, true
 			}
 		}
@@ -651,8 +651,8 @@ func TestKill9ChatNodeContinuedOnAnotherWorker(t *testing.T) {
 			return "", false
 		}
 		for _, p := range pend {
-			if p.Node == "essay" && len(p.Cursor.Output) > 200 && p.Worker != "" {
-				held = p.Cursor
+			if p.Node == "essay" && len(p.Beat.Output) > 200 && p.Worker != "" {
+				held = p.Beat.NodeCursor
 				return p.Worker, true
 			}
 		}

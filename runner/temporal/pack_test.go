@@ -60,7 +60,7 @@ nodes:
 	// outcome (it is no longer running) and a part of the slow answer.
 	victim := waitFor(t, 60*time.Second, "a pack heartbeat with quick ended and slow streaming", func() (string, bool) {
 		pend, err := ntemporal.PendingNodes(context.Background(), c, runID)
-		if err != nil || len(pend) != 1 || pend[0].Node != "slow" || len(pend[0].Cursor.Output) < 100 {
+		if err != nil || len(pend) != 1 || pend[0].Node != "slow" || len(pend[0].Beat.Output) < 100 {
 			return "", false
 		}
 		return pend[0].Worker, true

@@ -295,7 +295,7 @@ func TestFleetAtWidthLosesAWorker(t *testing.T) {
 					return "", false
 				}
 				for _, p := range pend {
-					if p.Node[0] == 'c' && len(p.Cursor.Output) < 200 || p.Node[0] == 'r' && p.Cursor.Ref == "" {
+					if p.Node[0] == 'c' && len(p.Beat.Output) < 200 || p.Node[0] == 'r' && p.Beat.Ref == "" {
 						return "", false
 					}
 				}
