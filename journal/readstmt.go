@@ -39,7 +39,16 @@ type readStmts struct {
 // when query is to run unprepared. It does not hold the lock while it
 // prepares: preparing may wait for a pooled connection, held perhaps by a
 // reader that waits for the lock.
+//
+// A read-only journal (OpenReadOnly) prepares nothing: on a live WAL its
+// connections are closed after each use (readonly.go), so a prepared
+// statement would be prepared again on every query, on a connection of its
+// own; each such connection opening is one more chance to open the WAL in
+// place just as its writer removes it, leaving an empty -wal and -shm.
 func (j *Journal) readStmt(ctx context.Context, query string) *sql.Stmt {
+	if j.readOnly {
+		return nil
+	}
 	c := &j.reads
 	c.mu.Lock()
 	st, ok := c.stmts[query]
