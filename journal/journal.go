@@ -359,6 +359,17 @@ func (j *Journal) Close() error {
 				err = j.errorf("close: %w", cerr)
 			}
 		}
+		// Everything into the file and the WAL emptied, whoever is reading:
+		// a read command in another process may hold the journal open at
+		// the writer's last close, which then cannot remove the -wal, and
+		// an empty one is what that reader sweeps up (readonly.go).
+		// Not an error when it fails (a full disk): the WAL keeps every
+		// commit, and the next Open checkpoints it.
+		if err == nil {
+			if _, cerr := j.wdb.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); cerr != nil {
+				j.log.Debug("journal: checkpoint at close", "path", j.path, "err", cerr)
+			}
+		}
 		// Closed last, the writer's connection checkpoints what is left and
 		// removes the WAL.
 		if cerr := j.wdb.Close(); err == nil && cerr != nil {

@@ -32,6 +32,15 @@ package journal
 // alone is dropped as soon as a -wal appears or the file changes (a writer
 // started: a follow loop then reads the WAL); one on the WAL is closed after
 // each use, so that it never stops a writer from removing its files.
+//
+// One race is left, and swept up after: a connection on the WAL decided on
+// just before the writer's last close removes the -wal and -shm opens after
+// it, and mode=ro creates them again (an empty -wal and a -shm) and cannot
+// remove them. So when a read-only Journal closes its last connection on
+// the WAL and finds an empty -wal, it opens the file read-write once and
+// closes it (see sweep): SQLite's own close then removes both files if no
+// connection anywhere has the journal open, writing nothing to the file (the
+// WAL is empty), and does nothing while a writer has it open.
 
 import (
 	"bytes"
@@ -48,6 +57,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"modernc.org/sqlite"
 )
 
@@ -225,8 +235,9 @@ func checkVersion(ctx context.Context, db *sql.DB, path string) error {
 type readSource struct {
 	path string // absolute
 
-	mu   sync.Mutex
-	copy string // the private copy's directory, once made
+	mu    sync.Mutex
+	copy  string // the private copy's directory, once made
+	onWAL int    // connections on the WAL open now
 }
 
 // Connection kinds.
@@ -249,6 +260,9 @@ func (s *readSource) Connect(ctx context.Context) (driver.Conn, error) {
 		dsn = fileDSN(s.path, "mode=ro&immutable=1&"+readerParams)
 	case onWAL:
 		dsn = fileDSN(s.path, "mode=ro&"+readerParams)
+		s.mu.Lock()
+		s.onWAL++
+		s.mu.Unlock()
 	case onCopy:
 		dir, err := s.makeCopy()
 		if err != nil {
@@ -258,14 +272,56 @@ func (s *readSource) Connect(ctx context.Context) (driver.Conn, error) {
 	}
 	c, err := sqliteDriver.Open(dsn)
 	if err != nil {
+		s.closed(kind)
 		return nil, err
 	}
 	sc, ok := c.(sqliteConn)
 	if !ok {
 		c.Close()
+		s.closed(kind)
 		return nil, fmt.Errorf("modernc.org/sqlite connection %T lacks an interface database/sql uses", c)
 	}
 	return &readConn{sqliteConn: sc, src: s, kind: kind, file: st}, nil
+}
+
+// closed counts a connection of this kind closed; the last one on the WAL
+// sweeps up after itself.
+func (s *readSource) closed(kind int) {
+	if kind != onWAL {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.onWAL--; s.onWAL == 0 {
+		s.sweep() // under mu: no connection on the WAL of ours opens meanwhile
+	}
+}
+
+// sweep removes an empty -wal and its -shm when no connection has the
+// journal open, as a writer's last close does (see the top of this file for
+// the race that leaves them). It opens the file read-write and reads, so
+// that SQLite opens the WAL, then closes: SQLite checkpoints (nothing: the
+// WAL is empty) and removes both files only if it can lock the file
+// exclusively, which no other connection, writer or reader, in any process,
+// allows. A journal this user cannot write is left alone: SQLite would open
+// it read-only instead, and create the files it cannot remove.
+func (s *readSource) sweep() {
+	if wal, err := os.Stat(s.path + "-wal"); err != nil || wal.Size() != 0 {
+		return
+	}
+	if unix.Access(s.path, unix.W_OK) != nil || unix.Access(filepath.Dir(s.path), unix.W_OK) != nil {
+		return
+	}
+	c, err := sqliteDriver.Open(fileDSN(s.path, "mode=rw&_pragma=busy_timeout(0)&_pragma=query_only(1)"))
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	if q, ok := c.(driver.QueryerContext); ok {
+		if rows, err := q.QueryContext(context.Background(), "SELECT count(*) FROM sqlite_master", nil); err == nil {
+			rows.Close()
+		}
+	}
 }
 
 // kind decides how to read the journal now; for onFile, it returns what the
@@ -377,6 +433,12 @@ type readConn struct {
 }
 
 func (c *readConn) Unwrap() driver.Conn { return c.sqliteConn }
+
+func (c *readConn) Close() error {
+	err := c.sqliteConn.Close()
+	c.src.closed(c.kind)
+	return err
+}
 
 // ResetSession runs before a pooled connection is used again.
 func (c *readConn) ResetSession(ctx context.Context) error {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/noderun/noderun/internal/dirstate"
 )
@@ -475,5 +476,58 @@ func TestReadOnlyThroughASymlink(t *testing.T) {
 	}
 	if after := dirstate.Of(t, dir); after != before {
 		t.Errorf("files changed:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// A follower polling while the writer ends: a read that decided on the WAL
+// just before the writer removed it must not leave an empty -wal and a -shm
+// behind (the writer had removed them; mode=ro created them again). Each
+// round ends a writer under two pollers; without the sweep, a quarter of the
+// rounds left files here.
+func TestReadOnlyLeavesNoFilesAsAWriterEnds(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := closedJournal(t, dir, 10)
+	ro, err := OpenReadOnly(ctx, path)
+	check(t, err)
+	defer ro.Close()
+	left := 0
+	for round := range 60 {
+		w, err := Open(ctx, path, WithLogger(quiet))
+		check(t, err)
+		for i := range 5 {
+			check(t, w.Append(Event{RunID: "run", NodeID: "n", Kind: KindDelta, ProviderSeq: -1, Payload: []byte(fmt.Sprint(i))}))
+		}
+		check(t, w.Flush(ctx))
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					_, _ = ro.Events(ctx, "run", EventFilter{AfterSeq: -1})
+					time.Sleep(2 * time.Millisecond)
+				}
+			}()
+		}
+		check(t, w.Close())
+		close(stop)
+		wg.Wait()
+		if got := dirstate.Of(t, dir); strings.Contains(got, "-wal") || strings.Contains(got, "-shm") {
+			left++
+			t.Logf("round %d: %s", round, got)
+			w, err := Open(ctx, path, WithLogger(quiet)) // the next round starts without them
+			check(t, err)
+			check(t, w.Close())
+		}
+	}
+	if left > 0 {
+		t.Errorf("%d rounds left files", left)
 	}
 }
