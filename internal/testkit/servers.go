@@ -64,7 +64,7 @@ func toolPath(name string) (string, error) {
 	}
 	p := filepath.Join(root, ".tools", "bin", name)
 	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("%s is missing: run `make tools` (it builds it from the Go module proxy): %w", p, err)
+		return "", fmt.Errorf("%s is missing: run `make tools` (it installs it): %w", p, err)
 	}
 	return p, nil
 }
