@@ -113,6 +113,8 @@ $(PROMTOOL): | debs
 #                       tokens/s, as the fleet of issue 29), locally and on three worker processes:
 #                       medians of ms/node and of temporal/local over rounds (5, 3 and 1 of the
 #                       10,000 x 10 s), the largest execution's history (events, MiB); ~13 minutes
+#   LoadNodeOf          the account of one node that settled (20 and 300 chunks), as a Temporal worker
+#                       and the telemetry read it when the node ends
 #   Append, Stream100k  the journal's batch sizes and a 100k events/s stream
 # About twenty-two minutes on two cores; `cat /proc/loadavg` before quoting a figure. FanOut at 10,000
 # reports the median of a pair in each order (-benchtime 2x; go test first runs it once at b.N=1
@@ -133,6 +135,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'TemporalWide/^nodes=1000$$/' -benchtime 5x -count 1 -timeout 20m ./runner/temporal/
 	$(GO) test -run '^$$' -bench 'TemporalWide/^nodes=10000$$/^stream=0.2s$$' -benchtime 3x -count 1 -timeout 20m ./runner/temporal/
 	$(GO) test -run '^$$' -bench 'TemporalWide/^nodes=10000$$/^stream=10s$$' -benchtime 1x -count 1 -timeout 20m ./runner/temporal/
+	$(GO) test -run '^$$' -bench 'LoadNodeOf' -count 3 ./runner/ledger/
 	$(GO) test -run '^$$' -bench 'Append|Stream100k' -benchtime 200000x -count 1 ./journal/
 	$(GO) test -run '^$$' -bench . -benchtime 5x -count 1 ./provider/sim/
 	@cat /proc/loadavg

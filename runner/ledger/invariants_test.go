@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +89,18 @@ func TestAccountingInvariantsOverTheChaosMatrix(t *testing.T) {
 		}
 		a := ledger.AccountOf(run, prices)
 		checkRun(t, r, run, a)
+		// One node read alone (a worker's or the telemetry's account of a
+		// node that settled) is accounted as in its whole run: a node that
+		// settled without a fault is read without its chunks.
+		for i, nd := range run.Nodes {
+			one, err := ledger.LoadNodeOf(ctx, j, g, r.RunID, nd.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := ledger.AccountNode(one, prices); !reflect.DeepEqual(got, a.Nodes[i]) {
+				t.Errorf("%s@%s node %s read alone:\n%+v\nin its run:\n%+v", r.Case, r.Node, nd.ID, got, a.Nodes[i])
+			}
+		}
 	}
 }
 

@@ -168,8 +168,7 @@ func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.No
 	if err != nil {
 		return err
 	}
-	evs, err := j.Events(ctx, runID, journal.EventFilter{Node: only, AfterSeq: -1,
-		Kinds: []string{journal.KindDiagnostic, journal.KindDelta, journal.KindReasoning}})
+	evs, err := run.events(ctx, j, nodes, only)
 	if err != nil {
 		return err
 	}
@@ -233,6 +232,33 @@ func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.No
 		}
 	}
 	return nil
+}
+
+// events reads the diagnostics, output and reasoning events load needs.
+// The data events give a fault record the time the node's data came back
+// (NextData) and the node its last event: of one node that settled without
+// a fault, they add nothing its end does not give (its last chunk came
+// before it finished), and reading back every chunk it streamed was most
+// of what accounting a node cost a worker or the telemetry (a node of 300
+// chunks: 300 rows). Such a node is read without them.
+func (run *Run) events(ctx context.Context, j *journal.Journal, nodes []journal.Node, only string) ([]journal.Event, error) {
+	all := []string{journal.KindDiagnostic, journal.KindDelta, journal.KindReasoning}
+	read := func(kinds []string) ([]journal.Event, error) {
+		return j.Events(ctx, run.ID, journal.EventFilter{Node: only, AfterSeq: -1, Kinds: kinds})
+	}
+	if only == "" || len(nodes) != 1 || !settled(nodes[0].State) || nodes[0].Finished.IsZero() {
+		return read(all)
+	}
+	diags, err := read(all[:1])
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range diags {
+		if d, err := diagnostics.Decode(e.Payload); err != nil || d.Code.IsFault() {
+			return read(all) // load reports the error
+		}
+	}
+	return diags, nil
 }
 
 // finishNode estimates what an unended attempt streamed, finds the node's

@@ -123,6 +123,9 @@ func runWide(tb testing.TB, c wide) wideResult {
 		w := start(tb, id, bin, "worker", "--temporal", hostPort, "--task-queue", queue, "--parallel", per,
 			"--db", filepath.Join(dir, id+".db"), "--identity", id, "--log-level", "error")
 		defer w.stop() // a benchmark's next round runs without them
+		// A fleet is up before the runs it serves: the run's wall does not
+		// count a worker's start.
+		waitFor(tb, 30*time.Second, id+" polling", func() (bool, bool) { return true, strings.Contains(w.out.String(), "polling task queue") })
 	}
 	var got map[string]string
 	var said string

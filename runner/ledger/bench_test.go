@@ -1,0 +1,58 @@
+package ledger_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/noderun/noderun/internal/testkit"
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/runner/ledger"
+)
+
+// BenchmarkLoadNodeOf: the account of one node that settled, as a Temporal
+// worker and the telemetry read it when the node ends, for a node that
+// streamed 20 chunks and one that streamed 300 (a 10 s answer).
+func BenchmarkLoadNodeOf(b *testing.B) {
+	for _, chunks := range []int{20, 300} {
+		b.Run(fmt.Sprintf("chunks=%d", chunks), func(b *testing.B) {
+			ctx := context.Background()
+			j := testkit.TempJournal(b, "bench.db")
+			const nodes = 50
+			ids := make([]string, nodes)
+			for i := range ids {
+				ids[i] = fmt.Sprint("node", i)
+			}
+			check := func(err error) {
+				if err != nil {
+					b.Helper()
+					b.Fatal(err)
+				}
+			}
+			check(j.CreateRun(ctx, journal.Run{ID: "run", Graph: "bench"}))
+			check(j.SetNodesPending(ctx, "run", ids))
+			for _, id := range ids {
+				check(j.StartNode(ctx, "run", id, ""))
+				n, err := j.BeginAttempt(ctx, "run", id, journal.ModeStart, "sim")
+				check(err)
+				for i := range chunks {
+					check(j.Append(journal.Event{RunID: "run", NodeID: id, Attempt: n, Kind: journal.KindDelta, ProviderSeq: int64(i),
+						Payload: []byte(`{"text":" the quick brown fox jumps over"}`)}))
+				}
+				check(j.RecordUsage("run", id, n, journal.Usage{Model: "sim", OutputTokens: chunks}))
+				check(j.EndAttempt(ctx, "run", id, n, journal.AttemptEnd{Outcome: journal.OutcomeOK, Cursor: int64(chunks)}))
+				check(j.CompleteNode(ctx, "run", id, "output"))
+			}
+			check(j.Flush(ctx))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				nd, err := ledger.LoadNodeOf(ctx, j, nil, "run", ids[i%nodes])
+				check(err)
+				if na := ledger.AccountNode(nd, nil); na.Tokens.Generated != chunks {
+					b.Fatalf("%d tokens generated, want %d", na.Tokens.Generated, chunks)
+				}
+			}
+		})
+	}
+}
