@@ -375,11 +375,7 @@ func readOnlyCopy(t *testing.T, dir string) string {
 // reads is seen too.
 func TestReadOnlyFollowsAWriter(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	path := closedJournal(t, dir, 10)
-	ro, err := OpenReadOnly(ctx, path)
-	check(t, err)
-	defer ro.Close()
+	dir, path, ro := follower(t)
 	events := func() int {
 		t.Helper()
 		evs, err := ro.Events(ctx, "run", EventFilter{AfterSeq: -1})
@@ -463,6 +459,18 @@ func TestReadOnlyFollowsAWriter(t *testing.T) {
 	}
 }
 
+// follower opens read-only a closed journal of 10 events in a directory of
+// its own (closed when the test ends).
+func follower(t *testing.T) (dir, path string, ro *Journal) {
+	t.Helper()
+	dir = t.TempDir()
+	path = closedJournal(t, dir, 10)
+	ro, err := OpenReadOnly(context.Background(), path)
+	check(t, err)
+	t.Cleanup(func() { ro.Close() })
+	return dir, path, ro
+}
+
 // A journal named by a symbolic link has its -wal and -shm beside the file
 // the link names, where SQLite looks for them: so does OpenReadOnly.
 func TestReadOnlyThroughASymlink(t *testing.T) {
@@ -486,11 +494,7 @@ func TestReadOnlyThroughASymlink(t *testing.T) {
 // rounds left files here.
 func TestReadOnlyLeavesNoFilesAsAWriterEnds(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	path := closedJournal(t, dir, 10)
-	ro, err := OpenReadOnly(ctx, path)
-	check(t, err)
-	defer ro.Close()
+	dir, path, ro := follower(t)
 	left := 0
 	for round := range 60 {
 		w, err := Open(ctx, path, WithLogger(quiet))
