@@ -3,6 +3,7 @@ package journal
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 )
 
 // KindUsage is the event that records what one attempt cost: one per ended
@@ -55,11 +56,26 @@ func (j *Journal) AttemptUsage(ctx context.Context, runID, nodeID string) (map[s
 	if err != nil {
 		return nil, err
 	}
+	out, err := UsageOf(evs)
+	if err != nil {
+		return nil, j.errorf("%w", err)
+	}
+	return out, nil
+}
+
+// UsageOf is AttemptUsage of events already read (in seq order): their
+// KindUsage events, by node and attempt number, the last record of an
+// attempt kept. A reader that reads a node's events anyway takes its usage
+// from them, and walks the node's rows once, not twice.
+func UsageOf(evs []Event) (map[string]map[int]Usage, error) {
 	out := map[string]map[int]Usage{}
 	for _, e := range evs {
+		if e.Kind != KindUsage {
+			continue
+		}
 		var u Usage
 		if err := json.Unmarshal(e.Payload, &u); err != nil {
-			return nil, j.errorf("usage of %s/%s#%d: %w", runID, e.NodeID, e.Attempt, err)
+			return nil, fmt.Errorf("usage of %s/%s#%d: %w", e.RunID, e.NodeID, e.Attempt, err)
 		}
 		if out[e.NodeID] == nil {
 			out[e.NodeID] = map[int]Usage{}

@@ -174,10 +174,13 @@ func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.No
 	}
 	// An attempt ended twice (interrupted, then continued by a resume)
 	// keeps its last figure, which covers the whole attempt.
-	usage, err := j.AttemptUsage(ctx, runID, only)
+	usage, err := journal.UsageOf(evs)
 	if err != nil {
-		return err
+		return fmt.Errorf("run %s: %w", runID, err)
 	}
+	// The usage events, read with the others, are not the node's doings:
+	// they leave its last event and the run's sessions as they were.
+	evs = slices.DeleteFunc(evs, func(e journal.Event) bool { return e.Kind == journal.KindUsage })
 	for _, a := range atts {
 		if nd := byID[a.NodeID]; nd != nil {
 			u, ok := usage[a.NodeID][a.N]
@@ -234,31 +237,34 @@ func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.No
 	return nil
 }
 
-// events reads the diagnostics, output and reasoning events load needs.
-// The data events give a fault record the time the node's data came back
+// events reads the diagnostics, output, reasoning and usage events load
+// needs, in one walk of the rows. The data events give a fault record the time the node's data came back
 // (NextData) and the node its last event: of one node that settled without
 // a fault, they add nothing its end does not give (its last chunk came
 // before it finished), and reading back every chunk it streamed was most
 // of what accounting a node cost a worker or the telemetry (a node of 300
 // chunks: 300 rows). Such a node is read without them.
 func (run *Run) events(ctx context.Context, j *journal.Journal, nodes []journal.Node, only string) ([]journal.Event, error) {
-	all := []string{journal.KindDiagnostic, journal.KindDelta, journal.KindReasoning}
+	all := []string{journal.KindDiagnostic, journal.KindUsage, journal.KindDelta, journal.KindReasoning}
 	read := func(kinds []string) ([]journal.Event, error) {
 		return j.Events(ctx, run.ID, journal.EventFilter{Node: only, AfterSeq: -1, Kinds: kinds})
 	}
 	if only == "" || len(nodes) != 1 || !settled(nodes[0].State) || nodes[0].Finished.IsZero() {
 		return read(all)
 	}
-	diags, err := read(all[:1])
+	some, err := read(all[:2]) // no data
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range diags {
+	for _, e := range some {
+		if e.Kind != journal.KindDiagnostic {
+			continue
+		}
 		if d, err := diagnostics.Decode(e.Payload); err != nil || d.Code.IsFault() {
 			return read(all) // load reports the error
 		}
 	}
-	return diags, nil
+	return some, nil
 }
 
 // finishNode estimates what an unended attempt streamed, finds the node's
