@@ -238,12 +238,13 @@ func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.No
 }
 
 // events reads the diagnostics, output, reasoning and usage events load
-// needs, in one walk of the rows. The data events give a fault record the time the node's data came back
-// (NextData) and the node its last event: of one node that settled without
-// a fault, they add nothing its end does not give (its last chunk came
-// before it finished), and reading back every chunk it streamed was most
-// of what accounting a node cost a worker or the telemetry (a node of 300
-// chunks: 300 rows). Such a node is read without them.
+// needs, in one walk of the rows. The data events give a fault record the
+// time the node's data came back (NextData) and the node its last event:
+// of one node that settled without a fault, they add nothing its end does
+// not give (its last chunk came before it finished), and reading back
+// every chunk it streamed was most of what accounting a node cost a worker
+// or the telemetry (a node of 300 chunks: 300 rows). Such a node is read
+// without them.
 func (run *Run) events(ctx context.Context, j *journal.Journal, nodes []journal.Node, only string) ([]journal.Event, error) {
 	all := []string{journal.KindDiagnostic, journal.KindUsage, journal.KindDelta, journal.KindReasoning}
 	read := func(kinds []string) ([]journal.Event, error) {
