@@ -57,7 +57,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"modernc.org/sqlite"
 )
 
@@ -309,7 +308,7 @@ func (s *readSource) sweep() {
 	if wal, err := os.Stat(s.path + "-wal"); err != nil || wal.Size() != 0 {
 		return
 	}
-	if unix.Access(s.path, unix.W_OK) != nil || unix.Access(filepath.Dir(s.path), unix.W_OK) != nil {
+	if !writable(s.path) {
 		return
 	}
 	c, err := sqliteDriver.Open(fileDSN(s.path, "mode=rw&_pragma=busy_timeout(0)&_pragma=query_only(1)"))
