@@ -71,12 +71,18 @@ func (j *Journal) CompleteNodeFromCache(ctx context.Context, runID, nodeID, key 
 // key shared by many runs (a graph rerun daily) needs only the newest.
 const cacheCandidates = 16
 
+// lookupCacheQuery reads a key's newest candidates. It repeats the index's
+// own condition (cache_key != ”): SQLite uses a partial index only for a
+// query whose WHERE says as much, and without it every lookup, one for each
+// node a run starts, walked every node of every run the journal holds.
+const lookupCacheQuery = `SELECT run, id, output, finished, cache_origin FROM nodes
+	WHERE cache_key = ? AND cache_key != '' AND state = 'completed' AND run != ? ORDER BY finished DESC LIMIT ?`
+
 // LookupCache finds the newest completed output of key produced at or after
 // notBefore (zero: any age), skipping the nodes of run exclude (the run
 // looking: its own nodes are not its cache). ok is false when there is none.
 func (j *Journal) LookupCache(ctx context.Context, key, exclude string, notBefore time.Time) (e CacheEntry, ok bool, err error) {
-	rows, err := j.query(ctx, `SELECT run, id, output, finished, cache_origin FROM nodes
-		WHERE cache_key = ? AND state = 'completed' AND run != ? ORDER BY finished DESC LIMIT ?`, key, exclude, cacheCandidates)
+	rows, err := j.query(ctx, lookupCacheQuery, key, exclude, cacheCandidates)
 	if err != nil {
 		return CacheEntry{}, false, j.errorf("cache lookup: %w", err)
 	}

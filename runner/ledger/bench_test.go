@@ -12,13 +12,16 @@ import (
 
 // BenchmarkLoadNodeOf: the account of one node that settled, as a Temporal
 // worker and the telemetry read it when the node ends, for a node that
-// streamed 20 chunks and one that streamed 300 (a 10 s answer).
+// streamed 20 chunks and one that streamed 300 (a 10 s answer), in a run
+// of 50 nodes, and one of 20 chunks in a run of 3,000 (a wide run's worker
+// accounts for each of its nodes: the cost of one must not grow with the
+// run's width).
 func BenchmarkLoadNodeOf(b *testing.B) {
-	for _, chunks := range []int{20, 300} {
-		b.Run(fmt.Sprintf("chunks=%d", chunks), func(b *testing.B) {
+	for _, c := range []struct{ chunks, nodes int }{{20, 50}, {300, 50}, {20, 3000}} {
+		chunks, nodes := c.chunks, c.nodes
+		b.Run(fmt.Sprintf("chunks=%d/nodes=%d", chunks, nodes), func(b *testing.B) {
 			ctx := context.Background()
 			j := testkit.TempJournal(b, "bench.db")
-			const nodes = 50
 			ids := make([]string, nodes)
 			for i := range ids {
 				ids[i] = fmt.Sprint("node", i)
