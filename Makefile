@@ -112,9 +112,11 @@ $(PROMTOOL): | debs
 #   TemporalWide        1,000 and 10,000 nodes streaming 0.2 s each, and 10 s each (300 tokens at 30
 #                       tokens/s, as the fleet of issue 29), locally and on three worker processes:
 #                       medians of ms/node and of temporal/local over rounds (5, 3 and 1 of the
-#                       10,000 x 10 s), the largest execution's history (events, MiB); ~13 minutes
-#   LoadNodeOf          the account of one node that settled (20 and 300 chunks), as a Temporal worker
-#                       and the telemetry read it when the node ends
+#                       10,000 x 10 s), the largest execution's history (events, MiB), the CPU time
+#                       of every process each run kept busy (local-cpu-s, temporal-cpu-s) and
+#                       cpu-floor/local, the least ratio this machine's cores allow; ~13 minutes
+#   LoadNodeOf          the account of one node that settled (20 and 300 chunks; and 20 in a run of
+#                       3,000 nodes), as a Temporal worker and the telemetry read it when the node ends
 #   Append, Stream100k  the journal's batch sizes and a 100k events/s stream
 # About twenty-two minutes on two cores; `cat /proc/loadavg` before quoting a figure. FanOut at 10,000
 # reports the median of a pair in each order (-benchtime 2x; go test first runs it once at b.N=1
