@@ -156,6 +156,14 @@ func (d *TemporalDev) startOnce(bin string) error {
 	}
 }
 
+// Pid is the dev server's process id; 0 before it has started.
+func (d *TemporalDev) Pid() int {
+	if d.cmd == nil || d.cmd.Process == nil {
+		return 0
+	}
+	return d.cmd.Process.Pid
+}
+
 // Stop stops the dev server, if one was started, and waits for it.
 func (d *TemporalDev) Stop() {
 	if d.cmd == nil || d.cmd.Process == nil {

@@ -1,6 +1,7 @@
 package temporal_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,10 +53,13 @@ type wide struct {
 	tokens, perSecond            int
 }
 
-// wideResult is what a width case measured.
+// wideResult is what a width case measured: the walls, the CPU time of
+// every process each run kept busy (the simulator in both; the dev server
+// and the workers on Temporal), and the workflow's executions.
 type wideResult struct {
-	local, temporal time.Duration
-	executions      []execution
+	local, temporal       time.Duration
+	localCPU, temporalCPU time.Duration
+	executions            []execution
 }
 
 type execution struct {
@@ -62,10 +67,10 @@ type execution struct {
 	events, bytes int
 }
 
-// simServe starts `noderun sim serve` with config and returns its base URL:
-// a process of its own, like the workers, so that the test binary's race
-// detector slows neither side.
-func simServe(tb testing.TB, bin, dir, config string) string {
+// simServe starts `noderun sim serve` with config and returns its base URL
+// and process: a process of its own, like the workers, so that the test
+// binary's race detector slows neither side.
+func simServe(tb testing.TB, bin, dir, config string) (string, *proc) {
 	tb.Helper()
 	f := filepath.Join(dir, "sim.yaml")
 	if err := os.WriteFile(f, []byte(config), 0o644); err != nil {
@@ -75,7 +80,7 @@ func simServe(tb testing.TB, bin, dir, config string) string {
 	return waitFor(tb, 30*time.Second, "the simulator's URL", func() (string, bool) {
 		m := regexp.MustCompile(`http://127\.0\.0\.1:\d+/v1`).FindString(p.stdout.String() + p.out.String())
 		return m, m != ""
-	})
+	}), p
 }
 
 // wideGraph writes a fan-out of n nodes whose prompts are promptBytes of
@@ -109,16 +114,20 @@ func runWide(tb testing.TB, c wide) wideResult {
 	if c.tokens == 0 {
 		c.tokens, c.perSecond = 20, 100
 	}
-	url := simServe(tb, bin, dir, fmt.Sprintf("seed: 29\ntokens: %d\ntokens_per_second: %d\n", c.tokens, c.perSecond))
+	url, sim := simServe(tb, bin, dir, fmt.Sprintf("seed: 29\ntokens: %d\ntokens_per_second: %d\n", c.tokens, c.perSecond))
 	graph := wideGraph(tb, dir, url, c.nodes, c.promptBytes)
 	var res wideResult
 
-	var want map[string]string
-	res.local, want, _ = runToEnd(tb, bin, "run", "--db", filepath.Join(dir, "local.db"), "--parallel", strconv.Itoa(c.parallel),
+	simCPU := cpuTime(tb, sim.cmd.Process.Pid)
+	local := runToEnd(tb, bin, "run", "--db", filepath.Join(dir, "local.db"), "--parallel", strconv.Itoa(c.parallel),
 		"--json", "--log-level", "error", graph)
+	res.local, res.localCPU = local.wall, local.cpu+cpuTime(tb, sim.cmd.Process.Pid)-simCPU
+	want := local.outputs
 
 	queue := fmt.Sprintf("wide-%d-%d", c.nodes, time.Now().UnixNano())
 	per := strconv.Itoa((c.parallel + 2) / 3)
+	// The processes the run on Temporal keeps busy, besides its own.
+	busy, busyNames := []int{sim.cmd.Process.Pid, dev.Pid()}, []string{"simulator", "dev server"}
 	for _, id := range []string{"w1", "w2", "w3"} {
 		w := start(tb, id, bin, "worker", "--temporal", hostPort, "--task-queue", queue, "--parallel", per,
 			"--db", filepath.Join(dir, id+".db"), "--identity", id, "--log-level", "error")
@@ -126,11 +135,24 @@ func runWide(tb testing.TB, c wide) wideResult {
 		// A fleet is up before the runs it serves: the run's wall does not
 		// count a worker's start.
 		waitFor(tb, 30*time.Second, id+" polling", func() (bool, bool) { return true, strings.Contains(w.out.String(), "polling task queue") })
+		busy, busyNames = append(busy, w.cmd.Process.Pid), append(busyNames, id)
 	}
-	var got map[string]string
-	var said string
-	res.temporal, got, said = runToEnd(tb, bin, "run", "--temporal", hostPort, "--task-queue", queue, "--parallel", strconv.Itoa(c.parallel),
+	before := make([]time.Duration, len(busy))
+	for i, pid := range busy {
+		before[i] = cpuTime(tb, pid)
+	}
+	remote := runToEnd(tb, bin, "run", "--temporal", hostPort, "--task-queue", queue, "--parallel", strconv.Itoa(c.parallel),
 		"--json", "--log-level", "error", graph)
+	res.temporal, res.temporalCPU = remote.wall, remote.cpu
+	spent := []string{fmt.Sprintf("run --temporal %s", remote.cpu)}
+	for i, pid := range busy {
+		d := cpuTime(tb, pid) - before[i]
+		res.temporalCPU += d
+		spent = append(spent, fmt.Sprintf("%s %s", busyNames[i], d))
+	}
+	tb.Logf("%d nodes: local %s (CPU: run %s, simulator %s); on Temporal %s (CPU: %s)", c.nodes, res.local.Round(time.Millisecond),
+		local.cpu, res.localCPU-local.cpu, res.temporal.Round(time.Millisecond), strings.Join(spent, ", "))
+	got, said := remote.outputs, remote.said
 	if len(got) != c.nodes || len(want) != c.nodes {
 		tb.Fatalf("%d nodes on Temporal, %d locally; want %d", len(got), len(want), c.nodes)
 	}
@@ -173,10 +195,17 @@ func executions(tb testing.TB, runID string) []execution {
 	return out
 }
 
-// runToEnd runs `noderun args…` (a run with --json) to its end and returns
-// its wall time, its nodes' outputs and what it said on stderr; it fails
+// ran is what runToEnd saw of a run: its wall and CPU time, its nodes'
+// outputs and what it said on stderr.
+type ran struct {
+	wall, cpu time.Duration
+	outputs   map[string]string
+	said      string
+}
+
+// runToEnd runs `noderun args…` (a run with --json) to its end; it fails
 // the test if the run does.
-func runToEnd(tb testing.TB, bin string, args ...string) (time.Duration, map[string]string, string) {
+func runToEnd(tb testing.TB, bin string, args ...string) ran {
 	tb.Helper()
 	began := time.Now()
 	p := start(tb, strings.Join(args[:min(2, len(args))], " "), bin, args...)
@@ -185,7 +214,34 @@ func runToEnd(tb testing.TB, bin string, args ...string) (time.Duration, map[str
 	if p.err != nil {
 		tb.Fatalf("noderun %s: %v\n%s", strings.Join(args, " "), p.err, tail(p.out.String()))
 	}
-	return wall, jsonOutputs(tb, p.stdout.String()), p.out.String()
+	ps := p.cmd.ProcessState
+	return ran{wall: wall, cpu: ps.UserTime() + ps.SystemTime(), outputs: jsonOutputs(tb, p.stdout.String()), said: p.out.String()}
+}
+
+// cpuTime is the CPU time (user and system, all threads) process pid has
+// used so far, from /proc/PID/stat, which counts in clock ticks of 1/100 s
+// (USER_HZ, fixed for user space on Linux).
+func cpuTime(tb testing.TB, pid int) time.Duration {
+	tb.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// The fields after the command, which is in parentheses and may hold
+	// spaces: the 3rd (state) first, utime and stime the 14th and 15th.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		tb.Fatalf("/proc/%d/stat: %q", pid, b)
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			tb.Fatalf("/proc/%d/stat: %v", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
 func tail(s string) string {
@@ -266,13 +322,13 @@ func TestFleetAtWidthLosesAWorker(t *testing.T) {
 	dir := t.TempDir()
 	// The undisturbed outputs, locally, on a simulator of the same seed
 	// that does not pace (the content does not depend on the pace).
-	fast := simServe(t, bin, t.TempDir(), fmt.Sprintf("seed: 29\ntokens: %d\n", fleetTokens))
-	_, want, _ := runToEnd(t, bin, "run", "--db", filepath.Join(dir, "local.db"), "--parallel", "200", "--json", "--log-level", "error",
-		fleetAtWidthGraph(t, dir, "local.yaml", fast))
+	fast, _ := simServe(t, bin, t.TempDir(), fmt.Sprintf("seed: 29\ntokens: %d\n", fleetTokens))
+	want := runToEnd(t, bin, "run", "--db", filepath.Join(dir, "local.db"), "--parallel", "200", "--json", "--log-level", "error",
+		fleetAtWidthGraph(t, dir, "local.yaml", fast)).outputs
 	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			dir := t.TempDir()
-			url := simServe(t, bin, dir, fmt.Sprintf("seed: 29\ntokens: %d\ntokens_per_second: %d\n", fleetTokens, fleetPerSecond))
+			url, _ := simServe(t, bin, dir, fmt.Sprintf("seed: 29\ntokens: %d\ntokens_per_second: %d\n", fleetTokens, fleetPerSecond))
 			graph := fleetAtWidthGraph(t, dir, "fleet.yaml", url)
 			queue := fmt.Sprintf("fleet-%d", time.Now().UnixNano())
 			workers := map[string]*proc{}
@@ -460,11 +516,18 @@ func BenchmarkTemporalWide(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			var local, remote, ratio []float64 // ms a node; their ratio, round by round
+			var localCPU, remoteCPU, floor []float64
 			events, bytes := 0, 0
 			for range b.N {
 				res := runWide(b, c)
 				l, r := res.local.Seconds()*1e3/float64(c.nodes), res.temporal.Seconds()*1e3/float64(c.nodes)
 				local, remote, ratio = append(local, l), append(remote, r), append(ratio, r/l)
+				localCPU, remoteCPU = append(localCPU, res.localCPU.Seconds()), append(remoteCPU, res.temporalCPU.Seconds())
+				// The least wall the run on Temporal could take here, were
+				// its CPU spread over every core all along, against the
+				// local wall: above 1.3, the machine's cores, not the
+				// scheduling, keep the ratio over it.
+				floor = append(floor, res.temporalCPU.Seconds()/float64(runtime.NumCPU())/res.local.Seconds())
 				for _, e := range res.executions {
 					events, bytes = max(events, e.events), max(bytes, e.bytes)
 				}
@@ -472,6 +535,9 @@ func BenchmarkTemporalWide(b *testing.B) {
 			b.ReportMetric(benchstat.Median(local), "local-ms/node")
 			b.ReportMetric(benchstat.Median(remote), "temporal-ms/node")
 			b.ReportMetric(benchstat.Median(ratio), "temporal/local")
+			b.ReportMetric(benchstat.Median(localCPU), "local-cpu-s")
+			b.ReportMetric(benchstat.Median(remoteCPU), "temporal-cpu-s")
+			b.ReportMetric(benchstat.Median(floor), "cpu-floor/local")
 			b.ReportMetric(float64(events), "max-history-events")
 			b.ReportMetric(float64(bytes)/(1<<20), "max-history-MiB")
 		})
