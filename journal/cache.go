@@ -71,10 +71,11 @@ func (j *Journal) CompleteNodeFromCache(ctx context.Context, runID, nodeID, key 
 // key shared by many runs (a graph rerun daily) needs only the newest.
 const cacheCandidates = 16
 
-// lookupCacheQuery reads a key's newest candidates. It repeats the index's
-// own condition (cache_key != ”): SQLite uses a partial index only for a
-// query whose WHERE says as much, and without it every lookup, one for each
-// node a run starts, walked every node of every run the journal holds.
+// lookupCacheQuery reads a key's newest candidates. It repeats the partial
+// index's own condition, that the key is not empty: SQLite uses a partial
+// index only for a query whose WHERE says as much, and without it every
+// lookup, one for each node a run starts, walked every node of every run
+// the journal holds.
 const lookupCacheQuery = `SELECT run, id, output, finished, cache_origin FROM nodes
 	WHERE cache_key = ? AND cache_key != '' AND state = 'completed' AND run != ? ORDER BY finished DESC LIMIT ?`
 

@@ -557,11 +557,11 @@ func (j *Journal) Node(ctx context.Context, runID, nodeID string) (Node, error) 
 	return n, nil
 }
 
-// The attempts of a run, and of one of its nodes: two statements, not one
-// with "(?2 = ” OR a.node = ?2)", which SQLite plans before it knows ?2:
-// a node's attempts were found by walking every attempt of its run (250 µs
-// a node of a 3,000-node run, and a worker that accounts for each node as it
-// ends went quadratic).
+// The attempts of a run, and of one of its nodes: two statements. One
+// whose WHERE let an empty ?2 mean every node is planned before SQLite
+// knows ?2, so a node's attempts were found by walking every attempt of its
+// run (250 µs a node of a 3,000-node run, and a worker that accounts for
+// each node as it ends went quadratic).
 const (
 	attemptsColumns = `SELECT a.run, a.node, a.n, a.mode, a.provider, a.ref, a.cursor, a.outcome,
 		a.err_class, a.error, a.started, a.ended
