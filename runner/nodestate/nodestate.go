@@ -165,6 +165,23 @@ func (m *Machine) State(id string) journal.NodeState {
 	return ""
 }
 
+// Unblocks reports whether node id is the one need left that a pending
+// dependent waits for: that dependent is ready once id completes. (A pack
+// of nodes on Temporal sends such a node's outcome as it ends, not with
+// the pack's.)
+func (m *Machine) Unblocks(id string) bool {
+	i, ok := m.at[id]
+	if !ok || m.state[i] != journal.NodePending && m.state[i] != journal.NodeRunning {
+		return false
+	}
+	for _, d := range m.dependents[i] {
+		if m.waiting[d] == 1 && m.state[d] == journal.NodePending {
+			return true
+		}
+	}
+	return false
+}
+
 // Running is how many nodes are running (replays included).
 func (m *Machine) Running() int { return m.running }
 

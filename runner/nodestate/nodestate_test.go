@@ -51,6 +51,17 @@ func abandon(id string, skips ...string) step {
 	return step{"abandon " + id, func(m *Machine) string { return skipped2s(m.Abandon(id)) }, strings.Join(skips, " ")}
 }
 
+// unblocks checks which of ids Unblocks: "a:true b:false …".
+func unblocks(want string, ids ...string) step {
+	return step{"unblocks", func(m *Machine) string {
+		var s []string
+		for _, id := range ids {
+			s = append(s, fmt.Sprintf("%s:%t", id, m.Unblocks(id)))
+		}
+		return strings.Join(s, " ")
+	}, want}
+}
+
 // counts checks how many nodes run and are held.
 func counts(running, held int) step {
 	return step{"counts", func(m *Machine) string { return fmt.Sprintf("running %d, held %d", m.Running(), m.Held()) },
@@ -123,6 +134,22 @@ func TestMachine(t *testing.T) {
 			settle("c", completed), start(),
 			settle("b", completed), start("d"),
 			settle("d", completed), counts(0, 0),
+		}},
+		// Unblocks: a node whose outcome alone makes a pending dependent
+		// ready (a pack on Temporal sends it early), not one whose
+		// dependents wait for others too, nor one that has settled.
+		{"unblocks: the last need a dependent waits for", diamond, 4, []step{
+			unblocks("a:true b:false c:false d:false x:false", "a", "b", "c", "d", "x"),
+			start("a"), settle("a", completed), start("b", "c"),
+			unblocks("b:false c:false", "b", "c"), // d waits for both
+			settle("c", completed),
+			unblocks("b:true c:false", "b", "c"),
+			settle("b", failed, "d<b"),
+			unblocks("b:false d:false", "b", "d"), // settled; d skipped
+		}},
+		{"unblocks: one dependent of several is enough", []string{"a", "b", "fast<a", "join<a,b"}, 4, []step{
+			start("a", "b"),
+			unblocks("a:true b:false", "a", "b"),
 		}},
 		{"parallel bound", []string{"a", "b", "c", "d", "e"}, 2, []step{
 			start("a", "b"), counts(2, 0), start(),

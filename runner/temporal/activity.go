@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,8 +121,9 @@ func (a *Activities) Node(ctx context.Context, in NodeInput) (NodeOutcome, error
 // holds each node's cursor and the outcome of each that ended, so that a
 // worker taking the pack over (this one lost or stopping) runs only the
 // others, each from its cursor. An outcome whose output goes past the
-// result's bound (PackInput.Bytes) is sent to the workflow as SignalSettled
-// as soon as its node ends, and left out of the result.
+// result's bound (PackInput.Bytes), or of a node a dependent waits for
+// (PackInput.Early), is sent to the workflow as SignalSettled as soon as its
+// node ends, and left out of the result.
 func (a *Activities) Nodes(ctx context.Context, in PackInput) (PackOutcome, error) {
 	info := activity.GetInfo(ctx)
 	sp, err := a.spec(ctx, NodeInput{RunID: in.RunID})
@@ -201,13 +203,15 @@ func (a *Activities) Nodes(ctx context.Context, in PackInput) (PackOutcome, erro
 				return
 			}
 			mu.Lock()
-			fits := inline+len(out.Output) <= in.Bytes
+			fits := !slices.Contains(in.Early, node.Node) && inline+len(out.Output) <= in.Bytes
 			if fits {
 				inline += len(out.Output)
 			}
 			mu.Unlock()
 			if !fits {
-				// The history keeps the signal; the pack's result leaves it out.
+				// The history keeps the signal; the pack's result leaves it
+				// out. The workflow settles the node now, and starts what
+				// waited for it.
 				if err := activity.GetClient(ctx).SignalWorkflow(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, SignalSettled, out); err != nil {
 					mu.Lock()
 					failed = cmp.Or(failed, fmt.Errorf("node %s's outcome to the workflow: %w", node.Node, err))

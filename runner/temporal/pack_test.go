@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+
 	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
@@ -104,4 +106,96 @@ nodes:
 	}
 	t.Logf("worker %s killed; quick: %d request; slow: %d requests, %d tokens for %d", victim, q.Requests[sim.EndpointChat],
 		s.Requests[sim.EndpointChat], s.TokensGenerated, slowTokens)
+}
+
+// A packed node that a dependent waits for alone sends its outcome as it
+// ends (PackInput.Early), so the dependent starts then, not when the
+// pack's slowest node ends: in a pack of a quick node and a slow one, the
+// quick node's dependent is scheduled before the pack completes, with the
+// quick node's output. A dependent that also waits for the slow node waits
+// for the pack, and the quick node's signal is the only one.
+func TestPackedNodeStartsItsDependentWhenItEnds(t *testing.T) {
+	dir := t.TempDir()
+	const slowTokens = 60 // 2 s at 30 a second
+	graph := func(name string, quick, slow *sim.Server) *runner.Graph {
+		return loadGraph(t, dir, name, fmt.Sprintf(`name: early
+profile: ci
+providers:
+  q: {kind: openai, base_url: %s, model: sim}
+  s: {kind: openai, base_url: %s, model: sim}
+nodes:
+  - {id: quick, provider: q, prompt: 'a short answer'}
+  - {id: slow, provider: s, prompt: 'a long answer'}
+  - {id: next, provider: q, needs: [quick], prompt: 'go on from {{ output "quick" }}'}
+  - {id: join, provider: q, needs: [quick, slow], prompt: 'join {{ output "quick" }} and {{ output "slow" }}'}
+`, quick.BaseURL(), slow.BaseURL()))
+	}
+	lj := testkit.OpenJournal(t, filepath.Join(dir, "local.db"))
+	lres, err := runner.Run(context.Background(), graph("local.yaml", simtest.Start(t, sim.Config{Seed: 29, Tokens: 20}),
+		simtest.Start(t, sim.Config{Seed: 29, Tokens: slowTokens})), runner.Options{Journal: lj})
+	if err != nil || lres.Status != journal.RunCompleted {
+		t.Fatalf("local: %v %+v", err, lres)
+	}
+
+	g := graph("early.yaml", simtest.Start(t, sim.Config{Seed: 29, Tokens: 20}),
+		simtest.Start(t, sim.Config{Seed: 29, Tokens: slowTokens, TokensPerSecond: 30}))
+	c := dialDev(t)
+	queue := fmt.Sprintf("early-%d", time.Now().UnixNano())
+	startWorker(t, c, queue, filepath.Join(dir, "worker.db"), &ntemporal.Activities{Identity: "early"})
+	in := ciInput(t, "early", g)
+	in.Parallel, in.Pack = 4, 2 // quick and slow in one pack
+	ctx := context.Background()
+	if _, err := ntemporal.Submit(ctx, c, queue, in); err != nil {
+		t.Fatal(err)
+	}
+	res, err := ntemporal.Follow(ctx, c, in.RunID, 50*time.Millisecond, nil)
+	if err != nil || res.Status != string(journal.RunCompleted) {
+		t.Fatalf("temporal: %v %+v", err, res)
+	}
+	for i, n := range lres.Nodes {
+		if res.Nodes[i].Node != n.ID || res.Nodes[i].Output != n.Output || n.Output == "" {
+			t.Fatalf("node %s: output differs from the local run's (%d vs %d bytes)", n.ID, len(res.Nodes[i].Output), len(n.Output))
+		}
+	}
+	// The history's order: next scheduled before the pack completed, join
+	// after; one outcome signalled (quick's).
+	var packDone, nextScheduled, joinScheduled, signals int64
+	scheduled := map[int64]string{} // event id → activity id
+	it := c.GetWorkflowHistory(ctx, in.RunID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case ev.GetActivityTaskScheduledEventAttributes() != nil:
+			id := ev.GetActivityTaskScheduledEventAttributes().GetActivityId()
+			scheduled[ev.GetEventId()] = id
+			switch id {
+			case "next":
+				nextScheduled = ev.GetEventId()
+			case "join":
+				joinScheduled = ev.GetEventId()
+			}
+		case ev.GetActivityTaskCompletedEventAttributes() != nil:
+			if scheduled[ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()] == "quick+1" {
+				packDone = ev.GetEventId()
+			}
+		case ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == ntemporal.SignalSettled:
+			signals++
+		}
+	}
+	if packDone == 0 || nextScheduled == 0 || joinScheduled == 0 {
+		t.Fatalf("history: pack quick+1 completed at event %d, next scheduled at %d, join at %d; want all three (activities %v)",
+			packDone, nextScheduled, joinScheduled, scheduled)
+	}
+	if nextScheduled > packDone {
+		t.Errorf("next was scheduled at event %d, after its need's pack completed (%d): it waited for the slow node", nextScheduled, packDone)
+	}
+	if joinScheduled < packDone {
+		t.Errorf("join was scheduled at event %d, before the pack with the slow node it needs completed (%d)", joinScheduled, packDone)
+	}
+	if signals != 1 {
+		t.Errorf("%d outcomes signalled; want 1 (quick's: the one need a dependent waits for alone)", signals)
+	}
 }

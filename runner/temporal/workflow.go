@@ -144,11 +144,15 @@ type PackInput struct {
 	// payload): a node whose output would go past it sends its outcome to
 	// the workflow as a signal (SignalSettled), which the history keeps.
 	Bytes int `json:"bytes"`
+	// Early are the nodes a dependent waits for alone (its other needs have
+	// completed): each sends its outcome by SignalSettled as it ends, so
+	// that the dependent starts then, not when the pack's slowest node ends.
+	Early []string `json:"early,omitempty"`
 }
 
 // PackOutcome is a pack's result: its nodes' outcomes in input order, but
-// for those sent by SignalSettled (over PackInput.Bytes), which are left
-// out. A node failed by noderun's profile is an outcome here, not an
+// for those sent by SignalSettled (over PackInput.Bytes, or Early), which
+// are left out. A node failed by noderun's profile is an outcome here, not an
 // activity failure: its pack's other nodes are done.
 type PackOutcome struct {
 	Nodes []NodeOutcome `json:"nodes"`
@@ -322,7 +326,8 @@ const (
 // starts a second is what it does, where a local run starts thousands of
 // nodes. A run with more than PackActivities nodes running packs them so
 // that about PackActivities activities run: 1,000 nodes run as 63 packs of
-// 16. A pack ends with its slowest node (its dependents wait for it) and
+// 16. A pack ends with its slowest node (its nodes' dependents wait for
+// it, but for those that wait for one of them alone: PackInput.Early) and
 // runs on one worker, so a run of a few dozen nodes keeps one activity each.
 const (
 	PackActivities = 64
@@ -525,8 +530,12 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 				continue
 			}
 			ids := make([]string, k)
+			var early []string
 			for i, n := range p {
 				ids[i] = n.Node
+				if m.Unblocks(n.Node) {
+					early = append(early, n.Node)
+				}
 			}
 			bytes := in.PackBytes
 			if bytes <= 0 {
@@ -534,7 +543,7 @@ func GraphWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 			}
 			actx := workflow.WithActivityOptions(ctx, activityOptions(HeartbeatTimeout(in), packID(p)))
 			inflight = append(inflight, activityRun{nodes: ids, pack: true,
-				f: workflow.ExecuteActivity(actx, PackActivityName, PackInput{RunID: in.RunID, Nodes: p, Bytes: bytes})})
+				f: workflow.ExecuteActivity(actx, PackActivityName, PackInput{RunID: in.RunID, Nodes: p, Bytes: bytes, Early: early})})
 		}
 	}
 	sig := workflow.GetSignalChannel(ctx, SignalRetry)
