@@ -126,8 +126,14 @@ func runWide(tb testing.TB, c wide) wideResult {
 
 	queue := fmt.Sprintf("wide-%d-%d", c.nodes, time.Now().UnixNano())
 	per := strconv.Itoa((c.parallel + 2) / 3)
-	// The processes the run on Temporal keeps busy, besides its own.
-	busy, busyNames := []int{sim.cmd.Process.Pid, dev.Pid()}, []string{"simulator", "dev server"}
+	// The processes the run on Temporal keeps busy, besides its own, and
+	// the CPU each had used before it.
+	type busyProc struct {
+		name   string
+		pid    int
+		before time.Duration
+	}
+	busy := []busyProc{{name: "simulator", pid: sim.cmd.Process.Pid}, {name: "dev server", pid: dev.Pid()}}
 	for _, id := range []string{"w1", "w2", "w3"} {
 		w := start(tb, id, bin, "worker", "--temporal", hostPort, "--task-queue", queue, "--parallel", per,
 			"--db", filepath.Join(dir, id+".db"), "--identity", id, "--log-level", "error")
@@ -135,20 +141,19 @@ func runWide(tb testing.TB, c wide) wideResult {
 		// A fleet is up before the runs it serves: the run's wall does not
 		// count a worker's start.
 		waitFor(tb, 30*time.Second, id+" polling", func() (bool, bool) { return true, strings.Contains(w.out.String(), "polling task queue") })
-		busy, busyNames = append(busy, w.cmd.Process.Pid), append(busyNames, id)
+		busy = append(busy, busyProc{name: id, pid: w.cmd.Process.Pid})
 	}
-	before := make([]time.Duration, len(busy))
-	for i, pid := range busy {
-		before[i] = cpuTime(tb, pid)
+	for i := range busy {
+		busy[i].before = cpuTime(tb, busy[i].pid)
 	}
 	remote := runToEnd(tb, bin, "run", "--temporal", hostPort, "--task-queue", queue, "--parallel", strconv.Itoa(c.parallel),
 		"--json", "--log-level", "error", graph)
 	res.temporal, res.temporalCPU = remote.wall, remote.cpu
 	spent := []string{fmt.Sprintf("run --temporal %s", remote.cpu)}
-	for i, pid := range busy {
-		d := cpuTime(tb, pid) - before[i]
+	for _, p := range busy {
+		d := cpuTime(tb, p.pid) - p.before
 		res.temporalCPU += d
-		spent = append(spent, fmt.Sprintf("%s %s", busyNames[i], d))
+		spent = append(spent, fmt.Sprintf("%s %s", p.name, d))
 	}
 	tb.Logf("%d nodes: local %s (CPU: run %s, simulator %s); on Temporal %s (CPU: %s)", c.nodes, res.local.Round(time.Millisecond),
 		local.cpu, res.localCPU-local.cpu, res.temporal.Round(time.Millisecond), strings.Join(spent, ", "))
