@@ -280,3 +280,35 @@ func (j *Journal) MaxProviderSeq(ctx context.Context, runID, nodeID string, atte
 	}
 	return top, nil
 }
+
+// nodeLastSeqQuery is the highest seq journaled for a node of a run (” for the
+// whole run), among its rows and its folds (fold.go). Arguments: run id,
+// node id.
+const nodeLastSeqQuery = `SELECT MAX(
+	COALESCE((SELECT MAX(seq) FROM events INDEXED BY events_by_node
+		WHERE run = (SELECT key FROM runs WHERE id = ?1) AND node = ?2), 0),
+	COALESCE((SELECT MAX(last_seq) FROM folds
+		WHERE run = (SELECT key FROM runs WHERE id = ?1) AND node = ?2), 0))`
+
+// lastRunSeqQuery is the highest seq of a run (seq is gap-free per run, and
+// folds only move rows whose later events stay). Argument: run id.
+const lastRunSeqQuery = `SELECT MAX(
+	COALESCE((SELECT MAX(seq) FROM events WHERE run = (SELECT key FROM runs WHERE id = ?1)), 0),
+	COALESCE((SELECT MAX(last_seq) FROM folds WHERE run = (SELECT key FROM runs WHERE id = ?1)), 0))`
+
+// LastSeq returns the seq of the last committed event of a node of a run, or
+// of the whole run when nodeID is "" (0: none yet): what a watcher that has
+// seen it has seen of them.
+func (j *Journal) LastSeq(ctx context.Context, runID, nodeID string) (int64, error) {
+	var seq int64
+	var err error
+	if nodeID == "" {
+		err = j.queryRow(ctx, lastRunSeqQuery, runID).Scan(&seq)
+	} else {
+		err = j.queryRow(ctx, nodeLastSeqQuery, runID, nodeID).Scan(&seq)
+	}
+	if err != nil {
+		return 0, j.errorf("last seq of %s/%s: %w", runID, nodeID, err)
+	}
+	return seq, nil
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/noderun/noderun/internal/shell"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner/ledger"
+	"github.com/noderun/noderun/runner/view"
 )
 
 // openLogged opens the existing journal of a command that writes to it
@@ -109,34 +110,16 @@ func journalErr(err error) error {
 	return usageErr(err)
 }
 
-// findRun resolves "last", a full run id, or a unique prefix of one.
+// findRun resolves "last", a full run id, or a unique prefix of one; an
+// unknown or ambiguous one is exit 2.
 func findRun(ctx context.Context, j *journal.Journal, arg string) (journal.Run, error) {
-	runs, err := j.Runs(ctx, 0)
-	if err != nil {
-		return journal.Run{}, err
+	r, err := view.FindRun(ctx, j, arg)
+	var nf *view.RunNotFoundError
+	var amb *view.AmbiguousRunError
+	if errors.Is(err, view.ErrNoRuns) || errors.As(err, &nf) || errors.As(err, &amb) {
+		return journal.Run{}, usageErr(err)
 	}
-	if len(runs) == 0 {
-		return journal.Run{}, usageErr(errors.New("the journal has no runs"))
-	}
-	if arg == "last" || arg == "" {
-		return runs[0], nil
-	}
-	var match []journal.Run
-	for _, r := range runs {
-		if r.ID == arg {
-			return r, nil
-		}
-		if strings.HasPrefix(r.ID, arg) {
-			match = append(match, r)
-		}
-	}
-	switch len(match) {
-	case 0:
-		return journal.Run{}, usageErr(fmt.Errorf("no run %q in %s", arg, j.Path()))
-	case 1:
-		return match[0], nil
-	}
-	return journal.Run{}, usageErr(fmt.Errorf("run prefix %q is ambiguous (%d runs)", arg, len(match)))
+	return r, err
 }
 
 func statusCommand() *cli.Command {
@@ -161,18 +144,16 @@ func statusCommand() *cli.Command {
 			}
 			defer j.Close()
 			if c.NArg() == 0 {
+				if c.Bool("json") {
+					out, err := view.ListRuns(c.Context, j, 50)
+					if err != nil {
+						return err
+					}
+					return writeJSON(c.App.Writer, out)
+				}
 				runs, err := j.Runs(c.Context, 50)
 				if err != nil {
 					return err
-				}
-				if c.Bool("json") {
-					out := struct {
-						Runs []runJSON `json:"runs"`
-					}{Runs: []runJSON{}}
-					for _, r := range runs {
-						out.Runs = append(out.Runs, runToJSON(j, r))
-					}
-					return writeJSON(c.App.Writer, out)
 				}
 				w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
 				defer w.Flush()
@@ -186,45 +167,12 @@ func statusCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			nodes, err := j.Nodes(c.Context, r.ID)
+			st, err := view.StatusOf(c.Context, j, r)
 			if err != nil {
 				return err
-			}
-			cached, err := j.CacheOrigins(c.Context, r.ID)
-			if err != nil {
-				return err
-			}
-			// A running node's bytes are what its journal holds so far. An
-			// interrupted one is read whole (its records say whether its
-			// response was left running), as run said it.
-			bytes := make(map[string]int, len(nodes))
-			states := make(map[string]string, len(nodes))
-			for _, n := range nodes {
-				bytes[n.ID], states[n.ID] = len(n.Output), string(n.State)
-				switch {
-				case n.State == journal.NodeCanceled:
-					if nd, err := ledger.LoadNode(c.Context, j, r.ID, n.ID); err == nil {
-						bytes[n.ID], states[n.ID] = len(nd.Partial), nodeStateText(n.State, nd.Detached())
-					}
-				case n.State != journal.NodeCompleted && n.Attempts > 0:
-					if out, err := j.RebuildOutput(c.Context, r.ID, n.ID, n.Attempts); err == nil {
-						bytes[n.ID] = len(out)
-					}
-				}
 			}
 			if c.Bool("json") {
-				out := struct {
-					runJSON
-					Nodes []nodeJSON `json:"nodes"`
-				}{runJSON: runToJSON(j, r), Nodes: []nodeJSON{}}
-				for _, n := range nodes {
-					out.Nodes = append(out.Nodes, nodeJSON{ID: n.ID, State: string(n.State), Attempts: n.Attempts, Bytes: bytes[n.ID],
-						ErrorClass: n.ErrClass, Error: n.Error, Reason: n.Reason, Started: jsonTime(n.Started), Finished: jsonTime(n.Finished)})
-					if o, ok := cached[n.ID]; ok {
-						out.Nodes[len(out.Nodes)-1].CachedFrom = o.Run + "/" + o.Node
-					}
-				}
-				return writeJSON(c.App.Writer, out)
+				return writeJSON(c.App.Writer, st)
 			}
 			w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
 			defer w.Flush()
@@ -235,12 +183,12 @@ func statusCommand() *cli.Command {
 			fmt.Fprintf(w, "run %s (%s) %s, profile %s\n", r.ID, r.Graph, status, r.Profile)
 			fmt.Fprintln(w, "NODE\tSTATE\tATTEMPTS\tBYTES\tNOTE")
 			var notes []string
-			for _, n := range nodes {
+			for _, n := range st.Nodes {
 				note := n.Reason
 				if n.Error != "" {
-					note = n.ErrClass + ": " + n.Error
+					note = n.ErrorClass + ": " + n.Error
 				}
-				if o, ok := cached[n.ID]; ok {
+				if o := n.Cache; o != nil {
 					note = fmt.Sprintf("from the cache: node %s of run %s", o.Node, ledger.ShortRunID(o.Run))
 				}
 				whole := strings.Join(strings.Fields(note), " ")
@@ -249,7 +197,11 @@ func statusCommand() *cli.Command {
 					notes = append(notes, fmt.Sprintf("%s: %s", n.ID, whole))
 					short = fitText(whole, 60) + " (below)"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", n.ID, states[n.ID], n.Attempts, bytes[n.ID], short)
+				state := n.State
+				if n.State == string(journal.NodeCanceled) {
+					state = nodeStateText(journal.NodeCanceled, n.Detached)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", n.ID, state, n.Attempts, n.Bytes, short)
 			}
 			w.Flush()
 			for _, note := range notes {
@@ -265,7 +217,7 @@ func eventsCommand() *cli.Command {
 		Name:      "events",
 		Usage:     "print a run's journaled events (chunks, attempts, diagnostics)",
 		ArgsUsage: "RUN|last",
-		Description: "Event kinds (--kind): " + strings.Join(eventKinds, ", ") + ".\n\nExamples:\n  noderun events last --kind diagnostic        # every recovery step, with its code\n" +
+		Description: "Event kinds (--kind): " + strings.Join(view.EventKinds, ", ") + ".\n\nExamples:\n  noderun events last --kind diagnostic        # every recovery step, with its code\n" +
 			"  noderun events last --node report --follow   # one node, while the run goes\n" +
 			"  noderun events last --json                   # one JSON object per line (docs/json.md)",
 		Flags: []cli.Flag{
@@ -280,7 +232,7 @@ func eventsCommand() *cli.Command {
 				return err
 			}
 			for _, k := range c.StringSlice("kind") {
-				if err := oneOf("kind", k, eventKinds...); err != nil {
+				if err := oneOf("kind", k, view.EventKinds...); err != nil {
 					return err
 				}
 			}
@@ -340,9 +292,6 @@ func eventsCommand() *cli.Command {
 	}
 }
 
-// eventKinds are the kinds of event the journal holds.
-var eventKinds = []string{"delta", "reasoning", "diagnostic", "ref", "raw", "reset", "done", "usage", "mark"}
-
 // knownNode checks that a run has a node, else exit 2 naming the nodes it has.
 func knownNode(c *cli.Context, j *journal.Journal, runID, flag, id string) error {
 	nodes, err := j.Nodes(c.Context, runID)
@@ -365,7 +314,7 @@ func knownNode(c *cli.Context, j *journal.Journal, runID, flag, id string) error
 
 func printEvent(w io.Writer, e journal.Event, asJSON bool) error {
 	if asJSON {
-		return json.NewEncoder(w).Encode(eventToJSON(e))
+		return json.NewEncoder(w).Encode(view.EventOf(e))
 	}
 	where := e.NodeID
 	if where == "" {
@@ -456,7 +405,7 @@ func showCommand() *cli.Command {
 				return showThinking(c, j, r.ID, n, atts)
 			}
 			if c.Bool("attempts") {
-				usage, err := attemptUsage(c.Context, j, r.ID, id)
+				usage, err := view.AttemptUsage(c.Context, j, r.ID, id)
 				if err != nil {
 					return err
 				}
@@ -518,59 +467,15 @@ var jsonFlag = &cli.BoolFlag{Name: "json", Usage: "print JSON on stdout (schema:
 // attempt) or, with --attempts, its attempts with what each cost.
 func showJSON(c *cli.Context, j *journal.Journal, runID string, n journal.Node, atts []journal.Attempt) error {
 	if c.Bool("attempts") {
-		usage, err := attemptUsage(c.Context, j, runID, n.ID)
+		out, err := view.AttemptsOf(c.Context, j, runID, n.ID)
 		if err != nil {
 			return err
-		}
-		out := struct {
-			RunID    string        `json:"run_id"`
-			Node     string        `json:"node"`
-			Attempts []attemptJSON `json:"attempts"`
-		}{RunID: runID, Node: n.ID, Attempts: []attemptJSON{}}
-		for _, a := range atts {
-			aj := attemptJSON{N: a.N, Mode: string(a.Mode), Provider: a.Provider, Ref: a.Ref, Cursor: a.Cursor,
-				Outcome: string(a.Outcome), ErrorClass: a.ErrClass, Error: a.Error, Started: jsonTime(a.Started), Ended: jsonTime(a.Ended)}
-			if u, ok := usage[a.N]; ok {
-				aj.Usage = &usageJSON{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, ReasoningTokens: u.ReasoningTokens,
-					CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens, Estimated: u.Estimated, PreservedTokens: u.PreservedTokens}
-			}
-			out.Attempts = append(out.Attempts, aj)
 		}
 		return writeJSON(c.App.Writer, out)
 	}
-	out := struct {
-		RunID   string `json:"run_id"`
-		Node    string `json:"node"`
-		State   string `json:"state"`
-		Partial bool   `json:"partial"`
-		Attempt int    `json:"attempt"`
-		Output  string `json:"output"`
-		// Thinking is what went with the output, apart from it.
-		Thinking string `json:"thinking,omitempty"`
-	}{RunID: runID, Node: n.ID, State: string(n.State), Attempt: n.Attempts, Output: n.Output}
-	if len(atts) > 0 {
-		last := atts[len(atts)-1]
-		if n.State != journal.NodeCompleted {
-			o, err := j.RebuildOutput(c.Context, runID, n.ID, last.N)
-			if err != nil {
-				return err
-			}
-			out.Partial, out.Output = true, o
-		}
-		th, err := j.RebuildReasoning(c.Context, runID, n.ID, last.N)
-		if err != nil {
-			return err
-		}
-		out.Thinking = th
+	out, err := view.OutputOf(c.Context, j, runID, n, atts)
+	if err != nil {
+		return err
 	}
 	return writeJSON(c.App.Writer, out)
-}
-
-// attemptUsage is the journaled usage of one node's attempts.
-func attemptUsage(ctx context.Context, j *journal.Journal, runID, node string) (map[int]journal.Usage, error) {
-	u, err := j.AttemptUsage(ctx, runID, node)
-	if err != nil {
-		return nil, err
-	}
-	return u[node], nil
 }

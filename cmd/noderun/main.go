@@ -52,7 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if line, ok := completionArgs(args); ok && slices.Contains(line[1:], "--") {
 		return exitOK // the shell asks for completions after "--": arguments only, nothing to offer (and nothing runs)
 	}
-	err := helpTopicErr(app, app.RunContext(ctx, intersperse(app, args)))
+	err := helpTopicErr(app, app.RunContext(ctx, intersperse(app, serveOptional(args))))
 	if err == nil {
 		return exitOK
 	}
@@ -96,7 +96,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ExitErrHandler: func(*cli.Context, error) {}, // run() maps errors to exit codes
 		Commands: slices.Concat( // the groups of --help, in this order
 			group("Run", runCommand(), resumeCommand(), cancelCommand(), compactCommand()),
-			group("Inspect", statusCommand(), eventsCommand(), showCommand(), diagnoseCommand(), reportCommand()),
+			group("Inspect", serveCommand(), statusCommand(), eventsCommand(), showCommand(), diagnoseCommand(), reportCommand()),
 			group("Test", validateCommand(), schemaCommand(), profilesCommand(), simCommand(), chaosCommand()),
 			group("Scale out", workerCommand()),
 			group("", versionCommand(), completionCommand()), // with help, under otherCategory

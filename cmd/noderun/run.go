@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/urfave/cli/v2"
 
 	"github.com/noderun/noderun/diagnostics"
@@ -39,7 +40,9 @@ func runCommand() *cli.Command {
 		Flags: append(append(append(execFlags("the recovery `PROFILE` (overrides the graph's; see: noderun profiles)"), temporalFlags()...),
 			&cli.GenericFlag{Name: "input", Value: &inputFlag{}, Usage: "a graph input, `KEY=VALUE`; KEY=@FILE reads a file (repeatable)"},
 			&cli.DurationFlag{Name: "heartbeat-timeout", Usage: "--temporal: a silent worker is lost after `D` (10s)"},
-			&cli.IntFlag{Name: "pack", Usage: "--temporal: `N` nodes an activity (0: by the run's width; 1: each alone)"}),
+			&cli.IntFlag{Name: "pack", Usage: "--temporal: `N` nodes an activity (0: by the run's width; 1: each alone)"},
+			&cli.StringFlag{Name: "serve", Usage: "serve the run's page while it runs, on `HOST:PORT` (alone: " + defaultServeAddr + "; docs/http.md)"},
+			serveFlags()[0]),
 			append(cacheFlags(), metricsFlags(true)...)...),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, 1, "give exactly one graph file"); err != nil {
@@ -60,6 +63,14 @@ func runCommand() *cli.Command {
 			// Everything that can be wrong with the input is found before the journal is touched.
 			if _, err := g.ResolveInputs(opts.Inputs); err != nil {
 				return usageErr(err)
+			}
+			if c.String("serve") != "" {
+				if c.String("temporal") != "" {
+					return usageErr(errors.New("--serve is for local runs: serve a run on Temporal with noderun serve --temporal"))
+				}
+				if _, err := serveToken(c, c.String("serve")); err != nil {
+					return err
+				}
 			}
 			if c.String("temporal") != "" { // the environment that matters is the workers'
 				if c.String("metrics") != "" {
@@ -92,6 +103,14 @@ func runCommand() *cli.Command {
 			}
 			defer j.Close()
 			opts.Journal, opts.Observer = j, o.observer()
+			if c.String("serve") != "" {
+				opts.RunID = uuid.NewString()
+				stop, err := startRunServer(c, opts.RunID)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			res, err := runner.Run(c.Context, g, opts)
 			stopView()
 			return report(c, opts, res, err)

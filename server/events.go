@@ -1,0 +1,406 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/runner/view"
+)
+
+// A run's events reach its watchers in two ways that meet without a gap or a
+// duplicate: each watcher replays the journal from where it left off (its
+// Last-Event-ID) by itself, and the run's hub, one poller shared by every
+// watcher of the run, publishes what is committed after the watcher joined.
+// A watcher joins the hub first, noting the last seq the hub had published,
+// replays at least up to it, then takes the hub's batches, skipping any seq
+// it has already sent. Seqs are gap-free per run and become visible in
+// order, so this is exact.
+
+// replayPage bounds one replay read (a long run's history is read in pages).
+const replayPage = 1000
+
+// Stats are what the server's event streams are doing.
+type Stats struct {
+	Runs     int   // runs being watched (a poller each)
+	Watchers int   // event streams open
+	Dropped  int64 // watchers dropped for falling Buffer events behind, since New
+}
+
+// Stats reads the server's figures now.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Stats{Runs: len(s.hubs), Dropped: s.dropped.Load()}
+	for _, h := range s.hubs {
+		h.mu.Lock()
+		st.Watchers += len(h.watchers)
+		h.mu.Unlock()
+	}
+	return st
+}
+
+// statusEvery: a hub reads the run's status every this many polls (new
+// events are what a watcher waits for; an ending can wait a little).
+const statusEvery = 5
+
+// writeTimeout bounds one write to a watcher: a client that stops reading is
+// let go, and reconnects with Last-Event-ID.
+const writeTimeout = 30 * time.Second
+
+// hub polls one run's journal for new events and fans them out.
+type hub struct {
+	s     *Server
+	runID string
+	stop  context.CancelFunc
+
+	mu        sync.Mutex
+	published int64 // the last seq published
+	watchers  map[*watcher]struct{}
+	ended     *view.Run // set when the run ended: the end event's data
+}
+
+// watcher is one event stream's queue: batches the hub published, up to
+// Buffer events, and a signal that more (or the end, or a drop) arrived.
+type watcher struct {
+	notify  chan struct{} // capacity 1
+	kick    func()        // ends a write that blocks (a watcher that stopped reading)
+	queue   []journal.Event
+	dropped bool      // too far behind: the stream ends, the client replays
+	end     *view.Run // the run ended after queue
+}
+
+// subscribe joins the run's hub, starting it when it is the first watcher;
+// it returns the seq the hub had published: the watcher replays at least up
+// to it.
+func (s *Server) subscribe(runID string, kick func()) (*hub, *watcher, int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.ctx.Err(); err != nil {
+		return nil, nil, 0, err
+	}
+	h := s.hubs[runID]
+	if h == nil {
+		last, err := s.j.LastSeq(s.ctx, runID, "")
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		ctx, cancel := context.WithCancel(s.ctx)
+		h = &hub{s: s, runID: runID, stop: cancel, published: last, watchers: map[*watcher]struct{}{}}
+		s.hubs[runID] = h
+		go h.poll(ctx)
+	}
+	w := &watcher{notify: make(chan struct{}, 1), kick: kick}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.watchers[w] = struct{}{}
+	return h, w, h.published, nil
+}
+
+// unsubscribe leaves the hub; the last watcher stops it.
+func (s *Server) unsubscribe(h *hub, w *watcher) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h.mu.Lock()
+	delete(h.watchers, w)
+	empty := len(h.watchers) == 0
+	h.mu.Unlock()
+	if empty && s.hubs[h.runID] == h {
+		delete(s.hubs, h.runID)
+		h.stop()
+	}
+}
+
+// poll reads the run's new events every Poll and publishes them, until the
+// run has ended (then it publishes the end) or nobody watches.
+func (h *hub) poll(ctx context.Context) {
+	t := time.NewTicker(h.s.opts.Poll)
+	defer t.Stop()
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := h.read(ctx); err != nil {
+			if ctx.Err() == nil {
+				h.s.log.Warn("serve: reading the journal: "+err.Error(), slog.String("run", h.runID))
+			}
+			continue
+		}
+		if n%statusEvery != 0 {
+			continue
+		}
+		r, err := h.s.j.Run(ctx, h.runID)
+		if err != nil {
+			continue
+		}
+		abandoned := h.s.j.Abandoned(r)
+		if r.Status == journal.RunRunning && !abandoned {
+			continue
+		}
+		// Events read before the status may predate the run's last ones
+		// (NR402 is journaled just before the status): one more read.
+		if err := h.read(ctx); err != nil {
+			continue
+		}
+		end := view.RunOf(h.s.j, r)
+		if abandoned {
+			end.Status = string(journal.RunInterrupted) // its runner is gone: resumable
+		}
+		h.finish(&end)
+		return
+	}
+}
+
+// read publishes what was committed since the last read.
+func (h *hub) read(ctx context.Context) error {
+	evs, err := h.s.j.Events(ctx, h.runID, journal.EventFilter{AfterSeq: h.published})
+	if err != nil || len(evs) == 0 {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.published = evs[len(evs)-1].Seq
+	for w := range h.watchers {
+		if w.dropped || w.end != nil {
+			continue
+		}
+		if len(w.queue) > 0 && len(w.queue)+len(evs) > h.s.opts.Buffer {
+			// Too far behind: let it go rather than hold the journal's
+			// pace to its reader's, or grow without bound. (A watcher that
+			// took everything takes a burst of any size.)
+			w.dropped, w.queue = true, nil
+			h.s.dropped.Add(1)
+			if w.kick != nil {
+				w.kick()
+			}
+		} else {
+			w.queue = append(w.queue, evs...)
+		}
+		w.signal()
+	}
+	return nil
+}
+
+// finish tells every watcher the run ended and retires the hub: a watcher
+// that comes later gets a hub of its own, which finds the run ended.
+func (h *hub) finish(end *view.Run) {
+	h.s.mu.Lock()
+	if h.s.hubs[h.runID] == h {
+		delete(h.s.hubs, h.runID)
+	}
+	h.s.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ended = end
+	for w := range h.watchers {
+		w.end = end
+		w.signal()
+	}
+}
+
+func (w *watcher) signal() {
+	select {
+	case w.notify <- struct{}{}:
+	default:
+	}
+}
+
+// take returns what the hub queued for the watcher.
+func (h *hub) take(w *watcher) (evs []journal.Event, dropped bool, end *view.Run) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	evs, w.queue = w.queue, nil
+	return evs, w.dropped, w.end
+}
+
+// streamFilter is what a watcher asked for (?node=, ?kind=), and where it
+// starts (Last-Event-ID, or ?after=).
+type streamFilter struct {
+	node  string
+	kinds []string
+	after int64
+}
+
+func (f streamFilter) match(e journal.Event) bool {
+	return (f.node == "" || e.NodeID == f.node) && (len(f.kinds) == 0 || slices.Contains(f.kinds, e.Kind))
+}
+
+// parseStreamFilter reads a stream's query and Last-Event-ID.
+func parseStreamFilter(r *http.Request) (streamFilter, error) {
+	q := r.URL.Query()
+	f := streamFilter{node: q.Get("node")}
+	for _, k := range q["kind"] {
+		for _, k := range strings.Split(k, ",") {
+			if !slices.Contains(view.EventKinds, k) {
+				return f, fmt.Errorf("kind %q: not an event kind (the kinds: %s)", k, strings.Join(view.EventKinds, ", "))
+			}
+			f.kinds = append(f.kinds, k)
+		}
+	}
+	from, what := r.Header.Get("Last-Event-ID"), "Last-Event-ID"
+	if from == "" {
+		from, what = q.Get("after"), "after"
+	}
+	if from != "" {
+		n, err := strconv.ParseInt(strings.TrimSpace(from), 10, 64)
+		if err != nil || n < 0 {
+			return f, fmt.Errorf("%s %q: want the seq of the last event received (0 or more)", what, from)
+		}
+		f.after = n
+	}
+	return f, nil
+}
+
+// events streams a run's events as server-sent events: the journal's from
+// the one after Last-Event-ID, then live ones as they are committed, then
+// `end` once the run is no longer running.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	run, ok := s.run(w, r)
+	if !ok {
+		return
+	}
+	f, err := parseStreamFilter(r)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
+	if f.node != "" {
+		if _, err := view.FindNode(r.Context(), s.j, run.ID, f.node); err != nil {
+			s.readErr(w, r, err)
+			return
+		}
+	}
+	rc := http.NewResponseController(w)
+	// A watcher dropped while a write to it blocks is let go at once.
+	kick := func() { _ = rc.SetWriteDeadline(time.Now()) }
+	h, wt, joined, err := s.subscribe(run.ID, kick)
+	if err != nil {
+		s.readErr(w, r, err)
+		return
+	}
+	defer s.unsubscribe(h, wt)
+
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream; charset=utf-8")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Accel-Buffering", "no") // nginx: pass each event on as it comes
+	w.WriteHeader(http.StatusOK)
+	sw := &sseWriter{rc: rc, bw: bufio.NewWriterSize(w, 32<<10), last: f.after}
+	fmt.Fprintf(sw.bw, "retry: %d\n\n", s.opts.Retry.Milliseconds())
+	if err := sw.flush(); err != nil {
+		return
+	}
+
+	ctx := r.Context()
+	// The replay: at least up to what the hub had published when we joined.
+	for seen := f.after; seen < joined; {
+		evs, err := s.j.Events(ctx, run.ID, journal.EventFilter{Node: f.node, Kinds: f.kinds, AfterSeq: seen, Limit: replayPage})
+		if err != nil || len(evs) == 0 {
+			break
+		}
+		for _, e := range evs {
+			if err := sw.event(e); err != nil {
+				return
+			}
+		}
+		seen = evs[len(evs)-1].Seq
+		if err := sw.flush(); err != nil {
+			return
+		}
+	}
+
+	keep := time.NewTimer(s.opts.KeepAlive)
+	defer keep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.ctx.Done():
+			return
+		case <-keep.C:
+			// A comment line: no event, but bytes, so that no gateway
+			// takes the stream for idle and cuts it.
+			fmt.Fprint(sw.bw, ": keep-alive\n\n")
+			if err := sw.flush(); err != nil {
+				return
+			}
+			keep.Reset(s.opts.KeepAlive)
+			continue
+		case <-wt.notify:
+		}
+		evs, dropped, end := h.take(wt)
+		if dropped {
+			s.log.Info("serve: a watcher fell too far behind; it resumes from the journal", slog.String("run", run.ID), slog.Int64("last_event_id", sw.last))
+			return
+		}
+		wrote := false
+		for _, e := range evs {
+			if e.Seq <= sw.last || !f.match(e) {
+				continue
+			}
+			if err := sw.event(e); err != nil {
+				return
+			}
+			wrote = true
+		}
+		if end != nil {
+			data, _ := json.Marshal(end)
+			fmt.Fprintf(sw.bw, "event: end\ndata: %s\n\n", data)
+			_ = sw.flush()
+			return
+		}
+		if wrote {
+			if err := sw.flush(); err != nil {
+				return
+			}
+			keep.Reset(s.opts.KeepAlive)
+		}
+	}
+}
+
+// sseWriter writes events to one watcher.
+type sseWriter struct {
+	rc   *http.ResponseController
+	bw   *bufio.Writer
+	last int64 // the seq of the last event written: duplicates are skipped
+}
+
+// event writes one journal event: id its seq, event its kind, data the
+// line `noderun events --json` prints for it.
+func (w *sseWriter) event(e journal.Event) error {
+	if e.Seq <= w.last {
+		return nil
+	}
+	data, err := json.Marshal(view.EventOf(e))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w.bw, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Kind, data)
+	w.last = e.Seq
+	if w.bw.Buffered() > 16<<10 {
+		return w.flush()
+	}
+	return nil
+}
+
+func (w *sseWriter) flush() error {
+	if err := w.rc.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	if err := w.bw.Flush(); err != nil {
+		return err
+	}
+	return w.rc.Flush()
+}

@@ -1,0 +1,318 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/server"
+)
+
+// A watcher cut at every event boundary of a recorded run (the demo: cut
+// streams continued, a response re-attached) and reconnected with
+// Last-Event-ID receives exactly `noderun events --json`, then end.
+func TestStreamResumesAtEveryBoundary(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "j.db")
+	res := runGraph(t, context.Background(), db, "../testdata/graphs/demo.yaml")
+	want := eventsJSON(t, db, res.RunID)
+	if len(want) < 50 {
+		t.Fatalf("the demo journaled %d events: too few to mean anything", len(want))
+	}
+	ts, _ := serve(t, db, server.Options{})
+	url := ts.URL + "/api/runs/" + res.RunID + "/events"
+	ctx := context.Background()
+	for k := 0; k <= len(want); k++ {
+		// The first connection is cut after k events...
+		resp, r := watch(t, ctx, url, "")
+		var got []sseEvent
+		for len(got) < k {
+			ev, err := next(t, r)
+			if err != nil || ev.Type == "end" {
+				t.Fatalf("cut %d: the first connection ended after %d events (%v)", k, len(got), err)
+			}
+			got = append(got, ev)
+		}
+		resp.Body.Close()
+		// ... the second resumes from the last event it received.
+		last := ""
+		if k > 0 {
+			last = got[k-1].ID
+		}
+		resp, r = watch(t, ctx, url, last)
+		rest, end := readToEnd(t, r)
+		resp.Body.Close()
+		sameEvents(t, fmt.Sprintf("cut after %d", k), append(got, rest...), want)
+		if end.Data["status"] != "completed" || end.Data["run_id"] != res.RunID {
+			t.Fatalf("end: %v", end.Data)
+		}
+	}
+	// ?after= is the same as the header (a client that cannot set one).
+	resp, r := watch(t, ctx, url+"?after="+strconv.Itoa(len(want)/2), "")
+	rest, _ := readToEnd(t, r)
+	resp.Body.Close()
+	sameEvents(t, "?after", rest, want[len(want)/2:])
+	// The filters are the CLI's.
+	resp, r = watch(t, ctx, url+"?node=plan&kind=diagnostic", "")
+	rest, _ = readToEnd(t, r)
+	resp.Body.Close()
+	sameEvents(t, "?node&kind", rest, eventsJSON(t, db, res.RunID, "--node", "plan", "--kind", "diagnostic"))
+}
+
+// A watcher of a run that is going, cut at random byte offsets (mid-event
+// too) and reconnected by the id of the last whole event it got, ends with
+// exactly the run's events; so does one that never was cut.
+func TestStreamFollowsALiveRunThroughCuts(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "j.db")
+	graph := writeFile(t, "slow.yaml", slowGraph)
+	// The run, in a process of its own, so the server reads what another
+	// process commits.
+	p := child(t, "run", "--db", db, graph)
+	waitFor(t, "the run to be journaled", 20*time.Second, func() bool { return fileExists(db) })
+	ts, _ := serve(t, db, server.Options{})
+	var runID string
+	waitFor(t, "the run", 20*time.Second, func() bool {
+		var runs struct {
+			Runs []struct {
+				RunID string `json:"run_id"`
+			}
+		}
+		if getJSON(t, ts.URL+"/api/runs", "", &runs) == http.StatusOK && len(runs.Runs) == 1 {
+			runID = runs.Runs[0].RunID
+		}
+		return runID != ""
+	})
+	url := ts.URL + "/api/runs/" + runID + "/events"
+	ctx := context.Background()
+
+	whole := make(chan []sseEvent, 1)
+	go func() {
+		resp, r := watch(t, ctx, url, "")
+		defer resp.Body.Close()
+		evs, _ := readToEnd(t, r)
+		whole <- evs
+	}()
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	var got []sseEvent
+	cuts := 0
+	for {
+		last := ""
+		if len(got) > 0 {
+			last = got[len(got)-1].ID
+		}
+		resp, _ := watch(t, ctx, url, last)
+		// Cut this connection after a random number of bytes.
+		limit := int64(200 + rng.IntN(3000))
+		r := sseReaderOf(io.LimitReader(resp.Body, limit))
+		ended := false
+		for {
+			ev, err := next(t, r)
+			if err != nil {
+				break // cut: the event in flight, if any, is dropped
+			}
+			if ev.Type == "end" {
+				ended = true
+				break
+			}
+			got = append(got, ev)
+		}
+		resp.Body.Close()
+		if ended {
+			break
+		}
+		cuts++
+		if cuts > 5000 {
+			t.Fatal("the stream never ended")
+		}
+	}
+	if err := p.wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, p.out.String())
+	}
+	want := eventsJSON(t, db, runID)
+	t.Logf("%d events, %d cuts", len(want), cuts)
+	if cuts < 10 {
+		t.Errorf("only %d cuts", cuts)
+	}
+	sameEvents(t, "cut watcher", got, want)
+	sameEvents(t, "whole watcher", <-whole, want)
+}
+
+// Every way a run stops ends its stream with end and the run's status:
+// completed, failed, interrupted (SIGTERM), and a runner killed -9 (its run
+// says running in the journal; the server reads that its runner is gone).
+// A watcher that connects later gets the replay, then end.
+func TestEndForEveryEnding(t *testing.T) {
+	t.Parallel()
+	failing := `name: failing
+profile: ci
+cache: false
+providers:
+  chat:
+    kind: sim
+    api: chat
+    sim:
+      tokens: 20
+      faults:
+        - {node: a, endpoint: chat, kind: status, status: 400}
+nodes:
+  - {id: a, provider: chat, prompt: hi}
+  - {id: b, provider: chat, needs: [a], prompt: hi}
+`
+	cases := []struct {
+		name   string
+		graph  string
+		stop   func(*testing.T, *proc)
+		status string
+	}{
+		{"completed", slowGraph, nil, "completed"},
+		{"failed", failing, nil, "failed"},
+		{"interrupted", slowGraph, func(t *testing.T, p *proc) { p.signal(t, syscall.SIGTERM) }, "interrupted"},
+		{"killed", slowGraph, func(t *testing.T, p *proc) { p.signal(t, syscall.SIGKILL) }, "interrupted"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			db := filepath.Join(t.TempDir(), "j.db")
+			p := child(t, "run", "--db", db, writeFile(t, "g.yaml", c.graph))
+			waitFor(t, "the journal", 20*time.Second, func() bool { return fileExists(db) })
+			ts, _ := serve(t, db, server.Options{})
+			runID := lastRun(t, ts.URL)
+			resp, r := watch(t, context.Background(), ts.URL+"/api/runs/"+runID+"/events", "")
+			defer resp.Body.Close()
+			if c.stop != nil {
+				// Stop it mid-stream: once node a has streamed.
+				for {
+					ev, err := next(t, r)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ev.Type == "delta" {
+						break
+					}
+				}
+				c.stop(t, p)
+			}
+			done := make(chan sseEvent, 1)
+			go func() {
+				_, end := readToEnd(t, r)
+				done <- end
+			}()
+			var end sseEvent
+			select {
+			case end = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("no end event 30 s on")
+			}
+			if end.Data["status"] != c.status {
+				t.Errorf("end says %v, want %s", end.Data["status"], c.status)
+			}
+			// Later: the replay, then end at once.
+			resp2, r2 := watch(t, context.Background(), ts.URL+"/api/runs/"+runID+"/events", "")
+			defer resp2.Body.Close()
+			evs, end2 := readToEnd(t, r2)
+			if end2.Data["status"] != c.status || len(evs) == 0 {
+				t.Errorf("a later watcher: %d events, end %v", len(evs), end2.Data)
+			}
+			if c.name == "killed" {
+				// Its node: interrupted, no runner alive, its events replayable.
+				var st server.StreamStatus
+				getJSON(t, ts.URL+"/api/runs/"+runID+"/nodes/a/stream/status", "", &st)
+				if st.Active || st.RunnerAlive || !st.ReplayAvailable || st.State != "interrupted" || st.LastEventID == 0 {
+					t.Errorf("stream status of a killed run's node: %+v", st)
+				}
+			}
+		})
+	}
+}
+
+// The stream status of a node across its run's life: pending (nothing to
+// replay), streaming (active, its runner alive), completed (replayable up
+// to its last event, no runner).
+func TestStreamStatusAcrossARun(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "j.db")
+	p := child(t, "run", "--db", db, writeFile(t, "g.yaml", slowGraph))
+	waitFor(t, "the journal", 20*time.Second, func() bool { return fileExists(db) })
+	ts, _ := serve(t, db, server.Options{})
+	runID := lastRun(t, ts.URL)
+	status := func(node string) server.StreamStatus {
+		var st server.StreamStatus
+		if code := getJSON(t, ts.URL+"/api/runs/"+runID+"/nodes/"+node+"/stream/status", "", &st); code != http.StatusOK {
+			t.Fatalf("stream status: %d", code)
+		}
+		return st
+	}
+	var a, b server.StreamStatus
+	waitFor(t, "node a streaming", 20*time.Second, func() bool { a, b = status("a"), status("b"); return a.Active })
+	if !a.RunnerAlive || !a.ReplayAvailable || a.State != "running" || a.LastEventID == 0 {
+		t.Errorf("a streaming: %+v", a)
+	}
+	if b.Active || b.ReplayAvailable || b.State != "pending" || !b.RunnerAlive || b.LastEventID != 0 {
+		t.Errorf("b waiting for a: %+v", b)
+	}
+	if err := p.wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, p.out.String())
+	}
+	rj, err := journal.OpenReadOnly(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rj.Close()
+	for _, n := range []string{"a", "b"} {
+		st := status(n)
+		last, err := rj.LastSeq(context.Background(), runID, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Active || st.RunnerAlive || !st.ReplayAvailable || st.State != "completed" || st.LastEventID != last {
+			t.Errorf("%s completed: %+v (its last event is %d)", n, st, last)
+		}
+	}
+}
+
+// A watcher that stops reading is dropped once it is Buffer events behind,
+// without holding up the journal's other watchers, which get every event.
+func TestASlowWatcherIsDropped(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "j.db")
+	graph := writeFile(t, "g.yaml", `name: fast
+cache: false
+providers:
+  chat: {kind: sim, api: chat, sim: {tokens: 60000}}
+nodes:
+  - {id: a, provider: chat, prompt: hi}
+  - {id: b, provider: chat, prompt: hello}
+  - {id: c, provider: chat, prompt: hey}
+  - {id: d, provider: chat, prompt: hallo}
+`)
+	p := child(t, "run", "--db", db, graph)
+	waitFor(t, "the journal", 20*time.Second, func() bool { return fileExists(db) })
+	ts, srv := serveBuffered(t, db, server.Options{Buffer: 64}, 8<<10)
+	runID := lastRun(t, ts.URL)
+	url := ts.URL + "/api/runs/" + runID + "/events"
+	// The slow one reads nothing (a small receive buffer, so the socket's
+	// buffers fill soon), then its queue fills.
+	slow := rawWatch(t, ts.Listener.Addr().String(), "/api/runs/"+runID+"/events")
+	resp, r := watch(t, context.Background(), url, "")
+	defer resp.Body.Close()
+	got, _ := readToEnd(t, r)
+	if err := p.wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, p.out.String())
+	}
+	sameEvents(t, "the fast watcher", got, eventsJSON(t, db, runID))
+	// The slow one was let go (it resumes by Last-Event-ID when it wakes).
+	if st := srv.Stats(); st.Dropped != 1 {
+		t.Errorf("%d watchers dropped, want the slow one", st.Dropped)
+	}
+	_ = slow
+}
