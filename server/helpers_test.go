@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -369,3 +370,6 @@ func rawWatch(t *testing.T, addr, path string) net.Conn {
 	}
 	return c
 }
+
+// syscallTERM is SIGTERM: an interruption the runner journals.
+var syscallTERM os.Signal = syscall.SIGTERM
