@@ -13,6 +13,7 @@ import (
 
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner"
+	"github.com/noderun/noderun/runner/graph"
 	"github.com/noderun/noderun/runner/view"
 )
 
@@ -114,7 +115,10 @@ func (l *Local) Start(ctx context.Context, req StartRequest) (string, error) {
 		return "", err
 	}
 	opts := l.Options
-	opts.Inputs, opts.RunID = req.Inputs, uuid.NewString()
+	opts.RunID = uuid.NewString()
+	if opts.Inputs, err = l.inputs(g, req.Inputs); err != nil {
+		return "", err
+	}
 	if req.Profile != "" {
 		opts.Profile = req.Profile
 	}
@@ -135,6 +139,22 @@ func (l *Local) Start(ctx context.Context, req StartRequest) (string, error) {
 		_, err := runner.Run(ctx, g, opts)
 		return err
 	})
+}
+
+// inputs are a start's inputs, a file input's path taken under Dir: a
+// request names files of the served directory only.
+func (l *Local) inputs(g *runner.Graph, given map[string]string) (map[string]string, error) {
+	out := make(map[string]string, len(given))
+	for k, v := range given {
+		if in := g.Input(k); in != nil && in.Type == graph.InputFile {
+			if !filepath.IsLocal(v) {
+				return nil, &BadRequest{fmt.Errorf("input %s: name a file under the served directory by a relative path (%q is not)", k, v)}
+			}
+			v = filepath.Join(l.Dir, v)
+		}
+		out[k] = v
+	}
+	return out, nil
 }
 
 // Resume checks a resume as `noderun resume` does, then resumes the run.

@@ -424,3 +424,42 @@ func sameOutputs(t *testing.T, base, runID, refDB, refRun string) {
 		}
 	}
 }
+
+// The bodies no command prints match their schemas in docs/json.md: the end
+// event, the stream status, a write's answers, an error.
+func TestHTTPBodiesMatchTheirSchemas(t *testing.T) {
+	t.Parallel()
+	sch := testkit.Schemas(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "j.db")
+	graph := writeFile(t, "tiny.yaml", "name: tiny\ncache: false\nproviders:\n  c: {kind: sim, api: chat, sim: {tokens: 5}}\nnodes:\n  - {id: a, provider: c, prompt: hi}\n")
+	res := runGraph(t, context.Background(), db, graph)
+	local := &server.Local{DB: db, Dir: filepath.Dir(graph)}
+	defer local.Close()
+	ts, srv := serve(t, db, server.Options{Actions: local})
+	raw := func(method, path, body string) string {
+		req, _ := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+srv.WriteToken())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	testkit.ValidJSON(t, sch["http-stream-status"], "stream status", raw(http.MethodGet, "/api/runs/last/nodes/a/stream/status", ""))
+	testkit.ValidJSON(t, sch["http-started"], "start", raw(http.MethodPost, "/api/runs", `{"graph": "tiny.yaml"}`))
+	testkit.ValidJSON(t, sch["http-cancel"], "cancel", raw(http.MethodPost, "/api/runs/"+res.RunID+"/cancel", `{"nodes": ["a"]}`))
+	testkit.ValidJSON(t, sch["http-error"], "an error", raw(http.MethodGet, "/api/runs/nosuch", ""))
+	resp, r := watch(t, context.Background(), ts.URL+"/api/runs/"+res.RunID+"/events", "")
+	defer resp.Body.Close()
+	evs, end := readToEnd(t, r)
+	b, _ := json.Marshal(end.Data)
+	testkit.ValidJSON(t, sch["http-end"], "end", string(b))
+	for _, e := range evs {
+		b, _ := json.Marshal(e.Data)
+		testkit.ValidJSON(t, sch["events"], "an event", string(b))
+	}
+}

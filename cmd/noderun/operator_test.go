@@ -8,12 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/runner/ledger"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
@@ -50,43 +50,11 @@ func demoRun(t *testing.T) (db, runJSON string) {
 var cleanups []func()
 
 // schemas reads the JSON schemas documented in docs/json.md, by name.
-func schemas(t *testing.T) map[string]*jsonschema.Schema {
-	t.Helper()
-	doc, err := os.ReadFile("../../docs/json.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	re := regexp.MustCompile("(?s)<!-- schema: ([a-z-]+) -->\n```json\n(.*?)\n```")
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	out := map[string]*jsonschema.Schema{}
-	for _, m := range re.FindAllSubmatch(doc, -1) {
-		name := string(m[1])
-		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(m[2]))
-		if err != nil {
-			t.Fatalf("docs/json.md schema %s: %v", name, err)
-		}
-		url := "https://noderun.invalid/" + name + ".json"
-		if err := c.AddResource(url, v); err != nil {
-			t.Fatal(err)
-		}
-		if out[name], err = c.Compile(url); err != nil {
-			t.Fatalf("docs/json.md schema %s: %v", name, err)
-		}
-	}
-	return out
-}
+func schemas(t *testing.T) map[string]*jsonschema.Schema { return testkit.Schemas(t) }
 
 func validJSON(t *testing.T, sch *jsonschema.Schema, what, text string) {
 	t.Helper()
-	v, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
-	if err != nil {
-		t.Errorf("%s: not JSON: %v\n%s", what, err, text)
-		return
-	}
-	if err := sch.Validate(v); err != nil {
-		t.Errorf("%s: does not match docs/json.md: %v\n%s", what, err, text)
-	}
+	testkit.ValidJSON(t, sch, what, text)
 }
 
 // Every command's --json output is valid JSON that matches its schema in

@@ -1,7 +1,6 @@
 package temporal_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
@@ -461,35 +459,7 @@ func diagnoseHandover(t *testing.T, bin, hostPort, runID, node, victim, survivor
 // under name (cmd/noderun's tests check the other commands the same way).
 func validDocumentedJSON(t *testing.T, name string, out []byte) {
 	t.Helper()
-	doc, err := os.ReadFile("../../docs/json.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile("(?s)<!-- schema: " + regexp.QuoteMeta(name) + " -->\n```json\n(.*?)\n```").FindSubmatch(doc)
-	if m == nil {
-		t.Fatalf("docs/json.md has no schema %s", name)
-	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(m[1]))
-	if err != nil {
-		t.Fatalf("docs/json.md schema %s: %v", name, err)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	url := "https://noderun.invalid/" + name + ".json"
-	if err := c.AddResource(url, v); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile(url)
-	if err != nil {
-		t.Fatalf("docs/json.md schema %s: %v", name, err)
-	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(out))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sch.Validate(inst); err != nil {
-		t.Errorf("%s output does not match docs/json.md: %v\n%s", name, err, out)
-	}
+	testkit.ValidJSON(t, testkit.Schemas(t)[name], name+" output", string(out))
 }
 
 func waitFor[T any](t testing.TB, d time.Duration, what string, f func() (T, bool)) T {
