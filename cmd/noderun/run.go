@@ -41,7 +41,7 @@ func runCommand() *cli.Command {
 			&cli.GenericFlag{Name: "input", Value: &inputFlag{}, Usage: "a graph input, `KEY=VALUE`; KEY=@FILE reads a file (repeatable)"},
 			&cli.DurationFlag{Name: "heartbeat-timeout", Usage: "--temporal: a silent worker is lost after `D` (10s)"},
 			&cli.IntFlag{Name: "pack", Usage: "--temporal: `N` nodes an activity (0: by the run's width; 1: each alone)"},
-			&cli.StringFlag{Name: "serve", Usage: "serve the run's page while it runs, on `HOST:PORT` (alone: " + defaultServeAddr + "; docs/http.md)"},
+			&cli.StringFlag{Name: "serve", Usage: "serve the run's page while it runs, on `HOST:PORT` (alone: " + defaultServeAddr + ")"},
 			serveFlags()[0]),
 			append(cacheFlags(), metricsFlags(true)...)...),
 		Action: func(c *cli.Context) error {

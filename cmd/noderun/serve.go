@@ -23,27 +23,28 @@ const defaultServeAddr = "127.0.0.1:8080"
 
 func serveFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "token-env", Usage: "the variable `NAME` that holds the token every request needs (required off loopback)"},
+		&cli.StringFlag{Name: "token-env", Usage: "the variable `NAME` holding the token every request needs"},
 	}
 }
 
 func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "serve",
-		Usage:     "serve a journal over HTTP: a live page of its runs, an API, event streams",
+		Usage:     "serve a journal over HTTP: a live page, an API, event streams",
 		ArgsUsage: " ",
 		Description: "Serves one journal: the runs started by other `noderun run` processes on it and the runs started\n" +
 			"through it, which run in this process. The API's bodies are the --json documents; a run's events are\n" +
 			"server-sent events that resume with Last-Event-ID (docs/http.md).\n\nExamples:\n" +
 			"  noderun serve                                   # http://127.0.0.1:8080/ for ./noderun.db\n" +
 			"  noderun serve --db ci.db --addr 127.0.0.1:0     # a port of its own choosing\n" +
-			"  NODERUN_TOKEN=$(openssl rand -hex 16) noderun serve --addr :8080 --token-env NODERUN_TOKEN",
+			"  NODERUN_TOKEN=$(openssl rand -hex 16) noderun serve --addr :8080 --token-env NODERUN_TOKEN\n\n" +
+			"Off a loopback address a token is required (--token-env); writes always need one.",
 		Flags: append([]cli.Flag{dbFlag,
 			&cli.StringFlag{Name: "addr", Value: defaultServeAddr, Usage: "listen on `HOST:PORT` (:0 picks a port)"},
 			&cli.StringFlag{Name: "dir", Value: ".", Usage: "the `DIR` whose graph files a run started through the server may name", TakesFile: true},
 			&cli.StringFlag{Name: "profile", Usage: "the recovery `PROFILE` of runs started through the server"},
 			&cli.IntFlag{Name: "parallel", Value: 4, Usage: "nodes a run started through the server runs at once"},
-			&cli.BoolFlag{Name: "sim", Usage: "runs started through the server run every provider on the embedded simulator"},
+			&cli.BoolFlag{Name: "sim", Usage: "runs started here run every provider on the embedded simulator"},
 			&cli.StringFlag{Name: "prices", Usage: "price table `FILE` for diagnose's figures", TakesFile: true},
 		}, serveFlags()...),
 		Action: func(c *cli.Context) error {
