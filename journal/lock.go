@@ -134,6 +134,27 @@ func (j *Journal) Abandoned(r Run) bool {
 	return r.Owner.Token == "" || j.ownerGone(r.Owner, r.Heartbeat, time.Now()) != ""
 }
 
+// Standing is a run's status as it stands now, the one every reader shows:
+// the journaled status, except that a run that says running while its
+// runner is gone (Abandoned: killed -9, its machine lost) is interrupted,
+// and resumable.
+func (j *Journal) Standing(r Run) RunStatus {
+	if j.Abandoned(r) {
+		return RunInterrupted
+	}
+	return r.Status
+}
+
+// NodeStanding is a node's state as it stands now: a node that says running
+// in a run whose runner is gone was interrupted mid-stream (canceled, shown
+// as interrupted), with its partial output journaled.
+func NodeStanding(s NodeState, runnerGone bool) NodeState {
+	if runnerGone && s == NodeRunning {
+		return NodeCanceled
+	}
+	return s
+}
+
 // heldRun is a run lock this Journal holds.
 type heldRun struct {
 	owner Owner

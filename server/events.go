@@ -154,10 +154,7 @@ func (h *hub) poll(ctx context.Context) {
 		if err := h.read(ctx); err != nil {
 			continue
 		}
-		end := view.RunOf(h.s.j, r)
-		if abandoned {
-			end.Status = string(journal.RunInterrupted) // its runner is gone: resumable
-		}
+		end := view.RunOf(h.s.j, r) // a run whose runner is gone: interrupted
 		h.finish(&end)
 		return
 	}

@@ -227,7 +227,7 @@ nodes:
 				// Its node: interrupted, no runner alive, its events replayable.
 				var st server.StreamStatus
 				getJSON(t, ts.URL+"/api/runs/"+runID+"/nodes/a/stream/status", "", &st)
-				if st.Active || st.RunnerAlive || !st.ReplayAvailable || st.State != "interrupted" || st.LastEventID == 0 {
+				if st.Active || st.RunnerAlive || !st.ReplayAvailable || st.State != "canceled" || st.LastEventID == 0 {
 					t.Errorf("stream status of a killed run's node: %+v", st)
 				}
 			}

@@ -382,8 +382,8 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	// The report is a page of its own: it runs no script of ours.
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:")
+	// The report is a page of its own, whole in itself: it loads nothing.
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:")
 	if err := ledger.WriteReport(w, lr, ledger.AccountOf(lr, s.opts.Prices), ledger.ReportOptions{}); err != nil {
 		s.log.Warn("serve: report: "+err.Error(), slog.String("run", run.ID))
 	}
@@ -414,10 +414,9 @@ func (s *Server) streamStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	alive := run.Status == journal.RunRunning && !s.j.Abandoned(run)
-	state := string(n.State)
-	if !alive && n.State == journal.NodeRunning {
-		state = "interrupted" // its runner died mid-stream: resumable, as status shows it
-	}
-	writeJSON(w, http.StatusOK, StreamStatus{RunID: run.ID, Node: n.ID, Active: alive && n.State == journal.NodeRunning,
-		ReplayAvailable: last > 0, LastEventID: last, State: state, RunnerAlive: alive})
+	// A node its dead runner left running is interrupted (canceled), as
+	// status shows it.
+	state := journal.NodeStanding(n.State, s.j.Abandoned(run))
+	writeJSON(w, http.StatusOK, StreamStatus{RunID: run.ID, Node: n.ID, Active: alive && state == journal.NodeRunning,
+		ReplayAvailable: last > 0, LastEventID: last, State: string(state), RunnerAlive: alive})
 }

@@ -159,7 +159,7 @@ func statusCommand() *cli.Command {
 				defer w.Flush()
 				fmt.Fprintln(w, "RUN\tGRAPH\tSTATUS\tSTARTED\tPROFILE")
 				for _, r := range runs {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Graph, r.Status, r.Started.Format(time.DateTime), r.Profile)
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Graph, j.Standing(r), r.Started.Format(time.DateTime), r.Profile)
 				}
 				return nil
 			}

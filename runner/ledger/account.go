@@ -114,7 +114,7 @@ type Tokens struct {
 
 // AccountOf accounts for a loaded run, pricing it by prices (nil: no cost).
 func AccountOf(run *Run, prices Prices) *Account {
-	a := &Account{RunID: run.ID, Graph: run.Run.Graph, Status: string(run.Status), Profile: run.Profile,
+	a := &Account{RunID: run.ID, Graph: run.Run.Graph, Status: string(run.Standing()), Profile: run.Profile,
 		Nodes: []NodeAccount{}, Totals: newFigures(), Warnings: []string{}}
 	for _, s := range run.Sessions {
 		a.WallMS += s.D().Milliseconds()

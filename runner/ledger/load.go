@@ -42,6 +42,15 @@ type Run struct {
 	Sessions []Span
 }
 
+// Standing is the run's status as it stands now (journal.Standing): a run
+// whose runner is gone is interrupted.
+func (r *Run) Standing() journal.RunStatus {
+	if r.Abandoned {
+		return journal.RunInterrupted
+	}
+	return r.Status
+}
+
 // Node is one node of a run.
 type Node struct {
 	journal.Node
@@ -115,6 +124,9 @@ func Load(ctx context.Context, j *journal.Journal, runID string, opts LoadOption
 	nodes, err := j.Nodes(ctx, runID)
 	if err != nil {
 		return nil, err
+	}
+	for i := range nodes { // as they stand: interrupted where the runner died
+		nodes[i].State = journal.NodeStanding(nodes[i].State, run.Abandoned)
 	}
 	if err := run.load(ctx, j, nodes, "", opts.Thinking); err != nil {
 		return nil, err

@@ -268,7 +268,7 @@ func timelineAxis(run *Run) axis {
 func figures(run *Run, acct *Account, opts ReportOptions, ax axis) runFigures {
 	f := runFigures{Status: string(run.Status), Started: stamp(run.Started), Sessions: len(run.Sessions),
 		RanMS: acct.WallMS, Ran: Clock(time.Duration(acct.WallMS) * time.Millisecond)}
-	f.Stopped = run.Status != journal.RunRunning || run.Abandoned
+	f.Stopped = run.stopped()
 	if run.Status == journal.RunRunning && run.Abandoned {
 		f.Status = "interrupted (its runner is gone)"
 	}
@@ -544,7 +544,7 @@ func layoutTimeline(run *Run, ax axis) svgTimeline {
 			if k+1 < len(nd.Attempts) {
 				next = &nd.Attempts[k+1].Attempt
 			}
-			rw.Attempts = append(rw.Attempts, attemptBar(a.Attempt, next, nd.Records, run.Sessions, x))
+			rw.Attempts = append(rw.Attempts, attemptBar(a.Attempt, next, nd.Records, run.Sessions, x, run.stopped()))
 		}
 		for _, r := range nd.Records {
 			kind := markKind(r.Code)
@@ -562,7 +562,7 @@ func layoutTimeline(run *Run, ax axis) svgTimeline {
 // attemptBar draws an attempt: its segments, each at least a pixel wide
 // (a wait two, so that every wait shows), and the attempt itself never
 // narrower than a sliver.
-func attemptBar(a journal.Attempt, next *journal.Attempt, recs []Record, sessions []Span, x func(time.Time) int) svgAttempt {
+func attemptBar(a journal.Attempt, next *journal.Attempt, recs []Record, sessions []Span, x func(time.Time) int, stopped bool) svgAttempt {
 	span := attemptSpan(a, next, recs, sessions)
 	segs := segments(span, waitsOf(recs, a.N, span, sessions), sessions)
 	title := fmt.Sprintf("%s attempt %d (%s via %s): never ended (its runner stopped)", a.NodeID, a.N, a.Mode, a.Provider)
@@ -572,7 +572,7 @@ func attemptBar(a journal.Attempt, next *journal.Attempt, recs []Record, session
 	if a.Error != "" {
 		title += " — " + oneLine(a.Error, 200)
 	}
-	bar := svgAttempt{N: a.N, Look: attemptLook(a), Mode: string(a.Mode), Outcome: string(a.Outcome), ErrClass: a.ErrClass,
+	bar := svgAttempt{N: a.N, Look: attemptLook(a, stopped), Mode: string(a.Mode), Outcome: outcomeWord(a, stopped), ErrClass: a.ErrClass,
 		Ref: a.Ref, Title: title, StartISO: isoTime(a.Started), EndISO: isoTime(a.Ended)}
 	for _, s := range segs {
 		x1, x2 := x(s.From), x(s.To)
@@ -601,8 +601,9 @@ func attemptBar(a journal.Attempt, next *journal.Attempt, recs []Record, session
 }
 
 // attemptLook is how an attempt is drawn: completed, failed, interrupted
-// (stopped with its runner, resumable), or never ended.
-func attemptLook(a journal.Attempt) string {
+// (stopped with its runner, resumable: also one that never ended in a run
+// that stopped, its runner killed), or running.
+func attemptLook(a journal.Attempt, stopped bool) string {
 	switch {
 	case a.Outcome == journal.OutcomeOK:
 		return "ok"
@@ -610,9 +611,23 @@ func attemptLook(a journal.Attempt) string {
 		return "interrupted"
 	case a.Outcome == journal.OutcomeError:
 		return "error"
+	case stopped:
+		return "interrupted"
 	}
 	return "running"
 }
+
+// outcomeWord is an attempt's outcome as the page says it: one that never
+// ended in a run that stopped (its runner killed) was interrupted.
+func outcomeWord(a journal.Attempt, stopped bool) string {
+	if a.Outcome == journal.OutcomeRunning && stopped {
+		return "interrupted"
+	}
+	return string(a.Outcome)
+}
+
+// stopped: nobody runs the run now (it ended, or its runner is gone).
+func (r *Run) stopped() bool { return r.Standing() != journal.RunRunning }
 
 // nodeDetails are each node's attempts, diagnostics and output.
 func nodeDetails(run *Run, acct *Account, opts ReportOptions, start time.Time) []nodeDetail {
@@ -633,7 +648,7 @@ func nodeDetails(run *Run, acct *Account, opts ReportOptions, start time.Time) [
 		}
 		for _, a := range nd.Attempts {
 			row := attemptRow{N: a.N, Mode: string(a.Mode), Provider: a.Provider, Ref: a.Ref, At: offsetLabel(a.Started.Sub(start), time.Millisecond),
-				Lasted: "never ended", Outcome: string(a.Outcome), Class: a.ErrClass, Error: oneLine(a.Error, 400)}
+				Lasted: "never ended", Outcome: outcomeWord(a.Attempt, run.stopped()), Class: a.ErrClass, Error: oneLine(a.Error, 400)}
 			if !a.Ended.IsZero() {
 				row.Lasted = Clock(a.Ended.Sub(a.Started))
 			}

@@ -43,10 +43,10 @@ type Run struct {
 	Finished  *string `json:"finished,omitempty"`
 }
 
-// RunOf is the document of a run as j sees it now (Abandoned: running, but
-// its runner is gone).
+// RunOf is the document of a run as it stands now (journal.Standing): a run
+// whose runner is gone is interrupted, and Abandoned says why.
 func RunOf(j *journal.Journal, r journal.Run) Run {
-	return Run{RunID: r.ID, Graph: r.Graph, GraphPath: r.GraphPath, Status: string(r.Status), Abandoned: j.Abandoned(r),
+	return Run{RunID: r.ID, Graph: r.Graph, GraphPath: r.GraphPath, Status: string(j.Standing(r)), Abandoned: j.Abandoned(r),
 		Profile: r.Profile, Started: Time(r.Started), Finished: Time(r.Finished)}
 }
 
@@ -109,6 +109,7 @@ func StatusOf(ctx context.Context, j *journal.Journal, r journal.Run) (Status, e
 	}
 	out := Status{Run: RunOf(j, r), Nodes: make([]Node, 0, len(nodes))}
 	for _, n := range nodes {
+		n.State = journal.NodeStanding(n.State, out.Abandoned)
 		v := Node{ID: n.ID, State: string(n.State), Attempts: n.Attempts, Bytes: len(n.Output),
 			ErrorClass: n.ErrClass, Error: n.Error, Reason: n.Reason, Started: Time(n.Started), Finished: Time(n.Finished)}
 		switch {
