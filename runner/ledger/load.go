@@ -316,8 +316,8 @@ func (run *Run) finishNode(ctx context.Context, j *journal.Journal, nd *Node, la
 	if nd.Model == "" {
 		nd.Model = run.modelOf(nd.ID)
 	}
-	if len(nd.Attempts) == 0 && len(nd.Records) == 0 {
-		return nil // never ran
+	if len(nd.Attempts) == 0 && !nd.ranWithoutAttempts() {
+		return nil // never ran (skipped, or never reached): no time of its own
 	}
 	from := nd.Started
 	if len(nd.Attempts) > 0 {
@@ -338,6 +338,18 @@ func (run *Run) finishNode(ctx context.Context, j *journal.Journal, nd *Node, la
 	}
 	nd.Active = clip(Span{from, to}, run.Sessions)
 	return nil
+}
+
+// ranWithoutAttempts: a node that made no request still took a runner's
+// time when it waited for quota before its first, or was answered from the
+// cache. A skipped node, or one its run never reached, did not run.
+func (nd *Node) ranWithoutAttempts() bool {
+	for _, r := range nd.Records {
+		if r.Code == diagnostics.QuotaWait || r.Code == diagnostics.CacheHit {
+			return true
+		}
+	}
+	return false
 }
 
 // modelOf is the model a node is priced by when no attempt recorded one

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
+	"github.com/noderun/noderun/runner/ledger"
 )
 
 // Issue 41: a run whose runner was killed -9 mid-stream is interrupted
@@ -54,5 +57,48 @@ func TestKilledRunIsInterruptedEverywhere(t *testing.T) {
 	code, out, _ := runCLI(t, "status", "last", "--json", "--db", db)
 	if code != exitOK || !strings.Contains(out, `"status": "completed"`) {
 		t.Errorf("after resume:\n%s", out)
+	}
+}
+
+// Issue 41: a node that did not run (skipped after the node it needs
+// failed) has no time of its own: 0 wall, useful and lost, and "the nodes
+// ran" sums the nodes that ran.
+func TestSkippedNodesTookNoTime(t *testing.T) {
+	graph, db := writeGraph(t, `name: skip
+profile: ci
+cache: false
+providers:
+  chat:
+    kind: sim
+    api: chat
+    sim:
+      tokens: 20
+      faults:
+        - {node: a, endpoint: chat, kind: status, status: 400}
+nodes:
+  - {id: a, provider: chat, prompt: hi}
+  - {id: b, provider: chat, needs: [a], prompt: hi}
+  - {id: c, provider: chat, needs: [a], prompt: hi}
+`)
+	if code, _, errs := runCLI(t, "run", graph, "--db", db); code != exitFailed {
+		t.Fatalf("run: exit %d\n%s", code, errs)
+	}
+	code, out, errs := runCLI(t, "diagnose", "last", "--json", "--db", db)
+	if code != exitOK {
+		t.Fatalf("diagnose: exit %d\n%s", code, errs)
+	}
+	var acct ledger.Account
+	if err := json.Unmarshal([]byte(out), &acct); err != nil {
+		t.Fatal(err)
+	}
+	var ran int64
+	for _, n := range acct.Nodes {
+		if n.State == string(journal.NodeSkipped) && (n.WallMS != 0 || n.UsefulMS != 0 || n.TimeLostMS != 0) {
+			t.Errorf("skipped node %s: wall %d ms, useful %d, lost %d; want 0", n.ID, n.WallMS, n.UsefulMS, n.TimeLostMS)
+		}
+		ran += n.WallMS
+	}
+	if acct.Totals.WallMS != ran || ran > acct.WallMS {
+		t.Errorf("the nodes ran %d ms in all (%d the nodes that ran), the run %d ms", acct.Totals.WallMS, ran, acct.WallMS)
 	}
 }
