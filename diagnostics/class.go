@@ -39,9 +39,16 @@ const (
 	// ClassCanceled: the caller gave up (Ctrl-C, node cancel).
 	ClassCanceled Class = "canceled"
 	// ClassStuck: the work cannot go on where it is — a response left queued
-	// with no progress, or one the provider reports cancelled or no longer
-	// knows; it cannot be resumed, only cancelled and retried.
+	// with no progress, a thread the harness dropped; it cannot be resumed,
+	// only cancelled and retried.
 	ClassStuck Class = "stuck"
+	// ClassNotFound: the provider no longer knows the work when its status
+	// is checked (404: expired, or another server); nothing to resume, a
+	// retry from scratch may still be safe.
+	ClassNotFound Class = "not_found"
+	// ClassProviderCanceled: the provider reports the work cancelled (by
+	// `noderun cancel`, or by someone else); it cannot go on, a retry can.
+	ClassProviderCanceled Class = "provider_canceled"
 	// ClassProtocol: the server's answer is not the protocol: a 200 that is
 	// not an event stream, an event that is not JSON, a redirect elsewhere.
 	// Sending the request again would get the same answer.
@@ -62,7 +69,18 @@ const (
 // Transient reports whether an error of this class may go away on its own.
 func (c Class) Transient() bool {
 	switch c {
-	case ClassDisconnect, ClassConnect, ClassRateLimited, ClassServer, ClassStuck:
+	case ClassDisconnect, ClassConnect, ClassRateLimited, ClassServer, ClassStuck, ClassNotFound, ClassProviderCanceled:
+		return true
+	}
+	return false
+}
+
+// Restarts reports whether work that ended with this class cannot go on
+// where it is (no status check, re-attach or continue would find it going),
+// only be retried from scratch: stuck, not found, cancelled at the provider.
+func (c Class) Restarts() bool {
+	switch c {
+	case ClassStuck, ClassNotFound, ClassProviderCanceled:
 		return true
 	}
 	return false

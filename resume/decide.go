@@ -152,8 +152,9 @@ func decide(in Input) Decision {
 		// unsafe node, and is no retry.
 		return Decision{ActPark, diagnostics.QuotaParked, "parked until the provider's quota resets; no retry spent"}
 	}
-	// A stuck response can only be cancelled and retried; status and resume would find it stuck again.
-	if in.Class.Transient() && in.Class != diagnostics.ClassStuck {
+	// A stuck, gone or cancelled response can only be retried; status and
+	// resume would find it so again.
+	if in.Class.Transient() && !in.Class.Restarts() {
 		if in.CanCheck && !in.Checked {
 			return Decision{ActCheck, diagnostics.StatusChecked, "checking the provider's status before deciding"}
 		}
@@ -177,7 +178,7 @@ func decide(in Input) Decision {
 		case rejected:
 			return Decision{ActRetry, diagnostics.ContinueRejected,
 				fmt.Sprintf("the server rejected the continuation form, so continuation is off for this provider; sending the request again from scratch (%d retries left after this)", in.RetriesLeft-1)}
-		case in.Class == diagnostics.ClassStuck || in.CanResume || in.CanContinue:
+		case in.Class.Restarts() || in.CanResume || in.CanContinue:
 			code = diagnostics.FellBackToRetry
 		}
 		return Decision{ActRetry, code, fmt.Sprintf("sending the request again (%d retries left after this)", in.RetriesLeft-1)}

@@ -43,7 +43,7 @@ type row struct {
 var gone = []diagnostics.Class{diagnostics.ClassDisconnect, diagnostics.ClassConnect, diagnostics.ClassRateLimited, diagnostics.ClassServer}
 
 // transient are the classes whose failure says the provider is unavailable.
-var transient = append([]diagnostics.Class{diagnostics.ClassStuck}, gone...)
+var transient = append([]diagnostics.Class{diagnostics.ClassStuck, diagnostics.ClassNotFound, diagnostics.ClassProviderCanceled}, gone...)
 
 // table is the specification of Decide. Every input is matched by some row,
 // and every row decides at least one input that no other row would decide
@@ -65,7 +65,7 @@ var table = []row{
 	{classes: gone, canCont: yes, resumeLeft: yes, unsafe: no, action: ActContinue, code: diagnostics.ContinueScheduled},
 	{unsafe: yes, dispatched: yes, action: ActFail, code: diagnostics.UnsafeReplayRefused},
 	{classes: []diagnostics.Class{diagnostics.ClassDeterministic}, retryLeft: yes, action: ActRetry, code: diagnostics.ContinueRejected},
-	{classes: []diagnostics.Class{diagnostics.ClassStuck}, retryLeft: yes, action: ActRetry, code: diagnostics.FellBackToRetry},
+	{classes: []diagnostics.Class{diagnostics.ClassStuck, diagnostics.ClassNotFound, diagnostics.ClassProviderCanceled}, retryLeft: yes, action: ActRetry, code: diagnostics.FellBackToRetry},
 	{canResume: yes, retryLeft: yes, action: ActRetry, code: diagnostics.FellBackToRetry},
 	{canCont: yes, retryLeft: yes, action: ActRetry, code: diagnostics.FellBackToRetry},
 	{retryLeft: yes, action: ActRetry, code: diagnostics.RetryStarted},
@@ -105,7 +105,8 @@ func lookup(t []row, in Input) int {
 func allInputs() []Input {
 	classes := []diagnostics.Class{diagnostics.ClassNone, diagnostics.ClassDisconnect, diagnostics.ClassConnect,
 		diagnostics.ClassRateLimited, diagnostics.ClassServer, diagnostics.ClassDeterministic,
-		diagnostics.ClassCanceled, diagnostics.ClassStuck, diagnostics.ClassJournal, diagnostics.ClassProtocol, diagnostics.ClassLimit}
+		diagnostics.ClassCanceled, diagnostics.ClassStuck, diagnostics.ClassNotFound, diagnostics.ClassProviderCanceled,
+		diagnostics.ClassJournal, diagnostics.ClassProtocol, diagnostics.ClassLimit}
 	sides := []SideEffects{SideNone, SideIdempotent, SideUnsafe}
 	bools := []bool{false, true}
 	var out []Input
@@ -168,7 +169,7 @@ func extensions(c diagnostics.Class) []extension {
 
 func TestDecideMatchesTable(t *testing.T) {
 	inputs := allInputs()
-	if len(inputs) != 11*2*2*2*2*3*2*2*2*2*2*4+2*2*2*2*2*3*2*2*2*2*2*2 {
+	if len(inputs) != 13*2*2*2*2*3*2*2*2*2*2*4+2*2*2*2*2*3*2*2*2*2*2*2 {
 		t.Fatalf("enumerated %d inputs", len(inputs))
 	}
 	for _, in := range inputs {

@@ -478,7 +478,7 @@ func (x *nodeExec) check(ctx context.Context) error {
 			// The provider no longer knows the work (expired, or another
 			// server): nothing to resume, but a retry may still be safe.
 			x.ended = true
-			return &diagnostics.Error{Class: diagnostics.ClassStuck, Err: fmt.Errorf("response %s is gone: %w", x.cur.Ref, err)}
+			return &diagnostics.Error{Class: diagnostics.ClassNotFound, Err: fmt.Errorf("response %s is gone: %w", x.cur.Ref, err)}
 		}
 		return err
 	}
@@ -505,7 +505,7 @@ func (x *nodeExec) check(ctx context.Context) error {
 		return emit(provider.Event{Kind: provider.KindDone, Seq: -1, Usage: st.Usage})
 	case provider.StateCancelled: // by `noderun cancel`, or by someone else: it cannot go on, a retry can
 		x.ended = true
-		return &diagnostics.Error{Class: diagnostics.ClassStuck, Err: fmt.Errorf("response %s was cancelled", x.cur.Ref)}
+		return &diagnostics.Error{Class: diagnostics.ClassProviderCanceled, Err: fmt.Errorf("response %s was cancelled", x.cur.Ref)}
 	case provider.StateFailed, provider.StateIncomplete:
 		x.ended = true
 		return &diagnostics.Error{Class: diagnostics.ClassDeterministic,
@@ -535,7 +535,7 @@ func (x *nodeExec) noteFailure(ctx context.Context, action resume.Action, ce *di
 		x.dispatched = false
 	}
 	x.last = ce
-	if action == resume.ActCheck || ce.Class == diagnostics.ClassStuck || !ce.Class.Transient() ||
+	if action == resume.ActCheck || ce.Class.Restarts() || !ce.Class.Transient() ||
 		errors.Is(ce, provider.ErrContinueRejected) {
 		// Reported by the status check, the adapter, the retry (NR112), or
 		// by fail as the node's outcome: an error that is not transient ends

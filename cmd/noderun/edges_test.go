@@ -102,3 +102,34 @@ nodes:
 		t.Errorf("the nodes ran %d ms in all (%d the nodes that ran), the run %d ms", acct.Totals.WallMS, ran, acct.WallMS)
 	}
 }
+
+// Issue 41: a node polled through a silence (NR202, NR203, NR201) met no
+// fault, but its verdict names the steps it took: never "clean".
+func TestVerdictNamesStepsWithoutAFault(t *testing.T) {
+	graph, db := writeGraph(t, `name: idle
+profile: ci
+cache: false
+providers:
+  r:
+    kind: sim
+    api: responses
+    sim: {tokens: 50, tokens_per_second: 100, silence: 2500ms}
+nodes:
+  - {id: a, provider: r, prompt: hi}
+`)
+	if code, _, errs := runCLI(t, "run", graph, "--db", db); code != exitOK {
+		t.Fatalf("run: exit %d\n%s", code, errs)
+	}
+	_, out, _ := runCLI(t, "diagnose", "last", "--json", "--db", db)
+	var acct ledger.Account
+	if err := json.Unmarshal([]byte(out), &acct); err != nil {
+		t.Fatal(err)
+	}
+	n := acct.Nodes[0]
+	if len(n.RecoverySteps) == 0 {
+		t.Fatalf("the node took no step: the test proves nothing (%+v)", n)
+	}
+	if strings.HasPrefix(n.Verdict, "clean") || !strings.Contains(n.Verdict, "polling_started") {
+		t.Errorf("verdict %q after steps %v", n.Verdict, n.RecoverySteps)
+	}
+}

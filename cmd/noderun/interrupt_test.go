@@ -1,15 +1,18 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
@@ -154,8 +157,50 @@ func TestCancelAfterInterrupt(t *testing.T) {
 			if code != exitOK || !strings.Contains(out, "NR208") || !strings.Contains(out, "NR205") {
 				t.Errorf("journal lacks the cancel (NR208) or the retry (NR205):\n%s", out)
 			}
+			// Issue 41: what ended the attempt is said as it was: cancelled at
+			// the provider, not stuck.
+			if cls := attemptClasses(t, db); !slices.Contains(cls, string(diagnostics.ClassProviderCanceled)) || slices.Contains(cls, string(diagnostics.ClassStuck)) {
+				t.Errorf("attempts' classes %q, want provider_canceled and no stuck", cls)
+			}
 		})
 	}
+}
+
+// Issue 41: a response the provider no longer knows when resume checks it
+// (404) ends its attempt as not_found, not stuck, and is retried.
+func TestResumeOfAResponseTheProviderForgot(t *testing.T) {
+	want := strings.Join(sim.Text("sim", intPrompt, intSeed, intTokens), "")
+	srv := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: intTokens, TokensPerSecond: 1000,
+		Faults: []sim.Fault{{Endpoint: sim.EndpointResponsesGet, Kind: sim.FaultStatus, Status: 404, Times: 1}}})
+	db, _, _ := interruptRun(t, srv, syscall.SIGTERM)
+	if got := resumeRun(t, db); got != want {
+		t.Fatalf("output after resume differs: %d bytes, want %d", len(got), len(want))
+	}
+	if cls := attemptClasses(t, db); !slices.Contains(cls, string(diagnostics.ClassNotFound)) || slices.Contains(cls, string(diagnostics.ClassStuck)) {
+		t.Errorf("attempts' classes %q, want not_found and no stuck", cls)
+	}
+}
+
+// attemptClasses are the error classes of node a's attempts in db's last run.
+func attemptClasses(t *testing.T, db string) []string {
+	t.Helper()
+	code, out, errs := runCLI(t, "show", "last", "a", "--attempts", "--json", "--db", db)
+	if code != exitOK {
+		t.Fatalf("show --attempts: exit %d\n%s", code, errs)
+	}
+	var doc struct {
+		Attempts []struct {
+			ErrorClass string `json:"error_class"`
+		} `json:"attempts"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var out2 []string
+	for _, a := range doc.Attempts {
+		out2 = append(out2, a.ErrorClass)
+	}
+	return out2
 }
 
 // Issue 15: events --follow of a run whose runner was killed ends (exit 1,

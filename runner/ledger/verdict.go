@@ -32,6 +32,10 @@ func verdictOf(nd *Node, na NodeAccount) string {
 		}
 		faults := faultPhrase(na.Faults)
 		if faults == "" && na.Attempts <= 1 {
+			if steps := stepPhrase(na.RecoverySteps); steps != "" {
+				// Polled or re-attached through a silence: no fault, but not clean either.
+				return fmt.Sprintf("no fault, %s: %s tokens, %s", steps, Thousands(na.Tokens.Needed), figures)
+			}
 			return fmt.Sprintf("clean: %s tokens, no recovery needed%s", Thousands(na.Tokens.Needed), waited)
 		}
 		if faults == "" { // a retry whose cause left no record (a journal from an older noderun)
@@ -213,6 +217,28 @@ func faultPhrase(faults map[string]int) string {
 		parts = append(parts, pluralWord(n, noun))
 	}
 	return strings.Join(parts, " and ")
+}
+
+// stepPhrase names the recovery steps a node took: "3 recovery steps
+// (polling_started, reattached, status_checked ×2)"; "" for none.
+func stepPhrase(steps map[string]int) string {
+	var names []string
+	total := 0
+	for _, k := range sortedKeys(steps) {
+		n := steps[k]
+		if n == 0 {
+			continue
+		}
+		total += n
+		if n > 1 {
+			k = fmt.Sprintf("%s ×%d", k, n)
+		}
+		names = append(names, k)
+	}
+	if total == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s (%s)", pluralWord(total, "recovery step"), strings.Join(names, ", "))
 }
 
 // without is m without key k.
