@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -83,14 +84,14 @@ func (s *Server) earlyFault(w http.ResponseWriter, r *http.Request, f *Fault, en
 	}
 	switch f.Kind {
 	case FaultStatus:
-		s.faultActed(f, endpoint)
+		s.faultActed(f, siteOf(r, endpoint))
 		if f.RetryAfter != "" {
 			w.Header().Set("Retry-After", f.RetryAfter)
 		}
 		writeError(w, f.Status, "sim: injected HTTP "+strconv.Itoa(f.Status)+" ("+http.StatusText(f.Status)+")", "")
 		return true
 	case FaultOutage:
-		s.faultActed(f, endpoint)
+		s.faultActed(f, siteOf(r, endpoint))
 		// every open connection is reset, this request's included
 		if err := s.outageFor(f.Duration, nil); err != nil || connOf(r) == nil {
 			panic(http.ErrAbortHandler)
@@ -120,11 +121,47 @@ func nodeOf(r *http.Request, md map[string]any) string {
 	return ""
 }
 
-// faultActed counts and logs a fault that acted.
-func (s *Server) faultActed(f *Fault, endpoint string) {
+// faultSite is where a fault acted: its endpoint, the request's node (""
+// when it named none) and id (when its answer carries one), and on a
+// stream how many events went before it (-1: not on a stream).
+type faultSite struct {
+	endpoint, node, request string
+	events                  int
+}
+
+// siteOf is the site of a fault that acts instead of an answer.
+func siteOf(r *http.Request, endpoint string) faultSite {
+	return faultSite{endpoint: endpoint, node: nodeOf(r, nil), events: -1}
+}
+
+// faultActed counts and logs a fault that acted, saying what it did where:
+// the events actually sent before it, the request and its node (never the
+// fault's own settings, which a log built from another fault would repeat).
+func (s *Server) faultActed(f *Fault, at faultSite) {
 	s.stats.fault(f.Kind)
-	s.log.Info(fmt.Sprintf("simulated fault: %s on %s after %d events", f.Kind, endpoint, f.AfterEvents),
-		"kind", f.Kind, "endpoint", endpoint, "after_events", f.AfterEvents)
+	what := string(f.Kind)
+	if f.Kind == FaultStatus || f.Kind == FaultErrorEvent {
+		what = fmt.Sprintf("%s %d", f.Kind, f.Status)
+	}
+	msg := fmt.Sprintf("simulated fault: %s on %s", what, at.endpoint)
+	attrs := []any{"kind", f.Kind, "endpoint", at.endpoint}
+	if at.events >= 0 {
+		msg += fmt.Sprintf(" after %d events", at.events)
+		attrs = append(attrs, "after_events", at.events)
+	}
+	var who []string
+	if at.node != "" {
+		who = append(who, "node "+at.node)
+		attrs = append(attrs, "node", at.node)
+	}
+	if at.request != "" {
+		who = append(who, "request "+at.request)
+		attrs = append(attrs, "request", at.request)
+	}
+	if len(who) > 0 {
+		msg += " (" + strings.Join(who, ", ") + ")"
+	}
+	s.log.Info(msg, attrs...)
 }
 
 // answer writes a non-streaming JSON answer, applying a connection fault
@@ -136,7 +173,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, endpoint string,
 		writeJSON(w, http.StatusOK, v)
 		return
 	}
-	s.faultActed(f, endpoint)
+	s.faultActed(f, siteOf(r, endpoint))
 	conn := connOf(r)
 	switch f.Kind {
 	case FaultSilence:

@@ -115,11 +115,11 @@ func writeAnthropicError(w http.ResponseWriter, status int, msg string) {
 
 // anthropicStatusFault answers a status fault in Anthropic's error shape,
 // reporting whether it did.
-func (s *Server) anthropicStatusFault(w http.ResponseWriter, f *Fault, endpoint string) bool {
+func (s *Server) anthropicStatusFault(w http.ResponseWriter, r *http.Request, f *Fault, endpoint string) bool {
 	if f == nil || f.Kind != FaultStatus {
 		return false
 	}
-	s.faultActed(f, endpoint)
+	s.faultActed(f, siteOf(r, endpoint))
 	if f.RetryAfter != "" {
 		w.Header().Set("Retry-After", f.RetryAfter)
 	}
@@ -153,7 +153,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	f := s.faults.match(at)
 	s.log.Debug("sim request", "endpoint", ep, "n", at.n, "node", at.node, "stream", req.Stream, "tokens", p.tokens)
-	if s.anthropicStatusFault(w, f, ep) || s.earlyFault(w, r, f, ep) { // status in Anthropic's shape; outage
+	if s.anthropicStatusFault(w, r, f, ep) || s.earlyFault(w, r, f, ep) { // status in Anthropic's shape; outage
 		return
 	}
 	input := req.input()
@@ -215,7 +215,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	send := func(typ string, v map[string]any) error {
 		if errEvent != nil && sw.events == errEvent.AfterEvents {
-			s.faultActed(errEvent, ep)
+			s.faultActed(errEvent, sw.site())
 			errEvent = nil
 			b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{"type": anthropicErrorType(f.Status),
 				"message": "sim: injected error event (" + anthropicErrorType(f.Status) + ")"}})

@@ -125,7 +125,7 @@ func (s *Server) handleGemini(w http.ResponseWriter, r *http.Request) {
 	f := s.faults.match(at)
 	s.log.Debug("sim request", "endpoint", ep, "n", at.n, "node", at.node, "tokens", p.tokens)
 	if f != nil && f.Kind == FaultStatus {
-		s.faultActed(f, ep)
+		s.faultActed(f, siteOf(r, ep))
 		if f.RetryAfter != "" {
 			w.Header().Set("Retry-After", f.RetryAfter)
 		}

@@ -53,7 +53,7 @@ func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request) {
 	rec.count = s.stats.tokensFor(at.node)
 	g := &respGen{s: s, rec: rec}
 	if f != nil && f.Kind == FaultQueued {
-		s.faultActed(f, ep)
+		s.faultActed(f, siteOf(r, ep))
 		g.queued = true
 	}
 	if req.Background || g.queued {

@@ -31,6 +31,8 @@ type sseWriter struct {
 	rc        *http.ResponseController
 	conn      net.Conn // nil when served by another server
 	endpoint  string
+	node      string // the request's node, "" when it named none
+	request   string // the answer's X-Request-Id
 	fault     *Fault // pending, nil once applied
 	keepalive time.Duration
 	events    int
@@ -53,12 +55,12 @@ func (s *Server) startSSE(w http.ResponseWriter, r *http.Request, endpoint strin
 	sw := &sseWriter{
 		s: s, ctx: r.Context(), w: w, rc: http.NewResponseController(w), conn: connOf(r),
 		endpoint: endpoint, fault: f, keepalive: keepalive, last: time.Now(), ending: ending,
-		counted: s.stats.eventsFor(nodeOf(r, nil)),
+		counted: s.stats.eventsFor(nodeOf(r, nil)), node: nodeOf(r, nil), request: newID("req_"),
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Request-Id", newID("req_"))
+	h.Set("X-Request-Id", sw.request)
 	w.WriteHeader(http.StatusOK)
 	if err := sw.rc.Flush(); err != nil {
 		return nil, err
@@ -120,18 +122,23 @@ func (sw *sseWriter) check() error {
 		sw.cutNext = true // counted when it happens
 		return nil
 	case FaultSilence:
-		sw.s.faultActed(f, sw.endpoint)
+		sw.s.faultActed(f, sw.site())
 		return sw.idle(nil, f.Duration)
 	case FaultReset:
-		sw.s.faultActed(f, sw.endpoint)
+		sw.s.faultActed(f, sw.site())
 		_ = sw.flush()
 		sw.end()
 		sw.abort(true)
 		return errFaulted
 	}
-	sw.s.faultActed(f, sw.endpoint) // close: the handler returns, ending the body cleanly
+	sw.s.faultActed(f, sw.site()) // close: the handler returns, ending the body cleanly
 	sw.end()
 	return errFaulted
+}
+
+// site is where a fault acts on this stream: after the events sent so far.
+func (sw *sseWriter) site() faultSite {
+	return faultSite{endpoint: sw.endpoint, node: sw.node, request: sw.request, events: sw.events}
 }
 
 func (sw *sseWriter) end() {
@@ -143,7 +150,7 @@ func (sw *sseWriter) end() {
 // cut writes the first half of frame's data line, then drops the
 // connection without the chunked terminator.
 func (sw *sseWriter) cut(frame []byte) error {
-	sw.s.faultActed(&Fault{Kind: FaultCut}, sw.endpoint)
+	sw.s.faultActed(&Fault{Kind: FaultCut}, sw.site())
 	i := bytes.Index(frame, []byte("data:"))
 	if i < 0 {
 		i = 0
