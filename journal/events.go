@@ -53,6 +53,10 @@ type Event struct {
 	// resumed stream cannot duplicate events.
 	ProviderSeq int64
 	Payload     []byte
+	// Chunks is how many of the provider's chunks a delta or reasoning
+	// event joins (the runner merges those that arrive close together);
+	// 0 is taken as 1.
+	Chunks int
 }
 
 // EventFilter selects events for Events.
@@ -242,6 +246,35 @@ func (j *Journal) rebuild(ctx context.Context, runID, nodeID string, attempt int
 		b.Write(r.payload)
 	}
 	return b.String(), nil
+}
+
+// streamedQuery is how many chunks of output an attempt's chain has
+// streamed since its last reset. Arguments: run id, node id, first and
+// last attempt.
+const streamedQuery = `SELECT COALESCE(SUM(chunks), 0) FROM events INDEXED BY events_by_node
+	WHERE run = (SELECT key FROM runs WHERE id = ?1) AND node = ?2 AND attempt BETWEEN ?3 AND ?4 AND kind = 'delta'
+		AND seq > COALESCE((SELECT MAX(seq) FROM events INDEXED BY events_by_node
+			WHERE run = (SELECT key FROM runs WHERE id = ?1) AND node = ?2 AND attempt BETWEEN ?3 AND ?4 AND kind = 'reset'), 0)`
+
+// StreamedChunks counts the chunks of output an attempt (and the attempts
+// it continues, as RebuildOutput) has streamed since its last reset: the
+// tokens of the output RebuildOutput returns, counted as they came (a token
+// a chunk), not estimated from the text. A crash resume reads it. The rows
+// of an attempt folded by Fold (a completed node's) count one each.
+func (j *Journal) StreamedChunks(ctx context.Context, runID, nodeID string, attempt int) (int, error) {
+	start, err := j.chainStart(ctx, runID, nodeID, attempt)
+	if err != nil {
+		return 0, j.errorf("streamed chunks of %s/%s#%d: %w", runID, nodeID, attempt, err)
+	}
+	var n int
+	if err := j.queryRow(ctx, streamedQuery, runID, nodeID, start, attempt).Scan(&n); err != nil {
+		return 0, j.errorf("streamed chunks of %s/%s#%d: %w", runID, nodeID, attempt, err)
+	}
+	folded, err := j.foldedRebuildRows(ctx, runID, nodeID, start, attempt, KindDelta)
+	if err != nil {
+		return 0, j.errorf("streamed chunks of %s/%s#%d: %w", runID, nodeID, attempt, err)
+	}
+	return n + len(folded), nil
 }
 
 // LastMark returns the payload of the last mark (KindMark) journaled for an

@@ -151,6 +151,12 @@ CREATE TABLE folds (
 	PRIMARY KEY (run, node, attempt, kind)
 ) WITHOUT ROWID;
 `,
+	// 6: how many of the provider's chunks a delta or reasoning row joins
+	// (the runner merges chunks that arrive within a few milliseconds): a
+	// stream's count of chunks (a token each in the chat and Responses
+	// protocols), which a resume after a crash reads instead of estimating
+	// it from the text.
+	`ALTER TABLE events ADD COLUMN chunks INTEGER NOT NULL DEFAULT 1;`,
 }
 
 // errForeignDB: an SQLite database with tables but no journal schema.

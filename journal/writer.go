@@ -284,8 +284,8 @@ func newWriter(ctx context.Context, j *Journal) (*writer, error) {
 		prepared: map[string]*sql.Stmt{},
 		bound:    map[string]*sql.Stmt{},
 	}
-	const cols = `INTO events (run, seq, node, attempt, time, kind, code, provider_seq, payload) VALUES `
-	const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	const cols = `INTO events (run, seq, node, attempt, time, kind, code, provider_seq, payload, chunks) VALUES `
+	const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	var err error
 	prep := func(q string) *sql.Stmt {
 		var st *sql.Stmt
@@ -723,7 +723,7 @@ func eventArgs(args []any, runKey, seq int64, e *Event) []any {
 	if payload == nil {
 		payload = []byte{}
 	}
-	return append(args, runKey, seq, e.NodeID, e.Attempt, e.Time.UnixNano(), e.Kind, e.Code, e.ProviderSeq, payload)
+	return append(args, runKey, seq, e.NodeID, e.Attempt, e.Time.UnixNano(), e.Kind, e.Code, e.ProviderSeq, payload, max(e.Chunks, 1))
 }
 
 // isFatal tells a state change's own failure (bad input, missing row,

@@ -58,6 +58,7 @@ func (c *coalescer) add(ev journal.Event, text string, at time.Time) error {
 	}
 	if c.ev.Kind == "" {
 		c.ev, c.buf, c.first = ev, append(c.buf[:0], text...), at
+		c.ev.Chunks = 1
 		if c.timer == nil {
 			c.timer = time.AfterFunc(quietAfter, c.timerFlush)
 		} else {
@@ -66,6 +67,7 @@ func (c *coalescer) add(ev journal.Event, text string, at time.Time) error {
 	} else {
 		c.buf = append(c.buf, text...)
 		c.ev.ProviderSeq = ev.ProviderSeq
+		c.ev.Chunks++
 	}
 	if len(c.buf) >= coalesceBytes {
 		return c.flushLocked()

@@ -91,6 +91,7 @@ type entry struct {
 	attempt     int
 	cur         provider.Cursor
 	out         string
+	streamed    int // the chunks of out, as the journal counted them (0: not known)
 	action      resume.Action
 	retriesUsed int
 	fresh       bool // nothing to pick up: start the node (RunNode)
@@ -119,7 +120,11 @@ func (x *nodeExec) execute(ctx context.Context, e *entry) (string, error) {
 		x.attempt, x.cur, x.dispatched, action = e.attempt, e.cur, true, e.action
 		x.retries -= min(e.retriesUsed, x.retries)
 		x.out.WriteString(e.out)
-		x.usage = attemptUsage{streamed: provider.EstimateTokens(e.out), chain: true}
+		streamed := e.streamed
+		if streamed == 0 && e.out != "" { // a lost machine's cursor carries the text, not its count
+			streamed = provider.EstimateTokens(e.out)
+		}
+		x.usage = attemptUsage{streamed: streamed, chain: true}
 		x.recoveries++
 		x.last = &diagnostics.Error{Class: diagnostics.ClassDisconnect, Err: errRunnerStopped}
 		x.recovering = time.Now()

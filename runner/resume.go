@@ -160,6 +160,11 @@ func (r *runState) entryFor(ctx context.Context, n *Node, force bool) (*entry, r
 	if e.out, err = r.j.RebuildOutput(ctx, r.id, n.ID, last.N); err != nil {
 		return nil, resume.Decision{}, err
 	}
+	// What it streamed, as counted when it came: what a continue goes on
+	// from, and what its usage counts before the continuation's.
+	if e.streamed, err = r.j.StreamedChunks(ctx, r.id, n.ID, last.N); err != nil {
+		return nil, resume.Decision{}, err
+	}
 	// The provider's own name for a point at or before the cursor, if it
 	// gave one: a re-attach goes on from there, not from the start.
 	if b, err := r.j.LastMark(ctx, r.id, n.ID, last.N); err != nil {

@@ -19,7 +19,6 @@ import (
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
-	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/runner/graph"
 )
 
@@ -301,8 +300,11 @@ func (run *Run) finishNode(ctx context.Context, j *journal.Journal, nd *Node, la
 		}
 		if !a.UsageRecorded {
 			// Its runner died before the attempt ended: what the journal
-			// holds is what it streamed.
-			n := provider.EstimateTokens(out)
+			// holds is what it streamed, counted a token a chunk.
+			n, err := j.StreamedChunks(ctx, run.ID, nd.ID, a.N)
+			if err != nil {
+				return err
+			}
 			a.Usage = journal.Usage{OutputTokens: n, StreamedTokens: n, Estimated: true}
 		}
 	}
