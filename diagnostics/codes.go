@@ -241,7 +241,7 @@ var (
 		Summary: "the provider answered 429: the node is parked until its Retry-After and then sends the same request again, spending no retry; every node of that provider waits with it"}
 	// FailedOver is a step: the node's provider is unavailable, and the
 	// node moves to the next provider of its fallback list.
-	FailedOver = Code{ID: "NR603", Name: "failed_over", Level: slog.LevelWarn, Role: RoleStep, Means: ByFailover, Attrs: Keys(KeyClass, KeyFrom, KeyTo, KeyReason, KeyContinuedFrom, KeyRegeneratedBytes),
+	FailedOver = Code{ID: "NR603", Name: "failed_over", Level: slog.LevelWarn, Role: RoleStep, Means: ByFailover, Attrs: Keys(KeyClass, KeyFrom, KeyTo, KeyReason, KeyContinuedFrom, KeyContinuedAttempt, KeyRegeneratedBytes),
 		Summary: "the node's provider is unavailable (breaker open, outage past the recovery deadline, 404 model not found, overloaded past the retry budget): the node moves to the next provider of its fallback list, from scratch or continuing its partial answer (fallback_continue)"}
 
 	NodeFailed = Code{ID: "NR901", Name: "node_failed", Level: slog.LevelError, Role: RoleOutcome, Attrs: failAttrs,

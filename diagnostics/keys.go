@@ -58,7 +58,10 @@ var (
 	KeyPollFor  = Key[time.Duration]{"poll_after", kindDuration}
 	// A node moved from a lost worker (Temporal).
 	KeyLostAttempt = Key[int]{"lost_attempt", kindInt}
-	KeyLostCursor  = Key[int64]{"lost_cursor", kindInt}
+	// KeyContinuedAttempt is the earlier attempt whose partial answer a
+	// failover continues (NR603): its output is kept, not thrown away.
+	KeyContinuedAttempt = Key[int]{"continued_attempt", kindInt}
+	KeyLostCursor       = Key[int64]{"lost_cursor", kindInt}
 	// Agent harnesses.
 	KeyThreadID = Key[string]{"thread_id", kindString}
 	KeyWant     = Key[string]{"want", kindString}
@@ -109,7 +112,7 @@ var allKeys = []anyKey{
 	KeyRegeneratedDeltas, KeyPrefixRepeated, KeyBytesFromStatus, KeyOutputBytes,
 	KeyRecoverySteps, KeyAttempts, KeyContinues, KeyRetries, KeyTried,
 	KeyIdle, KeyInterval, KeyPolls, KeyReason, KeySince, KeyCutAfter, KeyPollFor,
-	KeyLostAttempt, KeyLostCursor,
+	KeyLostAttempt, KeyLostCursor, KeyContinuedAttempt,
 	KeyThreadID, KeyWant, KeyGot, KeyExitCode, KeySignal, KeyStderr, KeyEffects, KeyInARow,
 	KeyGraph, KeyProfile, KeyNodes, KeyRunStatus, KeyResumed, KeyCause,
 	KeyWaited, KeyProvider, KeyFrom, KeyTo,

@@ -69,8 +69,13 @@ type nodeExec struct {
 	pacer  *quota.Pacer
 	ticket *quota.Ticket
 	parked bool
-	// Failover (failover.go): the providers left to move to, in order.
+	// Failover (failover.go): the providers left to move to, in order,
+	// and the longest answer an attempt delivered, which one continues.
 	fallbacks []string
+	best      struct {
+		out             string
+		chunks, attempt int
+	}
 
 	// For Options.OnProgress only (untouched without it): when the attempt
 	// last had data and a poll that found its work alive, when its figures
@@ -862,6 +867,7 @@ func (x *nodeExec) cancelWork(ctx context.Context, code diagnostics.Code, msg st
 }
 
 func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) error {
+	x.keepBest()
 	x.cur = provider.Cursor{Seq: -1}
 	x.ground.Restart()
 	x.out.Reset()

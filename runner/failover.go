@@ -23,7 +23,10 @@ func (x *nodeExec) failover(ctx context.Context, d resume.Decision, ce *diagnost
 	from, to := x.provNm, x.fallbacks[0]
 	x.fallbacks = x.fallbacks[1:]
 	x.release(ctx) // leave nothing running where the node no longer looks
-	partial := x.out.String()
+	// The longest answer an attempt delivered, this one's or an earlier
+	// one's (the last attempt may be a retry that never connected).
+	x.keepBest()
+	partial, chunks, from0 := x.best.out, x.best.chunks, x.best.attempt
 	x.endAttempt(ctx, ce)
 	x.releaseTicket(0)
 	x.use(to, x.node.Model)
@@ -34,8 +37,8 @@ func (x *nodeExec) failover(ctx context.Context, d resume.Decision, ce *diagnost
 	attrs := []slog.Attr{diagnostics.KeyClass.Attr(ce.Class), diagnostics.KeyFrom.Attr(from), diagnostics.KeyTo.Attr(to),
 		diagnostics.KeyReason.Attr(d.Reason)}
 	if cont {
-		how = fmt.Sprintf("continuing its answer from byte %d", len(partial))
-		attrs = append(attrs, diagnostics.KeyContinuedFrom.Attr(len(partial)))
+		how = fmt.Sprintf("continuing its answer from byte %d (attempt %d's)", len(partial), from0)
+		attrs = append(attrs, diagnostics.KeyContinuedFrom.Attr(len(partial)), diagnostics.KeyContinuedAttempt.Attr(from0))
 	} else if partial != "" {
 		attrs = append(attrs, diagnostics.KeyRegeneratedBytes.Attr(len(partial)))
 	}
@@ -49,12 +52,22 @@ func (x *nodeExec) failover(ctx context.Context, d resume.Decision, ce *diagnost
 		return resume.ActRetry, nil
 	}
 	// The new attempt's output goes on from the partial answer.
-	if err := x.run.journalPrefix(x.node.ID, x.attempt, partial); err != nil {
+	if err := x.run.journalPrefix(x.node.ID, x.attempt, partial, chunks); err != nil {
 		return "", x.journalErr(err)
 	}
 	x.out.WriteString(partial)
-	x.usage = attemptUsage{streamed: provider.EstimateTokens(partial), chain: true}
+	// The prefix was generated, and is counted, by the attempt it comes
+	// from: here it is preserved, not generated again.
+	x.usage = attemptUsage{preserved: chunks, chain: true}
 	return resume.ActContinue, nil
+}
+
+// keepBest remembers the current attempt's output if it is the longest
+// answer an attempt of the node has delivered: what a failover continues.
+func (x *nodeExec) keepBest() {
+	if x.out.Len() > len(x.best.out) {
+		x.best.out, x.best.chunks, x.best.attempt = x.out.String(), x.usage.streamed, x.attempt
+	}
 }
 
 // journalPrefix journals text as the first output of a node's attempt that
@@ -62,7 +75,12 @@ func (x *nodeExec) failover(ctx context.Context, d resume.Decision, ce *diagnost
 // continues it, a node taken over from a lost worker): the journal then
 // rebuilds the whole answer from this attempt alone, and a resume
 // continues it from there.
-func (r *runState) journalPrefix(node string, attempt int, text string) error {
+// chunks is how many chunks text came in (0: not known, counted from its
+// bytes).
+func (r *runState) journalPrefix(node string, attempt int, text string, chunks int) error {
+	if chunks == 0 {
+		chunks = provider.EstimateTokens(text)
+	}
 	return r.j.Append(journal.Event{RunID: r.id, NodeID: node, Attempt: attempt, Kind: journal.KindDelta,
-		ProviderSeq: journal.NoProviderSeq, Payload: []byte(text)})
+		ProviderSeq: journal.NoProviderSeq, Payload: []byte(text), Chunks: chunks})
 }

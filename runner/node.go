@@ -184,7 +184,7 @@ func (r *runState) entryFromCursor(ctx context.Context, n *Node, from *NodeCurso
 		if err != nil {
 			return nil, resume.Decision{}, err
 		}
-		if err := r.journalPrefix(n.ID, nAtt, from.Output); err != nil {
+		if err := r.journalPrefix(n.ID, nAtt, from.Output, 0); err != nil {
 			return nil, resume.Decision{}, err
 		}
 		e.attempt, e.attemptBase, e.out = nAtt, from.Attempt-nAtt, from.Output

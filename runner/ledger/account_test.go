@@ -21,6 +21,12 @@ func att(n int, outcome journal.Outcome, from, to float64, u journal.Usage) Atte
 	return Attempt{Attempt: journal.Attempt{N: n, Outcome: outcome, Started: at(from), Ended: at(to)}, Usage: u, UsageRecorded: true}
 }
 
+// on is attempt a on provider p.
+func on(p string, a Attempt) Attempt {
+	a.Provider = p
+	return a
+}
+
 // rec is a record at s seconds whose node's next data came at next (0: none).
 func rec(c diagnostics.Code, s, next float64, attrs ...any) Record {
 	r := Record{Record: diagnostics.New(c, c.Name), Time: at(s)}
@@ -130,10 +136,12 @@ func TestAccountNode(t *testing.T) {
 		// Its provider refused connections until the breaker opened; the
 		// node moved to its fallback and completed there from scratch.
 		{name: "failed over", state: journal.NodeCompleted, active: []Span{{at(0), at(2)}},
-			atts:   []Attempt{att(1, bad, 0, 0.5, journal.Usage{Estimated: true}), att(2, ok, 0.5, 2, journal.Usage{InputTokens: 10, OutputTokens: 100})},
-			recs:   []Record{rec(diagnostics.ConnectFailed, 0.1, 0.6), rec(diagnostics.FailedOver, 0.5, 0.6, diagnostics.KeyTo, "backup")},
+			atts: []Attempt{on("primary", att(1, bad, 0, 0.5, journal.Usage{Estimated: true})),
+				on("backup", att(2, ok, 0.5, 2, journal.Usage{InputTokens: 10, OutputTokens: 100}))},
+			recs: []Record{rec(diagnostics.ConnectFailed, 0.1, 0.6),
+				rec(diagnostics.FailedOver, 0.5, 0.6, diagnostics.KeyTo, "backup", diagnostics.KeyClass, diagnostics.ClassConnect)},
 			needed: 100, lostMS: 600, wallMS: 2000, faults: "connect_failed", cost: 2*0.00001 + 0.001, // each attempt's input
-			verdict: "recovered from 1 connect failure by failover (completed on fallback backup): 0 tokens regenerated, 0 preserved, 0.6 s lost"},
+			verdict: "recovered from 1 connect failure by failover (completed on fallback backup, moved by connect_failed; backup generated 100, primary generated 0): 0 tokens regenerated, 0 preserved, 0.6 s lost"},
 		{name: "interrupted", state: journal.NodeCanceled, active: []Span{{at(0), at(2)}},
 			atts: []Attempt{att(1, bad, 0, 2, journal.Usage{OutputTokens: 80, Estimated: true})},
 			recs: []Record{rec(diagnostics.NodeCanceled, 2, 0, diagnostics.KeyOutputBytes, 309),

@@ -46,7 +46,7 @@ func verdictOf(nd *Node, na NodeAccount) string {
 			how = "retry"
 		}
 		if p := nd.Fallback(); p != "" {
-			how += " (completed on fallback " + p + ")"
+			how += " (" + fallbackPhrase(nd, na, p) + ")"
 		}
 		return fmt.Sprintf("recovered from %s by %s: %s", faults, how, figures)
 	case journal.NodePending, "":
@@ -217,6 +217,30 @@ func faultPhrase(faults map[string]int) string {
 		parts = append(parts, pluralWord(n, noun))
 	}
 	return strings.Join(parts, " and ")
+}
+
+// fallbackPhrase says where a node that failed over did its work: the
+// provider that completed it, what moved it, and what each provider
+// generated: "completed on fallback backup, moved by connect_failed;
+// primary generated 59 tokens, backup 91".
+func fallbackPhrase(nd *Node, na NodeAccount, to string) string {
+	s := "completed on fallback " + to
+	for _, r := range nd.Records {
+		if r.Code == diagnostics.FailedOver {
+			if c, ok := diagnostics.KeyClass.Of(r.Record); ok && c != "" {
+				s += ", moved by " + string(c)
+				break
+			}
+		}
+	}
+	var parts []string
+	for _, p := range sortedKeys(na.GeneratedBy) {
+		parts = append(parts, fmt.Sprintf("%s generated %s", p, Thousands(na.GeneratedBy[p])))
+	}
+	if len(parts) > 0 {
+		s += "; " + strings.Join(parts, ", ")
+	}
+	return s
 }
 
 // stepPhrase names the recovery steps a node took: "3 recovery steps
