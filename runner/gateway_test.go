@@ -3,18 +3,12 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"text/template"
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
@@ -33,30 +27,14 @@ import (
 
 const nginxTimeout = 2 * time.Second // proxy_read_timeout in testdata/nginx/nginx.conf.tmpl
 
-// gateway is one nginx process in front of one upstream.
+// gateway is one nginx process in front of the simulator.
 type gateway struct {
-	BaseURL  string // http://127.0.0.1:PORT/v1
-	errorLog string
-	out      testkit.Buffer // nginx's stdout and stderr
+	*testkit.Nginx
+	BaseURL string // http://127.0.0.1:PORT/v1
 }
 
-// nginxBinary finds nginx; a missing nginx fails the test (never skips it):
-// the gateway acceptance must run in CI.
-func nginxBinary(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("nginx"); err == nil {
-		return p
-	}
-	const debian = "/usr/sbin/nginx"
-	if _, err := os.Stat(debian); err != nil {
-		t.Fatalf("nginx not found in PATH nor at %s (%v): run make tools (it installs Debian's nginx-light)", debian, err)
-	}
-	return debian
-}
-
-// startNginx runs nginx in the foreground as a child process, listening on a
-// free 127.0.0.1 port and proxying to upstream (host:port). Its files live in
-// a temp dir; the process is stopped and the dir removed at cleanup.
+// startNginx runs nginx in front of upstream (host:port), cutting streams
+// silent for nginxTimeout.
 func startNginx(t *testing.T, upstream string) *gateway {
 	return startNginxTimeout(t, upstream, nginxTimeout)
 }
@@ -64,83 +42,12 @@ func startNginx(t *testing.T, upstream string) *gateway {
 // startNginxTimeout is startNginx with another proxy_read_timeout.
 func startNginxTimeout(t *testing.T, upstream string, timeout time.Duration) *gateway {
 	t.Helper()
-	bin := nginxBinary(t)
-	tmpl, err := template.ParseFiles(filepath.Join("..", "testdata", "nginx", "nginx.conf.tmpl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lastErr error
-	for try := 0; try < 3; try++ { // a free port can be taken between probe and bind
-		dir := t.TempDir()
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		listen := l.Addr().String()
-		_ = l.Close()
-		conf := filepath.Join(dir, "nginx.conf")
-		var b bytes.Buffer
-		vars := map[string]string{"Dir": dir, "Listen": listen, "Upstream": upstream, "Timeout": fmt.Sprintf("%dms", timeout.Milliseconds())}
-		if err := tmpl.Execute(&b, vars); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(conf, b.Bytes(), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		g := &gateway{BaseURL: "http://" + listen + "/v1", errorLog: filepath.Join(dir, "error.log")}
-		cmd := exec.Command(bin, "-p", dir+"/", "-e", g.errorLog, "-c", conf)
-		cmd.Stdout, cmd.Stderr = &g.out, &g.out
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test binary
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("starting %s: %v (run make tools)", bin, err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		t.Cleanup(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(5 * time.Second):
-				_ = cmd.Process.Kill()
-				<-exited
-			}
-		})
-		if lastErr = waitListening(listen, exited); lastErr == nil {
-			return g
-		}
-		lastErr = fmt.Errorf("%w\n%s\n%s", lastErr, g.out.String(), g.log(t))
-	}
-	t.Fatalf("nginx did not start: %v", lastErr)
-	return nil
-}
-
-// waitListening waits until addr accepts connections, or the process exits.
-func waitListening(addr string, exited <-chan error) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-exited:
-			return fmt.Errorf("nginx exited: %v", err)
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-			_ = c.Close()
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("nginx not listening on %s after 10s", addr)
+	n := testkit.StartNginx(t, upstream, timeout)
+	return &gateway{Nginx: n, BaseURL: "http://" + n.Addr + "/v1"}
 }
 
 // log is nginx's error log.
-func (g *gateway) log(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile(g.errorLog)
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	return string(b)
-}
+func (g *gateway) log(t *testing.T) string { return g.Log(t) }
 
 // timeouts counts the streams nginx cut for upstream silence.
 func (g *gateway) timeouts(t *testing.T) int {
