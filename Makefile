@@ -118,6 +118,10 @@ $(PROMTOOL): | debs
 #   LoadNodeOf          the account of one node that settled (20 and 300 chunks; and 20 in a run of
 #                       3,000 nodes), as a Temporal worker and the telemetry read it when the node ends
 #   Append, Stream100k  the journal's batch sizes and a 100k events/s stream
+#   ServeWatchers       200 watchers following a running 1,000-node graph (100 tokens at 50 tokens/s,
+#                       50 at once) through `noderun serve`, against the run unwatched, pairs in
+#                       alternating order: wall-ratio (<= 1.05), p99-delay-ms from an event's journal
+#                       time to a watcher (<= 100), server-rss-MiB (<= 256), dropped (= 0); ~3 minutes
 # About twenty-two minutes on two cores; `cat /proc/loadavg` before quoting a figure. FanOut at 10,000
 # reports the median of a pair in each order (-benchtime 2x; go test first runs it once at b.N=1
 # and reports only the b.N=2 run).
@@ -140,6 +144,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'LoadNodeOf' -count 3 ./runner/ledger/
 	$(GO) test -run '^$$' -bench 'Append|Stream100k' -benchtime 200000x -count 1 ./journal/
 	$(GO) test -run '^$$' -bench . -benchtime 5x -count 1 ./provider/sim/
+	$(GO) test -run '^$$' -bench 'ServeWatchers' -benchtime 2x -count 1 -timeout 20m ./server/
 	@cat /proc/loadavg
 
 # CPU and allocation profiles of the single-stream runner benchmark (the simulator runs in a

@@ -32,16 +32,18 @@ const replayPage = 1000
 
 // Stats are what the server's event streams are doing.
 type Stats struct {
-	Runs     int   // runs being watched (a poller each)
-	Watchers int   // event streams open
-	Dropped  int64 // watchers dropped for falling Buffer events behind, since New
+	Runs     int // runs being watched (a poller each)
+	Watchers int // event streams open
+	// FellBehind counts the times, since New, a watcher fell Buffer events
+	// behind the live feed and went back to reading the journal.
+	FellBehind int64
 }
 
 // Stats reads the server's figures now.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Runs: len(s.hubs), Dropped: s.dropped.Load()}
+	st := Stats{Runs: len(s.hubs), FellBehind: s.behind.Load()}
 	for _, h := range s.hubs {
 		h.mu.Lock()
 		st.Watchers += len(h.watchers)
@@ -52,7 +54,7 @@ func (s *Server) Stats() Stats {
 
 // statusEvery: a hub reads the run's status every this many polls (new
 // events are what a watcher waits for; an ending can wait a little).
-const statusEvery = 5
+const statusEvery = 10
 
 // writeTimeout bounds one write to a watcher: a client that stops reading is
 // let go, and reconnects with Last-Event-ID.
@@ -73,17 +75,38 @@ type hub struct {
 // watcher is one event stream's queue: batches the hub published, up to
 // Buffer events, and a signal that more (or the end, or a drop) arrived.
 type watcher struct {
-	notify  chan struct{} // capacity 1
-	kick    func()        // ends a write that blocks (a watcher that stopped reading)
-	queue   []journal.Event
-	dropped bool      // too far behind: the stream ends, the client replays
-	end     *view.Run // the run ended after queue
+	notify chan struct{} // capacity 1
+	queue  []frame
+	behind bool      // too far behind: off the live feed, it reads the journal
+	end    *view.Run // the run ended after queue
+}
+
+// frame is one event as a stream sends it, encoded once for every watcher
+// of the run (at hundreds of watchers, encoding per watcher would be most of
+// the server's work).
+type frame struct {
+	seq        int64
+	node, kind string
+	b          []byte // "id: …\nevent: …\ndata: …\n\n"
+}
+
+// frameOf encodes a journal event as a stream sends it: id its seq, event
+// its kind, data the line `noderun events --json` prints for it.
+func frameOf(e journal.Event) (frame, error) {
+	data, err := json.Marshal(view.EventOf(e))
+	if err != nil {
+		return frame{}, err
+	}
+	b := make([]byte, 0, len(data)+len(e.Kind)+40)
+	b = fmt.Appendf(b, "id: %d\nevent: %s\ndata: ", e.Seq, e.Kind)
+	b = append(append(b, data...), "\n\n"...)
+	return frame{seq: e.Seq, node: e.NodeID, kind: e.Kind, b: b}, nil
 }
 
 // subscribe joins the run's hub, starting it when it is the first watcher;
 // it returns the seq the hub had published: the watcher replays at least up
 // to it.
-func (s *Server) subscribe(runID string, kick func()) (*hub, *watcher, int64, error) {
+func (s *Server) subscribe(runID string) (*hub, *watcher, int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.ctx.Err(); err != nil {
@@ -100,7 +123,7 @@ func (s *Server) subscribe(runID string, kick func()) (*hub, *watcher, int64, er
 		s.hubs[runID] = h
 		go h.poll(ctx)
 	}
-	w := &watcher{notify: make(chan struct{}, 1), kick: kick}
+	w := &watcher{notify: make(chan struct{}, 1)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.watchers[w] = struct{}{}
@@ -166,24 +189,30 @@ func (h *hub) read(ctx context.Context) error {
 	if err != nil || len(evs) == 0 {
 		return err
 	}
+	frames := make([]frame, 0, len(evs))
+	for _, e := range evs {
+		f, err := frameOf(e)
+		if err != nil {
+			return err
+		}
+		frames = append(frames, f)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.published = evs[len(evs)-1].Seq
 	for w := range h.watchers {
-		if w.dropped || w.end != nil {
-			continue
+		if w.behind || w.end != nil {
+			continue // it reads the journal
 		}
 		if len(w.queue) > 0 && len(w.queue)+len(evs) > h.s.opts.Buffer {
-			// Too far behind: let it go rather than hold the journal's
-			// pace to its reader's, or grow without bound. (A watcher that
-			// took everything takes a burst of any size.)
-			w.dropped, w.queue = true, nil
-			h.s.dropped.Add(1)
-			if w.kick != nil {
-				w.kick()
-			}
+			// Too far behind: off the live feed rather than hold the
+			// journal's pace to its reader's or grow without bound; what it
+			// missed is in the journal. (A watcher that took everything
+			// takes a burst of any size.)
+			w.behind, w.queue = true, nil
+			h.s.behind.Add(1)
 		} else {
-			w.queue = append(w.queue, evs...)
+			w.queue = append(w.queue, frames...)
 		}
 		w.signal()
 	}
@@ -214,12 +243,23 @@ func (w *watcher) signal() {
 	}
 }
 
+// rejoin puts a watcher that fell behind back on the live feed, its queue
+// empty; it returns the seq the hub has published: the watcher reads the
+// journal up to it.
+func (h *hub) rejoin(w *watcher) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w.behind, w.queue = false, nil
+	w.signal() // the end, if it came meanwhile, is still to be read
+	return h.published
+}
+
 // take returns what the hub queued for the watcher.
-func (h *hub) take(w *watcher) (evs []journal.Event, dropped bool, end *view.Run) {
+func (h *hub) take(w *watcher) (evs []frame, behind bool, end *view.Run) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	evs, w.queue = w.queue, nil
-	return evs, w.dropped, w.end
+	return evs, w.behind, w.end
 }
 
 // streamFilter is what a watcher asked for (?node=, ?kind=), and where it
@@ -230,8 +270,8 @@ type streamFilter struct {
 	after int64
 }
 
-func (f streamFilter) match(e journal.Event) bool {
-	return (f.node == "" || e.NodeID == f.node) && (len(f.kinds) == 0 || slices.Contains(f.kinds, e.Kind))
+func (f streamFilter) match(e frame) bool {
+	return (f.node == "" || e.node == f.node) && (len(f.kinds) == 0 || slices.Contains(f.kinds, e.kind))
 }
 
 // parseStreamFilter reads a stream's query and Last-Event-ID.
@@ -280,9 +320,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	rc := http.NewResponseController(w)
-	// A watcher dropped while a write to it blocks is let go at once.
-	kick := func() { _ = rc.SetWriteDeadline(time.Now()) }
-	h, wt, joined, err := s.subscribe(run.ID, kick)
+	h, wt, joined, err := s.subscribe(run.ID)
 	if err != nil {
 		s.readErr(w, r, err)
 		return
@@ -301,21 +339,28 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 
 	ctx := r.Context()
-	// The replay: at least up to what the hub had published when we joined.
-	for seen := f.after; seen < joined; {
-		evs, err := s.j.Events(ctx, run.ID, journal.EventFilter{Node: f.node, Kinds: f.kinds, AfterSeq: seen, Limit: replayPage})
-		if err != nil || len(evs) == 0 {
-			break
-		}
-		for _, e := range evs {
-			if err := sw.event(e); err != nil {
-				return
+	// replay reads the journal after the last event sent, at least up to
+	// what the hub had published when the watcher (re)joined it.
+	replay := func(upTo int64) error {
+		for seen := sw.last; seen < upTo; {
+			evs, err := s.j.Events(ctx, run.ID, journal.EventFilter{Node: f.node, Kinds: f.kinds, AfterSeq: seen, Limit: replayPage})
+			if err != nil || len(evs) == 0 {
+				return err
+			}
+			for _, e := range evs {
+				if err := sw.event(e); err != nil {
+					return err
+				}
+			}
+			seen = evs[len(evs)-1].Seq
+			if err := sw.flush(); err != nil {
+				return err
 			}
 		}
-		seen = evs[len(evs)-1].Seq
-		if err := sw.flush(); err != nil {
-			return
-		}
+		return nil
+	}
+	if replay(joined) != nil {
+		return
 	}
 
 	keep := time.NewTimer(s.opts.KeepAlive)
@@ -337,17 +382,21 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			continue
 		case <-wt.notify:
 		}
-		evs, dropped, end := h.take(wt)
-		if dropped {
-			s.log.Info("serve: a watcher fell too far behind; it resumes from the journal", slog.String("run", run.ID), slog.Int64("last_event_id", sw.last))
-			return
+		evs, behind, end := h.take(wt)
+		if behind {
+			// What it missed is in the journal: it reads it there, at its
+			// own pace, and joins the live feed again.
+			if replay(h.rejoin(wt)) != nil {
+				return
+			}
+			continue
 		}
 		wrote := false
 		for _, e := range evs {
-			if e.Seq <= sw.last || !f.match(e) {
+			if e.seq <= sw.last || !f.match(e) {
 				continue
 			}
-			if err := sw.event(e); err != nil {
+			if err := sw.frame(e); err != nil {
 				return
 			}
 			wrote = true
@@ -374,18 +423,25 @@ type sseWriter struct {
 	last int64 // the seq of the last event written: duplicates are skipped
 }
 
-// event writes one journal event: id its seq, event its kind, data the
-// line `noderun events --json` prints for it.
+// event writes one journal event (frameOf), once.
 func (w *sseWriter) event(e journal.Event) error {
 	if e.Seq <= w.last {
 		return nil
 	}
-	data, err := json.Marshal(view.EventOf(e))
+	f, err := frameOf(e)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w.bw, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Kind, data)
-	w.last = e.Seq
+	return w.frame(f)
+}
+
+// frame writes an encoded event, once.
+func (w *sseWriter) frame(f frame) error {
+	if f.seq <= w.last {
+		return nil
+	}
+	_, _ = w.bw.Write(f.b)
+	w.last = f.seq
 	if w.bw.Buffered() > 16<<10 {
 		return w.flush()
 	}

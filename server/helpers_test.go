@@ -353,8 +353,8 @@ func lastRun(t *testing.T, base string) string {
 
 func sseReaderOf(r io.Reader) *sse.Reader { return sse.NewReader(r) }
 
-// rawWatch opens an event stream on a socket with a small receive buffer
-// and reads nothing of it: a watcher that fell asleep.
+// rawWatch opens an event stream on a socket and reads nothing of it yet: a
+// watcher that fell asleep.
 func rawWatch(t *testing.T, addr, path string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
@@ -362,9 +362,6 @@ func rawWatch(t *testing.T, addr, path string) net.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	if err := c.(*net.TCPConn).SetReadBuffer(1024); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, addr); err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,9 @@
 // matching `--json` output cannot differ, and reading never takes a write
 // lock from a runner or slows it. One poller per watched run reads the
 // journal and fans its events out to that run's watchers through bounded
-// buffers: a watcher too far behind is dropped and comes back by
-// Last-Event-ID, so a slow watcher never slows the run or another watcher.
+// buffers: a watcher too far behind leaves the live feed and reads what it
+// missed from the journal at its own pace, so a slow watcher never slows the
+// run or another watcher, nor holds more than its buffer.
 package server
 
 import (
@@ -37,7 +38,7 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultPoll      = 50 * time.Millisecond
+	DefaultPoll      = 20 * time.Millisecond
 	DefaultKeepAlive = 15 * time.Second
 	DefaultRetry     = 2 * time.Second
 	DefaultBuffer    = 4096
@@ -71,8 +72,8 @@ type Options struct {
 	// Retry is the reconnection delay an event stream asks of its clients
 	// (DefaultRetry).
 	Retry time.Duration
-	// Buffer is how many events a watcher may be behind the journal before
-	// it is dropped (DefaultBuffer).
+	// Buffer is how many events a watcher may be behind the live feed
+	// before it leaves it and reads the journal instead (DefaultBuffer).
 	Buffer int
 	// LoopbackOnly makes the server refuse a request whose Host is not a
 	// loopback name (DNS rebinding): set it when it listens on loopback
@@ -92,9 +93,9 @@ type Server struct {
 	ctx    context.Context // ends the event streams and pollers
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	hubs    map[string]*hub // by run id
-	dropped atomic.Int64    // watchers dropped (Stats)
+	mu     sync.Mutex
+	hubs   map[string]*hub // by run id
+	behind atomic.Int64    // watchers that fell behind the live feed (Stats)
 }
 
 // New makes a Server.
