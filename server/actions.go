@@ -137,6 +137,16 @@ func decode(body []byte, v any) error {
 	return nil
 }
 
+// decodeOr400 decodes a write's body, or answers 400 saying what is wrong.
+func decodeOr400[T any](s *Server, w http.ResponseWriter, r *http.Request, body []byte) (T, bool) {
+	var req T
+	if err := decode(body, &req); err != nil {
+		s.fail(w, r, http.StatusBadRequest, err)
+		return req, false
+	}
+	return req, true
+}
+
 // actionErr answers an action's error with its status.
 func (s *Server) actionErr(w http.ResponseWriter, r *http.Request, err error) {
 	var bad *BadRequest
@@ -158,9 +168,8 @@ type Started struct {
 }
 
 func (s *Server) start(w http.ResponseWriter, r *http.Request, body []byte) {
-	var req StartRequest
-	if err := decode(body, &req); err != nil {
-		s.fail(w, r, http.StatusBadRequest, err)
+	req, ok := decodeOr400[StartRequest](s, w, r, body)
+	if !ok {
 		return
 	}
 	id, err := s.opts.Actions.Start(r.Context(), req)
@@ -172,9 +181,8 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, body []byte) {
 }
 
 func (s *Server) resume(w http.ResponseWriter, r *http.Request, body []byte) {
-	var req ResumeRequest
-	if err := decode(body, &req); err != nil {
-		s.fail(w, r, http.StatusBadRequest, err)
+	req, ok := decodeOr400[ResumeRequest](s, w, r, body)
+	if !ok {
 		return
 	}
 	run, ok := s.run(w, r)
@@ -204,9 +212,8 @@ type CancelledNode struct {
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, body []byte) {
-	var req CancelRequest
-	if err := decode(body, &req); err != nil {
-		s.fail(w, r, http.StatusBadRequest, err)
+	req, ok := decodeOr400[CancelRequest](s, w, r, body)
+	if !ok {
 		return
 	}
 	run, ok := s.run(w, r)

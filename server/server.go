@@ -267,6 +267,15 @@ func (s *Server) readErr(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
+// reply answers a document, or the error of reading it.
+func (s *Server) reply(w http.ResponseWriter, r *http.Request, v any, err error) {
+	if err != nil {
+		s.readErr(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
 // run finds the run the path names: a full id, a unique prefix, or last.
 func (s *Server) run(w http.ResponseWriter, r *http.Request) (journal.Run, bool) {
 	run, err := view.FindRun(r.Context(), s.j, r.PathValue("run"))
@@ -279,11 +288,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) (journal.Run, bool)
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	out, err := view.ListRuns(r.Context(), s.j, 50)
-	if err != nil {
-		s.readErr(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	s.reply(w, r, out, err)
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
@@ -292,11 +297,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := view.StatusOf(r.Context(), s.j, run)
-	if err != nil {
-		s.readErr(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	s.reply(w, r, out, err)
 }
 
 // node finds the run and node the path names.
@@ -344,11 +345,7 @@ func (s *Server) attempts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := view.AttemptsOf(r.Context(), s.j, run.ID, n.ID)
-	if err != nil {
-		s.readErr(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	s.reply(w, r, out, err)
 }
 
 func (s *Server) diagnose(w http.ResponseWriter, r *http.Request) {
@@ -364,11 +361,7 @@ func (s *Server) diagnose(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	d, err := view.Diagnose(r.Context(), s.j, run.ID, node, s.opts.Prices)
-	if err != nil {
-		s.readErr(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, d)
+	s.reply(w, r, d, err)
 }
 
 func (s *Server) report(w http.ResponseWriter, r *http.Request) {

@@ -100,9 +100,11 @@ nodes:
 	if !regexp.MustCompile(`^http://127\.0\.0\.1:[0-9]+/$`).MatchString(url) {
 		t.Fatalf("first line %q is not the URL", line)
 	}
-	token := regexp.MustCompile(`Authorization: Bearer ([0-9a-f]+)`).FindStringSubmatch(errb.String())
-	if token == nil {
-		t.Fatalf("serve did not say the write token:\n%s", errb.String())
+	var token []string // stderr arrives through a pipe of its own: it may lag stdout
+	for deadline := time.Now().Add(10 * time.Second); token == nil; time.Sleep(10 * time.Millisecond) {
+		if token = regexp.MustCompile(`Authorization: Bearer ([0-9a-f]+)`).FindStringSubmatch(errb.String()); token == nil && time.Now().After(deadline) {
+			t.Fatalf("serve did not say the write token:\n%s", errb.String())
+		}
 	}
 	req, _ := http.NewRequest(http.MethodPost, url+"api/runs", strings.NewReader(`{"graph": "`+filepath.Base(graph)+`"}`))
 	req.Header.Set("Authorization", "Bearer "+token[1])
