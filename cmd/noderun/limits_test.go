@@ -107,3 +107,25 @@ func feed(path string, done <-chan struct{}) {
 		}
 	}
 }
+
+// Issue 42: a --metrics-linger that cannot mean anything is exit 2 before
+// anything runs: a negative one, or one without --metrics.
+func TestMetricsLingerIsChecked(t *testing.T) {
+	graph, db := writeGraph(t, "name: t\nproviders:\n  c: {kind: sim, api: chat}\nnodes:\n  - {id: a, provider: c, prompt: hi}\n")
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"run", graph, "--db", db, "--metrics", "127.0.0.1:0", "--metrics-linger", "-5s"}, "--metrics-linger -5s: give a duration of 0 or more"},
+		{[]string{"run", graph, "--db", db, "--metrics-linger", "5s"}, "give --metrics ADDR too"},
+		{[]string{"resume", "last", "--db", db, "--metrics-linger", "5s"}, "give --metrics ADDR too"},
+	} {
+		code, _, errs := runCLI(t, c.args...)
+		if code != exitUsage || !strings.Contains(errs, c.says) {
+			t.Errorf("%v: exit %d, %q; want 2 saying %q", c.args, code, errs, c.says)
+		}
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Errorf("a refused run created the journal")
+	}
+}

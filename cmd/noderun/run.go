@@ -243,6 +243,9 @@ func execOptions(c *cli.Context) (runner.Options, func(), error) {
 	if c.Int("parallel") < 1 {
 		return runner.Options{}, nil, usageErr(errors.New("--parallel must be at least 1"))
 	}
+	if err := checkLinger(c); err != nil {
+		return runner.Options{}, nil, err
+	}
 	opts := runner.Options{Profile: c.String("profile"), Parallel: c.Int("parallel"), JournalArg: strings.TrimSpace(dbArg(c))}
 	opts.Quota.Off = c.Bool("no-pacing")
 	if c.Bool("sim") {

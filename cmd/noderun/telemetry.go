@@ -31,6 +31,21 @@ func metricsFlags(linger bool) []cli.Flag {
 	return fs
 }
 
+// checkLinger refuses a --metrics-linger that cannot mean anything: a
+// negative one, or one without --metrics to keep up.
+func checkLinger(c *cli.Context) error {
+	if !c.IsSet("metrics-linger") {
+		return nil
+	}
+	if d := c.Duration("metrics-linger"); d < 0 {
+		return usageErr(fmt.Errorf("--metrics-linger %s: give a duration of 0 or more", d))
+	}
+	if c.String("metrics") == "" {
+		return usageErr(errors.New("--metrics-linger keeps --metrics up after the run: give --metrics ADDR too"))
+	}
+	return nil
+}
+
 // obs is a command's telemetry: nil parts are off.
 type obs struct {
 	traces  *sdktrace.TracerProvider
