@@ -29,6 +29,7 @@ const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connec
 func (s *Server) pageRoutes(m *http.ServeMux) {
 	m.HandleFunc("GET /{$}", s.index)
 	m.HandleFunc("GET /runs/{run}", s.index)
+	m.HandleFunc("GET /temporal/runs/{run}", s.index)
 	assets, _ := fs.Sub(pageFS, "page")
 	files := http.FileServerFS(assets)
 	m.Handle("GET /assets/", http.StripPrefix("/assets/", noIndex(files)))
@@ -61,8 +62,6 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	_, _ = w.Write(b.Bytes())
 }
-
-func urlQueryEscape(s string) string { return url.QueryEscape(s) }
 
 var loginTmpl = template.Must(template.New("login").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">

@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,6 +76,9 @@ type Options struct {
 	// Buffer is how many events a watcher may be behind the live feed
 	// before it leaves it and reads the journal instead (DefaultBuffer).
 	Buffer int
+	// Temporal, when set, is a Temporal frontend whose runs are served too
+	// (/api/temporal/...).
+	Temporal *Temporal
 	// LoopbackOnly makes the server refuse a request whose Host is not a
 	// loopback name (DNS rebinding): set it when it listens on loopback
 	// without a token.
@@ -155,6 +159,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/runs", s.write(s.start))
 	m.HandleFunc("POST /api/runs/{run}/resume", s.write(s.resume))
 	m.HandleFunc("POST /api/runs/{run}/cancel", s.write(s.cancelRun))
+	s.temporalRoutes(m)
 	m.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, fmt.Errorf("no such endpoint: %s (docs/http.md lists them)", r.URL.Path))
 	})
@@ -182,7 +187,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, http.StatusUnauthorized, errors.New("this server needs its token: Authorization: Bearer TOKEN (docs/http.md)"))
 			return
 		}
-		http.Redirect(w, r, "/login?next="+urlQueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 		return
 	}
 	s.mux.ServeHTTP(w, r)

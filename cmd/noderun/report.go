@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/noderun/noderun/runner/ledger"
+	ntemporal "github.com/noderun/noderun/runner/temporal"
 )
 
 func reportCommand() *cli.Command {
@@ -100,13 +101,13 @@ func reportTemporal(c *cli.Context) error {
 		return err
 	}
 	defer tc.Close()
-	d, h, err := diagnoseTemporal(c.Context, tc, c.Args().First())
+	d, h, err := ntemporal.Diagnose(c.Context, tc, c.Args().First())
 	if err != nil {
 		return &exitError{exitFailed, err}
 	}
-	opts := ledger.ReportOptions{MaxOutput: c.Int("max-output"), Temporal: c.String("temporal"), Handovers: reportHandovers(d.Handovers)}
+	opts := ledger.ReportOptions{MaxOutput: c.Int("max-output"), Temporal: c.String("temporal"), Handovers: ntemporal.ReportHandovers(d.Handovers)}
 	if opts.MaxOutput == 0 {
 		opts.MaxOutput = -1 // all of it
 	}
-	return writeReport(c, temporalLedgerRun(h, runInputOf(h), d, time.Now()), d.Account, opts)
+	return writeReport(c, ntemporal.LedgerRun(h, ntemporal.InputOf(h), d, time.Now()), d.Account, opts)
 }

@@ -37,7 +37,8 @@ func serveCommand() *cli.Command {
 			"server-sent events that resume with Last-Event-ID (docs/http.md).\n\nExamples:\n" +
 			"  noderun serve                                   # http://127.0.0.1:8080/ for ./noderun.db\n" +
 			"  noderun serve --db ci.db --addr 127.0.0.1:0     # a port of its own choosing\n" +
-			"  NODERUN_TOKEN=$(openssl rand -hex 16) noderun serve --addr :8080 --token-env NODERUN_TOKEN\n\n" +
+			"  NODERUN_TOKEN=$(openssl rand -hex 16) noderun serve --addr :8080 --token-env NODERUN_TOKEN\n" +
+			"  noderun serve --temporal 127.0.0.1:7233         # the runs on Temporal too (their figures; not their tokens live)\n\n" +
 			"Off a loopback address a token is required (--token-env); writes always need one.",
 		Flags: append([]cli.Flag{dbFlag,
 			&cli.StringFlag{Name: "addr", Value: defaultServeAddr, Usage: "listen on `HOST:PORT` (:0 picks a port)"},
@@ -46,6 +47,8 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "parallel", Value: 4, Usage: "nodes a run started through the server runs at once"},
 			&cli.BoolFlag{Name: "sim", Usage: "runs started here run every provider on the embedded simulator"},
 			&cli.StringFlag{Name: "prices", Usage: "price table `FILE` for diagnose's figures", TakesFile: true},
+			&cli.StringFlag{Name: "temporal", Usage: "also show the runs on the Temporal frontend at `HOST:PORT`", EnvVars: []string{"NODERUN_TEMPORAL"}},
+			&cli.StringFlag{Name: "namespace", Value: "default", Usage: "--temporal: the Temporal namespace"},
 		}, serveFlags()...),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 0, 0, "takes no arguments (the journal is --db)"); err != nil {
@@ -69,6 +72,15 @@ func serveCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			var tmp *server.Temporal
+			if addr := c.String("temporal"); addr != "" {
+				tc, err := dialTemporal(c, "")
+				if err != nil {
+					return err
+				}
+				defer tc.Close()
+				tmp = &server.Temporal{Client: tc, Address: addr}
+			}
 			path := c.String("db")
 			if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
 				// A new journal: runs are started through the server.
@@ -91,7 +103,7 @@ func serveCommand() *cli.Command {
 			}
 			local := &server.Local{DB: path, Dir: c.String("dir"), Options: opts, JournalOptions: []journal.Option{journal.WithLogger(log)}}
 			srv, err := server.New(server.Options{Journal: rj, Token: token, Actions: local, Prices: prices, Logger: log,
-				LoopbackOnly: token == ""})
+				Temporal: tmp, LoopbackOnly: token == ""})
 			if err != nil {
 				return err
 			}

@@ -220,8 +220,11 @@ func hasNode(st ntemporal.RunResult, node string) bool {
 // node's verdict as its worker's ledger accounts it, and the diagnostics
 // the activities returned.
 func statusTemporal(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return usageErr(errors.New("status --temporal: give the run id (the workflow id)"))
+	if c.NArg() == 0 {
+		return listTemporal(c)
+	}
+	if c.Bool("json") {
+		return usageErr(errors.New("status RUN --temporal: --json is diagnose --temporal RUN --json (the run's nodes, figures and hand-overs)"))
 	}
 	runID := c.Args().First()
 	tc, st, err := temporalRun(c, runID)
@@ -260,6 +263,41 @@ func statusTemporal(c *cli.Context) error {
 		}
 	}
 	return nil
+}
+
+// listTemporal lists the newest runs on Temporal (status --temporal).
+func listTemporal(c *cli.Context) error {
+	tc, err := dialTemporal(c, "")
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	runs, err := ntemporal.ListRuns(c.Context, tc, 50)
+	if err != nil {
+		return &exitError{exitFailed, err}
+	}
+	if c.Bool("json") {
+		return writeJSON(c.App.Writer, ntemporal.RunList{Temporal: c.String("temporal"), Runs: runs})
+	}
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintln(tw, "RUN\tSTATUS\tSTARTED\tCLOSED\tEXECUTIONS")
+	for _, r := range runs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", r.RunID, r.Status, dateTime(r.Started), dateTime(r.Closed), r.Executions)
+	}
+	return nil
+}
+
+// dateTime is an RFC 3339 time as status lists runs' ("-" for none).
+func dateTime(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	t, err := time.Parse(time.RFC3339Nano, *s)
+	if err != nil {
+		return *s
+	}
+	return t.Local().Format(time.DateTime)
 }
 
 // showTemporal prints a node's output as the run's workflow holds it.

@@ -51,7 +51,9 @@
   const when = (t) => (t ? new Date(t).toLocaleString() : '');
 
   const m = location.pathname.match(/^\/runs\/([^/]+)\/?$/);
+  const tm = location.pathname.match(/^\/temporal\/runs\/([^/]+)\/?$/);
   if (m) runPage(decodeURIComponent(m[1]));
+  else if (tm) temporalPage(decodeURIComponent(tm[1]));
   else runsPage();
 
   // ---- the runs list --------------------------------------------------
@@ -64,7 +66,7 @@
     app.append(
       el('header', {}, el('h1', {}, 'noderun'), el('label', {for: 'filter', class: 'sr'}, 'Filter'), filter),
       el('table', {class: 'runs'}, el('thead', {}, el('tr', {}, ...['Run', 'Graph', 'Status', 'Started', 'Profile'].map((h) => el('th', {scope: 'col'}, h)))), body),
-      note, startForm());
+      note, temporalRuns(), startForm());
     const rows = new Map();
     function apply() {
       const f = filter.value.trim().toLowerCase();
@@ -96,6 +98,38 @@
       setTimeout(load, 3000);
     }
     load();
+  }
+
+  // temporalRuns lists the runs on Temporal when the server reads a
+  // frontend (serve --temporal); nothing otherwise.
+  function temporalRuns() {
+    const sec = el('section', {id: 'temporal', hidden: true, 'aria-label': 'Runs on Temporal'});
+    const body = el('tbody');
+    const title = el('h2');
+    const note = el('p', {class: 'note', role: 'status'});
+    sec.append(title, el('table', {class: 'runs'}, el('thead', {}, el('tr', {},
+      ...['Run', 'Status', 'Started', 'Closed', 'Executions'].map((h) => el('th', {scope: 'col'}, h)))), body), note);
+    async function load() {
+      let doc;
+      try {
+        doc = await api('/api/temporal/runs');
+      } catch (e) {
+        if (sec.hidden) return; // no frontend: the section stays away
+        note.textContent = 'Could not read the runs on Temporal: ' + e.message;
+        setTimeout(load, 5000);
+        return;
+      }
+      sec.hidden = false;
+      title.textContent = `On Temporal (${doc.temporal})`;
+      note.textContent = doc.runs.length ? '' : 'No runs on Temporal yet (noderun run --temporal).';
+      body.replaceChildren(...doc.runs.map((r) => el('tr', {'data-temporal-run': r.run_id},
+        el('td', {}, el('a', {href: '/temporal/runs/' + enc(r.run_id)}, r.run_id)),
+        el('td', {class: 'st-' + r.status}, r.status), el('td', {}, when(r.started)), el('td', {}, when(r.closed)),
+        el('td', {}, String(r.executions)))));
+      setTimeout(load, 5000);
+    }
+    load();
+    return sec;
   }
 
   function startForm() {
@@ -131,6 +165,85 @@
       }
     });
     return form;
+  }
+
+  // ---- one run on Temporal -----------------------------------------------
+
+  // temporalPage shows a run on Temporal as diagnose --temporal accounts
+  // for it, read again every 2 s while it runs: its workers' journals are
+  // elsewhere, so there is no event stream (docs/http.md). What it shows
+  // is updated in place; a failed read leaves it on screen.
+  function temporalPage(id) {
+    document.title = 'noderun: run ' + id + ' on Temporal';
+    const runStatus = el('span', {id: 'run-status'});
+    const conn = el('span', {id: 'conn', 'data-state': 'connecting', role: 'status', 'aria-live': 'polite'}, 'reading');
+    const summary = el('section', {id: 'figures', 'aria-label': 'Figures'});
+    const nodesEl = el('section', {id: 'nodes', 'aria-label': 'Nodes'});
+    const hand = el('section', {id: 'handovers', 'aria-label': 'Hand-overs'});
+    app.append(el('header', {}, el('h1', {}, el('a', {href: '/'}, 'noderun'), ' run ', el('span', {class: 'id'}, id), ' on Temporal ', runStatus),
+      el('p', {class: 'conn'}, 'Temporal: ', conn)),
+    el('p', {class: 'meta'}, 'Figures and hand-overs from the workflow history, as diagnose --temporal prints them; ',
+      'a node\'s output once it completed. Its tokens are not streamed here: they are in its worker\'s journal.'),
+    summary, nodesEl, hand);
+    const nodes = new Map();
+    let fails = 0;
+    function node(nid) {
+      let n = nodes.get(nid);
+      if (n) return n;
+      const stateEl = el('span', {class: 'node-state'});
+      const figs = el('p', {class: 'line'});
+      const verdict = el('p', {class: 'node-verdict'});
+      const out = el('pre', {class: 'node-output', tabindex: '0', hidden: true});
+      const sec = el('article', {'data-node': nid, class: 'node'}, el('h2', {}, nid, ' ', stateEl), figs, verdict, out);
+      nodesEl.append(sec);
+      n = {sec, stateEl, figs, verdict, out, fetched: false};
+      nodes.set(nid, n);
+      return n;
+    }
+    async function load() {
+      let d;
+      try {
+        d = await api(`/api/temporal/runs/${enc(id)}`);
+        fails = 0;
+      } catch (e) {
+        fails++;
+        conn.dataset.state = fails > 5 ? 'error' : 'reconnecting';
+        conn.textContent = (fails > 5 ? 'unreachable: ' : `reconnecting (attempt ${fails}): `) + e.message;
+        setTimeout(load, Math.min(30000, 2000 * 2 ** Math.min(fails, 4)) * (0.75 + Math.random() / 2));
+        return;
+      }
+      const running = d.status === 'running';
+      conn.dataset.state = 'live';
+      conn.textContent = running ? 'following (read every 2 s)' : 'read';
+      runStatus.textContent = d.status;
+      runStatus.className = 'st-' + d.status;
+      summary.replaceChildren(el('h2', {}, 'Figures'), ...d.summary.map((l) => el('p', {}, l)),
+        el('p', {}, el('a', {href: `/api/temporal/runs/${enc(id)}`}, 'diagnose --temporal --json')));
+      for (const na of d.nodes) {
+        const n = node(na.id);
+        n.sec.dataset.state = na.state;
+        n.stateEl.textContent = stateWord(na.state);
+        const t = na.tokens || {};
+        n.figs.textContent = `${na.attempts} attempt${na.attempts === 1 ? '' : 's'} · ${t.generated || 0} tokens generated, ` +
+          `${t.regenerated || 0} regenerated, ${t.preserved || 0} preserved · took ${secs(na.wall_ms)}, lost ${secs(na.time_lost_ms)}`;
+        n.verdict.textContent = na.verdict;
+        if (na.state === 'completed' && !n.fetched) {
+          n.fetched = true;
+          fetch(`/api/temporal/runs/${enc(id)}/nodes/${enc(na.id)}/output`, {cache: 'no-store', credentials: 'same-origin'})
+            .then((r) => (r.ok ? r.text() : Promise.reject(new Error(r.statusText))))
+            .then((text) => { n.out.textContent = text; n.out.hidden = false; })
+            .catch(() => { n.fetched = false; });
+        }
+      }
+      const rows = d.handovers.map((h) => el('tr', {'data-node': h.node},
+        ...[h.node, h.lost_worker || '-', h.worker || '-', h.failure, h.handover_ms == null ? '-' : secs(h.handover_ms), h.recovery,
+          `${h.tokens.generated} / ${h.tokens.regenerated} / ${h.tokens.preserved}`].map((v) => el('td', {}, v))));
+      hand.replaceChildren(el('h2', {}, 'Hand-overs'), rows.length ? el('table', {class: 'runs'}, el('thead', {}, el('tr', {},
+        ...['Node', 'Lost worker', 'Taken over by', 'Why', 'Took', 'Recovery', 'Generated / regenerated / preserved'].map((x) => el('th', {scope: 'col'}, x)))),
+      el('tbody', {}, ...rows)) : el('p', {class: 'note'}, 'No node changed worker.'));
+      if (running || [...nodes.values()].some((n) => n.sec.dataset.state === 'completed' && !n.fetched)) setTimeout(load, 2000);
+    }
+    load();
   }
 
   // ---- one run ---------------------------------------------------------

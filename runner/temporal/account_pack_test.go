@@ -1,4 +1,4 @@
-package main
+package temporal
 
 import (
 	"strings"
@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/noderun/noderun/runner"
-	ntemporal "github.com/noderun/noderun/runner/temporal"
 )
 
 // diagnose --temporal of a run whose pack is being taken over: each of the
@@ -31,33 +30,33 @@ func TestAccountTemporalPackTakenOver(t *testing.T) {
 		}
 		return p
 	}
-	running := func(node, pack string) ntemporal.Activity {
-		return ntemporal.Activity{Node: node, Pack: pack, Run: "e1", Scheduled: at(10), State: "running", HeartbeatTimeout: 10 * time.Second}
+	running := func(node, pack string) Activity {
+		return Activity{Node: node, Pack: pack, Run: "e1", Scheduled: at(10), State: "running", HeartbeatTimeout: 10 * time.Second}
 	}
 	p2 := running("p2", "p1+2")
 	p2.State, p2.Attempt, p2.Worker, p2.Closed = "completed", 1, "w1", at(500)
-	p2.Outcome = &ntemporal.NodeOutcome{Node: "p2", State: "completed", Output: "out p2", Worker: "w1", TemporalAttempt: 1}
-	h := &ntemporal.History{WorkflowID: "run-1", Runs: []string{"e1"}, Status: "running", Started: at(0),
-		Activities: []ntemporal.Activity{running("p1", "p1+2"), p2, running("p3", "p1+2"), running("s", "")}}
+	p2.Outcome = &NodeOutcome{Node: "p2", State: "completed", Output: "out p2", Worker: "w1", TemporalAttempt: 1}
+	h := &History{WorkflowID: "run-1", Runs: []string{"e1"}, Status: "running", Started: at(0),
+		Activities: []Activity{running("p1", "p1+2"), p2, running("p3", "p1+2"), running("s", "")}}
 	d := &workflowservice.DescribeWorkflowExecutionResponse{PendingActivities: []*workflowpb.PendingActivityInfo{
-		{ActivityId: "p1+2", ActivityType: &commonpb.ActivityType{Name: ntemporal.PackActivityName}, Attempt: 2, LastWorkerIdentity: "w2",
+		{ActivityId: "p1+2", ActivityType: &commonpb.ActivityType{Name: PackActivityName}, Attempt: 2, LastWorkerIdentity: "w2",
 			State: enumspb.PENDING_ACTIVITY_STATE_STARTED, LastStartedTime: timestamppb.New(at(12000)),
 			LastFailure: &failurepb.Failure{Message: "activity Heartbeat timeout"},
-			HeartbeatDetails: payloads(ntemporal.PackBeat{Nodes: []ntemporal.PackNode{
+			HeartbeatDetails: payloads(PackBeat{Nodes: []PackNode{
 				// the attempt that took the pack over names the lost worker
-				{Node: "p1", Heartbeat: ntemporal.Heartbeat{NodeCursor: runner.NodeCursor{Ref: "resp_1"}, Worker: "w2", At: at(12500), LostWorker: "w1", LostAt: at(1000)}},
-				{Node: "p2", Heartbeat: ntemporal.Heartbeat{Worker: "w1", At: at(500)}, Done: &ntemporal.NodeOutcome{Node: "p2", State: "completed"}, Signalled: true},
+				{Node: "p1", Heartbeat: Heartbeat{NodeCursor: runner.NodeCursor{Ref: "resp_1"}, Worker: "w2", At: at(12500), LostWorker: "w1", LostAt: at(1000)}},
+				{Node: "p2", Heartbeat: Heartbeat{Worker: "w1", At: at(500)}, Done: &NodeOutcome{Node: "p2", State: "completed"}, Signalled: true},
 				// still the lost worker's heartbeat
-				{Node: "p3", Heartbeat: ntemporal.Heartbeat{NodeCursor: runner.NodeCursor{Ref: "resp_3", Bytes: 70}, Worker: "w1", At: at(1100)}}}})},
-		{ActivityId: "s", ActivityType: &commonpb.ActivityType{Name: ntemporal.ActivityName}, Attempt: 1, LastWorkerIdentity: "w2",
+				{Node: "p3", Heartbeat: Heartbeat{NodeCursor: runner.NodeCursor{Ref: "resp_3", Bytes: 70}, Worker: "w1", At: at(1100)}}}})},
+		{ActivityId: "s", ActivityType: &commonpb.ActivityType{Name: ActivityName}, Attempt: 1, LastWorkerIdentity: "w2",
 			State: enumspb.PENDING_ACTIVITY_STATE_STARTED, LastStartedTime: timestamppb.New(at(20)),
-			HeartbeatDetails: payloads(ntemporal.Heartbeat{NodeCursor: runner.NodeCursor{Ref: "resp_s"}, Worker: "w2", At: at(900)})},
+			HeartbeatDetails: payloads(Heartbeat{NodeCursor: runner.NodeCursor{Ref: "resp_s"}, Worker: "w2", At: at(900)})},
 	}}
 	pend := pendingByNode(d)
 	if len(pend) != 3 {
 		t.Fatalf("pending %+v", pend)
 	}
-	acc := accountTemporal(h, ntemporal.RunInput{}, pend, at(13000))
+	acc := account(h, RunInput{}, pend, at(13000))
 	if acc.Temporal.PendingNodes != 3 || len(acc.Temporal.Activities) != 4 || acc.Temporal.Activities[0].Pack != "p1+2" || acc.Temporal.Activities[3].Pack != "" {
 		t.Fatalf("temporal: %+v", acc.Temporal)
 	}
