@@ -3,6 +3,8 @@ package server_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/noderun/noderun/internal/testkit"
+	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sse"
 )
 
@@ -26,10 +29,13 @@ import (
 // every event of the run from its start until end; the same run without a
 // server or watchers is its baseline. One iteration is a pair of runs, in
 // alternating order. Reported: wall-ratio (watched run's wall / unwatched,
-// median of the pairs; target <= 1.05), p99-delay-ms (from the journal's
-// time of an event to a watcher reading it, over every live event of every
-// watcher; an upper bound of commit to watcher, since an event is stamped
-// before it is committed; target <= 100), server-rss-MiB (the serve
+// median of the pairs; target <= 1.05), p99-commit-delay-ms (from an
+// event's commit to a watcher reading it, over every live event of the
+// timing watchers; target <= 100: the commit is seen by a prober that asks
+// the journal for the run's last seq every millisecond), p99-delay-ms (from
+// the event's journal time, stamped when its chunk arrived, before the
+// runner's coalescing and group commit: an upper bound), server-cpu-s (the
+// serve process's CPU time over the run), server-rss-MiB (the serve
 // process's peak RSS; target <= 256), dropped (watchers whose stream closed
 // before end: they would come back by Last-Event-ID) and events/watcher.
 //
@@ -53,8 +59,8 @@ func BenchmarkServeWatchers(b *testing.B) {
 		b.Fatal(err)
 	}
 	var ratios []float64
-	var delays []time.Duration
-	var rss []float64
+	var delays, commitDelays []time.Duration
+	var rss, cpu []float64
 	var dropped, perWatcher int64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -68,7 +74,9 @@ func BenchmarkServeWatchers(b *testing.B) {
 			res := watchWide(b, bin, db, graph, parallel, watchers)
 			watched = res.wall
 			delays = append(delays, res.delays...)
+			commitDelays = append(commitDelays, res.commitDelays...)
 			rss = append(rss, res.rssMiB)
+			cpu = append(cpu, res.cpuSeconds)
 			dropped += res.dropped
 			perWatcher = res.events
 		}
@@ -81,12 +89,20 @@ func BenchmarkServeWatchers(b *testing.B) {
 	b.StopTimer()
 	slices.Sort(ratios)
 	slices.Sort(delays)
+	slices.Sort(commitDelays)
 	slices.Sort(rss)
+	slices.Sort(cpu)
 	b.ReportMetric(ratios[len(ratios)/2], "wall-ratio")
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	if len(delays) > 0 {
-		b.ReportMetric(float64(delays[len(delays)*99/100].Microseconds())/1000, "p99-delay-ms")
-		b.ReportMetric(float64(delays[len(delays)/2].Microseconds())/1000, "p50-delay-ms")
+		b.ReportMetric(ms(delays[len(delays)*99/100]), "p99-delay-ms")
+		b.ReportMetric(ms(delays[len(delays)/2]), "p50-delay-ms")
 	}
+	if len(commitDelays) > 0 {
+		b.ReportMetric(ms(commitDelays[len(commitDelays)*99/100]), "p99-commit-delay-ms")
+		b.ReportMetric(ms(commitDelays[len(commitDelays)/2]), "p50-commit-delay-ms")
+	}
+	b.ReportMetric(cpu[len(cpu)/2], "server-cpu-s")
 	b.ReportMetric(rss[len(rss)-1], "server-rss-MiB")
 	b.ReportMetric(float64(dropped), "dropped")
 	b.ReportMetric(float64(perWatcher), "events/watcher")
@@ -108,8 +124,19 @@ func runWide(b *testing.B, bin, db, graph string, parallel int) time.Duration {
 type watchedRun struct {
 	wall            time.Duration
 	delays          []time.Duration
+	commitDelays    []time.Duration // from the prober's sight of the commit
 	rssMiB          float64
+	cpuSeconds      float64
 	dropped, events int64
+	seen            []seqSeen
+}
+
+// seqSeen is an event (its seq) seen at a time: by a watcher, or
+// committed, by the prober.
+type seqSeen struct {
+	seq   int64
+	at    time.Time
+	since time.Time // a watcher's: when it connected
 }
 
 // watchWide runs the graph while `noderun serve` serves its journal to
@@ -159,6 +186,7 @@ func watchWide(b *testing.B, bin, db, graph string, parallel, watchers int) watc
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	commits := proveCommits(b, db, runID)
 	var mu sync.Mutex
 	res := watchedRun{}
 	var dropped atomic.Int64
@@ -186,6 +214,7 @@ func watchWide(b *testing.B, bin, db, graph string, parallel, watchers int) watc
 			}
 			r := sse.NewReader(resp.Body)
 			var mine []time.Duration
+			var seen []seqSeen
 			n := int64(0)
 			for {
 				typ, data, err := r.NextRaw()
@@ -200,6 +229,15 @@ func watchWide(b *testing.B, bin, db, graph string, parallel, watchers int) watc
 					break
 				}
 				n++
+				if i := bytes.Index(data, []byte(`"seq":`)); i >= 0 {
+					j := i + 6
+					for j < len(data) && data[j] >= '0' && data[j] <= '9' {
+						j++
+					}
+					if seq, err := strconv.ParseInt(string(data[i+6:j]), 10, 64); err == nil {
+						seen = append(seen, seqSeen{seq, now, since})
+					}
+				}
 				// The event's time, without decoding the whole object.
 				if i := bytes.Index(data, []byte(`"time":"`)); i >= 0 {
 					if j := bytes.IndexByte(data[i+8:], '"'); j > 0 {
@@ -210,6 +248,7 @@ func watchWide(b *testing.B, bin, db, graph string, parallel, watchers int) watc
 				}
 			}
 			mu.Lock()
+			res.seen = append(res.seen, seen...)
 			res.delays = append(res.delays, mine...)
 			res.events = n
 			mu.Unlock()
@@ -220,12 +259,84 @@ func watchWide(b *testing.B, bin, db, graph string, parallel, watchers int) watc
 	}
 	res.wall = time.Since(start)
 	wg.Wait()
+	committed := commits()
+	var windows [][]time.Duration
+	for _, w := range res.seen {
+		// the first probe that saw a last seq at or past it
+		i, _ := slices.BinarySearchFunc(committed, w.seq, func(c seqSeen, seq int64) int { return cmp.Compare(c.seq, seq) })
+		if i < len(committed) && committed[i].at.After(w.since) { // live, not replayed
+			d := max(0, w.at.Sub(committed[i].at))
+			res.commitDelays = append(res.commitDelays, d)
+			k := int(committed[i].at.Sub(start) / (5 * time.Second))
+			for len(windows) <= k {
+				windows = append(windows, nil)
+			}
+			windows[k] = append(windows[k], d)
+		}
+	}
+	for k, ds := range windows { // where in the run the tail is
+		if len(ds) > 0 {
+			slices.Sort(ds)
+			b.Logf("commits %2d-%2d s into the run: %6d live events, p50 %s, p99 %s, max %s", 5*k, 5*k+5, len(ds),
+				ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)*99/100].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
+		}
+	}
+	res.seen = nil
+	res.cpuSeconds = cpuSeconds(b, srv.Process.Pid)
 	res.dropped = dropped.Load()
 	res.rssMiB = peakRSS(b, srv.Process.Pid)
 	if res.dropped > 0 {
 		b.Logf("serve's log: %s", tail(srvErr.String()))
 	}
 	return res
+}
+
+// proveCommits asks the journal for the run's last seq every millisecond
+// until the returned function is called, which returns what it saw: each
+// new last seq with when it was first seen, in order. An event was
+// committed at most a millisecond (and one query) before the first probe
+// that saw a last seq at or past its own.
+func proveCommits(b *testing.B, db, runID string) func() []seqSeen {
+	j, err := journal.OpenReadOnly(context.Background(), db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan []seqSeen)
+	go func() {
+		defer j.Close()
+		var out []seqSeen
+		var last int64
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				done <- out
+				return
+			case <-t.C:
+			}
+			seq, err := j.LastSeq(ctx, runID, "")
+			if err == nil && seq > last {
+				last = seq
+				out = append(out, seqSeen{seq: seq, at: time.Now()})
+			}
+		}
+	}()
+	return func() []seqSeen { cancel(); return <-done }
+}
+
+// cpuSeconds is the user and system CPU time process pid has used.
+func cpuSeconds(b *testing.B, pid int) float64 {
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// the fields after the command's name, which ends at the last ')'
+	f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+2:]))
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100 // clock ticks (USER_HZ: 100 on Linux)
 }
 
 // readsToEnd reads a stream to its end, without parsing it, and reports

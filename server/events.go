@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,13 +38,17 @@ type Stats struct {
 	// FellBehind counts the times, since New, a watcher fell Buffer events
 	// behind the live feed and went back to reading the journal.
 	FellBehind int64
+	// FromMemory counts the watchers, since New, that joined a run's live
+	// feed from the events its hub still held, reading nothing from the
+	// journal.
+	FromMemory int64
 }
 
 // Stats reads the server's figures now.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Runs: len(s.hubs), FellBehind: s.behind.Load()}
+	st := Stats{Runs: len(s.hubs), FellBehind: s.behind.Load(), FromMemory: s.fromMemory.Load()}
 	for _, h := range s.hubs {
 		h.mu.Lock()
 		st.Watchers += len(h.watchers)
@@ -68,8 +73,16 @@ type hub struct {
 
 	mu        sync.Mutex
 	published int64 // the last seq published
-	watchers  map[*watcher]struct{}
-	ended     *view.Run // set when the run ended: the end event's data
+	// recent are the latest frames published, in order: every event of the
+	// run after seq floor, up to published. A watcher that joins after
+	// floor starts from them instead of reading the journal: hundreds of
+	// watchers that open at once (a page shared, a dashboard reloaded)
+	// would otherwise each read and encode the run's history, and the
+	// live events would wait behind those reads.
+	recent   []frame
+	floor    int64
+	watchers map[*watcher]struct{}
+	ended    *view.Run // set when the run ended: the end event's data
 }
 
 // watcher is one event stream's queue: batches the hub published, up to
@@ -104,9 +117,10 @@ func frameOf(e journal.Event) (frame, error) {
 }
 
 // subscribe joins the run's hub, starting it when it is the first watcher;
-// it returns the seq the hub had published: the watcher replays at least up
-// to it.
-func (s *Server) subscribe(runID string) (*hub, *watcher, int64, error) {
+// it returns the seq the watcher replays from the journal up to, at least.
+// A watcher whose last event (after) the hub still holds in recent gets
+// the rest from there, queued, and replays nothing.
+func (s *Server) subscribe(runID string, after int64) (*hub, *watcher, int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.ctx.Err(); err != nil {
@@ -119,7 +133,7 @@ func (s *Server) subscribe(runID string) (*hub, *watcher, int64, error) {
 			return nil, nil, 0, err
 		}
 		ctx, cancel := context.WithCancel(s.ctx)
-		h = &hub{s: s, runID: runID, stop: cancel, published: last, watchers: map[*watcher]struct{}{}}
+		h = &hub{s: s, runID: runID, stop: cancel, published: last, floor: last, watchers: map[*watcher]struct{}{}}
 		s.hubs[runID] = h
 		go h.poll(ctx)
 	}
@@ -127,7 +141,28 @@ func (s *Server) subscribe(runID string) (*hub, *watcher, int64, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.watchers[w] = struct{}{}
-	return h, w, h.published, nil
+	if after < h.floor {
+		return h, w, h.published, nil
+	}
+	s.fromMemory.Add(1)
+	i, _ := slices.BinarySearchFunc(h.recent, after+1, func(f frame, seq int64) int { return cmp.Compare(f.seq, seq) })
+	if i < len(h.recent) {
+		w.queue = slices.Clone(h.recent[i:])
+		w.signal()
+	}
+	return h, w, after, nil
+}
+
+// keep adds published frames to recent, which holds between Buffer/4 and
+// Buffer/2 of the latest: a watcher that starts from them still has half
+// its buffer for what comes next.
+func (h *hub) keep(frames []frame) {
+	h.recent = append(h.recent, frames...)
+	if n := max(h.s.opts.Buffer/4, 1); len(h.recent) > 2*n {
+		drop := len(h.recent) - n
+		h.floor = h.recent[drop-1].seq
+		h.recent = slices.Clone(h.recent[drop:])
+	}
 }
 
 // unsubscribe leaves the hub; the last watcher stops it.
@@ -200,6 +235,7 @@ func (h *hub) read(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.published = evs[len(evs)-1].Seq
+	h.keep(frames)
 	for w := range h.watchers {
 		if w.behind || w.end != nil {
 			continue // it reads the journal
@@ -320,7 +356,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	rc := http.NewResponseController(w)
-	h, wt, joined, err := s.subscribe(run.ID)
+	h, wt, joined, err := s.subscribe(run.ID, f.after)
 	if err != nil {
 		s.readErr(w, r, err)
 		return

@@ -81,7 +81,7 @@ func TestStreamFollowsALiveRunThroughCuts(t *testing.T) {
 	// process commits.
 	p := child(t, "run", "--db", db, graph)
 	waitFor(t, "the run to be journaled", 20*time.Second, func() bool { return fileExists(db) })
-	ts, _ := serve(t, db, server.Options{})
+	ts, srv := serve(t, db, server.Options{})
 	var runID string
 	waitFor(t, "the run", 20*time.Second, func() bool {
 		var runs struct {
@@ -148,6 +148,12 @@ func TestStreamFollowsALiveRunThroughCuts(t *testing.T) {
 	}
 	sameEvents(t, "cut watcher", got, want)
 	sameEvents(t, "whole watcher", <-whole, want)
+	// While the whole watcher kept the run's hub, the cut one came back
+	// from the events the hub held (not the journal), as it does when
+	// its cut was recent.
+	if st := srv.Stats(); st.FromMemory < int64(cuts)/2 {
+		t.Errorf("%d of %d reconnections joined from the hub's recent events", st.FromMemory, cuts)
+	}
 }
 
 // Every way a run stops ends its stream with end and the run's status:

@@ -97,9 +97,10 @@ type Server struct {
 	ctx    context.Context // ends the event streams and pollers
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
-	hubs   map[string]*hub // by run id
-	behind atomic.Int64    // watchers that fell behind the live feed (Stats)
+	mu         sync.Mutex
+	hubs       map[string]*hub // by run id
+	behind     atomic.Int64    // watchers that fell behind the live feed (Stats)
+	fromMemory atomic.Int64    // watchers that joined from a hub's recent events (Stats)
 }
 
 // New makes a Server.
