@@ -132,8 +132,26 @@ func (s *Server) subscribe(runID string, after int64) (*hub, *watcher, int64, er
 		if err != nil {
 			return nil, nil, 0, err
 		}
+		// The run's latest events, so that the watchers that open with the
+		// first (a page shared, a dashboard) start from memory too.
+		floor := max(0, last-int64(max(s.opts.Buffer/4, 1)))
+		evs, err := s.j.Events(s.ctx, runID, journal.EventFilter{AfterSeq: floor})
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		recent := make([]frame, 0, len(evs))
+		for _, e := range evs {
+			if e.Seq > last {
+				break // committed since LastSeq: the poller publishes it
+			}
+			f, err := frameOf(e)
+			if err != nil {
+				return nil, nil, 0, err
+			}
+			recent = append(recent, f)
+		}
 		ctx, cancel := context.WithCancel(s.ctx)
-		h = &hub{s: s, runID: runID, stop: cancel, published: last, floor: last, watchers: map[*watcher]struct{}{}}
+		h = &hub{s: s, runID: runID, stop: cancel, published: last, floor: floor, recent: recent, watchers: map[*watcher]struct{}{}}
 		s.hubs[runID] = h
 		go h.poll(ctx)
 	}

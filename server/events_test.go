@@ -262,7 +262,9 @@ func TestStreamStatusAcrossARun(t *testing.T) {
 		return st
 	}
 	var a, b server.StreamStatus
-	waitFor(t, "node a streaming", 20*time.Second, func() bool { a, b = status("a"), status("b"); return a.Active })
+	// (running but before its first event is journaled, a node is active
+	// with nothing to replay yet)
+	waitFor(t, "node a streaming", 20*time.Second, func() bool { a, b = status("a"), status("b"); return a.Active && a.LastEventID > 0 })
 	if !a.RunnerAlive || !a.ReplayAvailable || a.State != "running" || a.LastEventID == 0 {
 		t.Errorf("a streaming: %+v", a)
 	}
