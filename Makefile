@@ -120,8 +120,8 @@ $(PROMTOOL): | debs
 #   Append, Stream100k  the journal's batch sizes and a 100k events/s stream
 #   ServeWatchers       200 watchers following a running 1,000-node graph (100 tokens at 50 tokens/s,
 #                       50 at once) through `noderun serve`, against the run unwatched, pairs in
-#                       alternating order: wall-ratio (<= 1.05), p99-delay-ms from an event's journal
-#                       time to a watcher (<= 100), server-rss-MiB (<= 256), dropped (= 0); ~3 minutes
+#                       alternating order: wall-ratio (<= 1.05), p99-commit-delay-ms from an event's
+#                       commit to a watcher (<= 100), server-rss-MiB (<= 256), dropped (= 0); ~5 minutes
 # About twenty-two minutes on two cores; `cat /proc/loadavg` before quoting a figure. FanOut at 10,000
 # reports the median of a pair in each order (-benchtime 2x; go test first runs it once at b.N=1
 # and reports only the b.N=2 run).
