@@ -38,6 +38,10 @@ type Usage struct {
 	Model string `json:"model,omitempty"`
 }
 
+// Visible is the attempt's output tokens without its reasoning: what every
+// surface counts as the tokens it generated (reasoning is counted apart).
+func (u Usage) Visible() int { return max(u.OutputTokens-u.ReasoningTokens, 0) }
+
 // RecordUsage journals what an attempt cost (a KindUsage event). Like
 // Append, it returns before the event is committed.
 func (j *Journal) RecordUsage(runID, nodeID string, attempt int, u Usage) error {

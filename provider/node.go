@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"net/http"
+	"strconv"
 )
 
 // NodeHeader names the graph node an HTTP request is for. Adapters send it
@@ -11,7 +12,25 @@ import (
 // apart); real providers ignore it. The simulator reads the same name.
 const NodeHeader = "X-Noderun-Node"
 
+// AttemptHeader numbers the node's attempt a request belongs to (1-based),
+// so that a server's counts can be set against each attempt's (the
+// simulator's Stats.Nodes[...].Generations).
+const AttemptHeader = "X-Noderun-Attempt"
+
 type nodeKey struct{}
+
+type attemptKey struct{}
+
+// WithAttempt returns ctx carrying the node's attempt number.
+func WithAttempt(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, attemptKey{}, n)
+}
+
+// AttemptOf is the attempt number ctx carries, 0 when none.
+func AttemptOf(ctx context.Context) int {
+	n, _ := ctx.Value(attemptKey{}).(int)
+	return n
+}
 
 // WithNode returns ctx carrying the node that work done under it is for.
 func WithNode(ctx context.Context, node string) context.Context {
@@ -24,10 +43,14 @@ func NodeOf(ctx context.Context) string {
 	return n
 }
 
-// MarkNode sets NodeHeader on r from its context, if it carries a node.
+// MarkNode sets NodeHeader (and AttemptHeader) on r from its context, if
+// it carries a node (an attempt).
 func MarkNode(r *http.Request) {
 	if n := NodeOf(r.Context()); n != "" {
 		r.Header.Set(NodeHeader, n)
+	}
+	if n := AttemptOf(r.Context()); n > 0 {
+		r.Header.Set(AttemptHeader, strconv.Itoa(n))
 	}
 }
 

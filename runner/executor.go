@@ -52,7 +52,8 @@ type nodeExec struct {
 	recovering time.Time       // start of the current stretch of recovery (zero when healthy)
 	backoffN   int             // backoff step; reset by healthy data
 	resumes    int             // consecutive re-attaches without progress
-	recoveries int             // recovery steps taken, for the final report
+	recoveries int             // recovery decisions taken: a recovered node reports NR108
+	steps      int             // recovery step records journaled (NR108 says how many)
 	checked    bool            // status checked since the last stream attempt
 	dispatched bool            // some attempt may have reached the provider
 	wasSent    bool            // dispatched, before the current stream attempt
@@ -195,7 +196,7 @@ func (x *nodeExec) succeed(ctx context.Context) string {
 	x.endAttempt(ctx, nil)
 	if x.recoveries > 0 {
 		x.diag(ctx, diagnostics.New(diagnostics.Recovered, "node completed after recovery",
-			append([]slog.Attr{diagnostics.KeyRecoverySteps.Attr(x.recoveries), diagnostics.KeyAttempts.Attr(x.attempt)}, x.cost.total()...)...))
+			append([]slog.Attr{diagnostics.KeyRecoverySteps.Attr(x.steps), diagnostics.KeyAttempts.Attr(x.attempt)}, x.cost.total()...)...))
 	}
 	return x.out.String()
 }
@@ -285,7 +286,7 @@ func (x *nodeExec) act(ctx context.Context, action resume.Action) error {
 		}
 	}
 	x.touched.Store(time.Now().UnixNano())
-	ctx = x.observed(ctx)
+	ctx = provider.WithAttempt(x.observed(ctx), x.attempt)
 	switch action {
 	case resume.ActCheck:
 		return x.check(ctx)
@@ -727,10 +728,7 @@ func (x *nodeExec) report(p Progress) {
 		return
 	}
 	p.Node, p.Attempt, p.Bytes, p.Reasoning = x.node.ID, x.attempt, x.out.Len(), x.usage.reasoning
-	p.Tokens = x.usage.streamed
-	if u := x.usage.reported; u != nil && u.OutputTokens > 0 {
-		p.Tokens = u.OutputTokens
-	}
+	p.Tokens = x.usage.record().Visible() // as the journal will account the attempt
 	p.LastData, p.LastPoll = x.dataAt, x.pollAt
 	x.unreported = false
 	x.run.onProg.report(p)
@@ -919,6 +917,9 @@ func attemptError(ce *diagnostics.Error) string {
 // node's figures.
 func (x *nodeExec) diag(ctx context.Context, d diagnostics.Record) {
 	d = x.run.journalDiag(ctx, x.node.ID, x.attempt, d)
+	if d.Code.Role == diagnostics.RoleStep {
+		x.steps++ // as the ledger counts them (Figures.Steps)
+	}
 	x.report(Progress{State: ProgressDiagnostic, Text: d.Message, Code: d.Code})
 }
 

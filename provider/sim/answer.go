@@ -106,7 +106,8 @@ func (s *Server) earlyFault(w http.ResponseWriter, r *http.Request, f *Fault, en
 func (s *Server) count(ep string, r *http.Request, md map[string]any) call {
 	node := nodeOf(r, md)
 	n, nodeN := s.stats.nodeRequest(ep, node)
-	return call{endpoint: ep, n: n, node: node, nodeN: nodeN}
+	attempt, _ := strconv.Atoi(r.Header.Get(AttemptHeader))
+	return call{endpoint: ep, n: n, node: node, nodeN: nodeN, attempt: attempt}
 }
 
 // nodeOf is the graph node a request is for: its NodeHeader, else its

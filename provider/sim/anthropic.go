@@ -142,7 +142,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	at := s.count(ep, r, nil)
-	count := s.stats.tokensFor(at.node)
+	count := s.stats.tokensFor(at.node, at.attempt)
 	p, err := s.params(0, nil)
 	if err != nil {
 		writeAnthropicError(w, http.StatusBadRequest, err.Error())

@@ -103,7 +103,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	input := req.input()
 	c := &chatCall{
 		id: newID("chatcmpl-"), created: unixNow(), model: req.Model, p: p,
-		tokens: Text(req.Model, input, s.cfg.Seed, p.tokens), count: s.stats.tokensFor(at.node),
+		tokens: Text(req.Model, input, s.cfg.Seed, p.tokens), count: s.stats.tokensFor(at.node, at.attempt),
 	}
 	prompt := provider.EstimateTokens(input)
 	if cont != nil {

@@ -61,9 +61,12 @@ const (
 // NodeHeader is the request header that names the graph node a request is
 // for; noderun's adapters set it. Clients that cannot set headers may put
 // the node in the request's metadata under NodeMetadata instead.
+// AttemptHeader numbers the node's attempt a request belongs to
+// (Stats.Nodes[...].Generations are counted by it).
 const (
-	NodeHeader   = "X-Noderun-Node"
-	NodeMetadata = "noderun_node"
+	NodeHeader    = "X-Noderun-Node"
+	NodeMetadata  = "noderun_node"
+	AttemptHeader = "X-Noderun-Attempt"
 )
 
 // Endpoint names, as used in Stats.Requests and Fault.Endpoint.
@@ -242,6 +245,7 @@ type call struct {
 	n          int64  // the request's number on its endpoint, over the server's life (since a reset)
 	node       string // the graph node it is for, "" when the client did not say
 	nodeN      int64  // the node's request number on this endpoint, 0 without a node
+	attempt    int    // the node's attempt (AttemptHeader), 0 when the client did not say
 	responseID string
 }
 

@@ -120,7 +120,7 @@ func (s *Server) handleCreateInteraction(w http.ResponseWriter, r *http.Request)
 		rreq.Reasoning = &reasoning{Effort: effort}
 	}
 	rec := newRecord(id, name, input, rreq, p)
-	rec.count = s.stats.tokensFor(at.node)
+	rec.count = s.stats.tokensFor(at.node, at.attempt)
 	g := &interGen{s: s, rec: rec, agent: req.Agent != ""}
 	var cancel context.CancelFunc
 	g.ctx, cancel = context.WithCancel(s.ctx)

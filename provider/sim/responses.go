@@ -50,7 +50,7 @@ func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := newRecord(id, req.Model, prompt, req, p)
-	rec.count = s.stats.tokensFor(at.node)
+	rec.count = s.stats.tokensFor(at.node, at.attempt)
 	g := &respGen{s: s, rec: rec}
 	if f != nil && f.Kind == FaultQueued {
 		s.faultActed(f, siteOf(r, ep))

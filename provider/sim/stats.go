@@ -51,6 +51,19 @@ type NodeStats struct {
 	Events int64 `json:"events"`
 	// RateLimited counts its requests answered 429 by Config.Limits.
 	RateLimited int64 `json:"rate_limited"`
+	// Generations are the answers generated for it (a chat completion, a
+	// Responses response or an Interactions interaction created, an
+	// Anthropic or Gemini message), in the order they began, each with its
+	// output tokens and the client's attempt it was for.
+	Generations []Generation `json:"generations"`
+}
+
+// Generation is one answer generated for a node.
+type Generation struct {
+	// Attempt is the node's attempt, as the request's AttemptHeader said
+	// (0: it did not say).
+	Attempt int   `json:"attempt"`
+	Tokens  int64 `json:"tokens"`
 }
 
 // counters are the live Stats.
@@ -69,10 +82,11 @@ type counters struct {
 }
 
 type nodeCounters struct {
-	requests map[string]int64 // under counters.mu
-	tokens   atomic.Int64
-	events   atomic.Int64
-	limited  atomic.Int64
+	requests    map[string]int64 // under counters.mu
+	generations []generation     // under counters.mu; each counted as it streams
+	tokens      atomic.Int64
+	events      atomic.Int64
+	limited     atomic.Int64
 }
 
 // eventsFor is node's SSE event counter, nil for "".
@@ -123,15 +137,24 @@ func (c *counters) nodeLocked(node string) *nodeCounters {
 
 // tokenCounter counts output tokens in total and for one node; it is
 // fetched once per response, so the per-token path takes no lock.
-type tokenCounter struct {
-	all, node *atomic.Int64
+type generation struct {
+	attempt int
+	tokens  *atomic.Int64
 }
 
-func (c *counters) tokensFor(node string) tokenCounter {
+type tokenCounter struct {
+	all, node, gen *atomic.Int64
+}
+
+// tokensFor counts the tokens of a new answer for node's attempt (one of
+// its Generations).
+func (c *counters) tokensFor(node string, attempt int) tokenCounter {
 	tc := tokenCounter{all: &c.tokens}
 	if node != "" {
 		c.mu.Lock()
-		tc.node = &c.nodeLocked(node).tokens
+		nc := c.nodeLocked(node)
+		tc.node, tc.gen = &nc.tokens, new(atomic.Int64)
+		nc.generations = append(nc.generations, generation{attempt, tc.gen})
 		c.mu.Unlock()
 	}
 	return tc
@@ -143,6 +166,7 @@ func (t tokenCounter) add() {
 	}
 	if t.node != nil {
 		t.node.Add(1)
+		t.gen.Add(1)
 	}
 }
 
@@ -196,8 +220,12 @@ func (c *counters) snapshot() Stats {
 		Nodes:               make(map[string]NodeStats, len(c.nodes)),
 	}
 	for name, nc := range c.nodes {
+		gens := make([]Generation, len(nc.generations))
+		for i, g := range nc.generations {
+			gens[i] = Generation{Attempt: g.attempt, Tokens: g.tokens.Load()}
+		}
 		st.Nodes[name] = NodeStats{Requests: maps.Clone(nc.requests), TokensGenerated: nc.tokens.Load(), Events: nc.events.Load(),
-			RateLimited: nc.limited.Load()}
+			RateLimited: nc.limited.Load(), Generations: gens}
 	}
 	if st.Requests == nil {
 		st.Requests = map[string]int64{}

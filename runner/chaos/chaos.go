@@ -68,6 +68,11 @@ type Options struct {
 	// concurrently, in the order things happen; they must not block.
 	Started  func(Start)
 	Progress func(Result)
+	// OnProgress, if set, is told what each case run's nodes report as
+	// they run (runner.Options.OnProgress: what the live view shows), with
+	// the case and the target node of the run. Case runs overlap: it is
+	// called from their goroutines at once, and must not block.
+	OnProgress func(caseName, target string, p runner.Progress)
 }
 
 // Start is a case run beginning, for Options.Started.
@@ -103,10 +108,13 @@ type Result struct {
 	// Verdict is the ledger's one line on the target: what happened, what it cost.
 	Verdict string `json:"verdict"`
 	// Codes are the target's diagnostic codes, in order, without repeats.
-	Codes         []string `json:"codes"`
-	RecoverySteps int      `json:"recovery_steps"`
-	Retries       int      `json:"retries"`
-	Reconnects    int      `json:"reconnects"`
+	Codes []string `json:"codes"`
+	// RecoverySteps, Retries and Reconnects are the target's, as the
+	// ledger counts them (ledger.Figures.Steps, Retries, Reconnects): what
+	// diagnose and NR108 say of it too.
+	RecoverySteps int `json:"recovery_steps"`
+	Retries       int `json:"retries"`
+	Reconnects    int `json:"reconnects"`
 	// Regenerated is how many output tokens the simulator generated for
 	// the node beyond the reference run.
 	Regenerated int64 `json:"tokens_regenerated"`
@@ -116,10 +124,11 @@ type Result struct {
 	// Stats are the simulator's counters for the case's run alone (the
 	// independent count its figures are checked against).
 	Stats sim.Stats `json:"-"`
-	// Started is when the case run began (its simulator included), Time
-	// how long it took until judged: its own duration, however many other
-	// case runs overlapped it.
+	// Started is when the case run began (its simulator included), Ended
+	// when it was judged, Time how long it took: its own duration, however
+	// many other case runs overlapped it.
 	Started time.Time     `json:"started"`
+	Ended   time.Time     `json:"-"`
 	Time    time.Duration `json:"-"`
 	Seconds float64       `json:"seconds"`
 }
@@ -188,7 +197,7 @@ func Run(ctx context.Context, g *runner.Graph, opts Options) (*Report, error) {
 			}
 		}
 	}
-	x := &caseRun{g: g, prof: prof, ropts: ropts, sim: sim.Config{Seed: opts.Seed, Tokens: opts.Tokens}}
+	x := &caseRun{g: g, prof: prof, ropts: ropts, sim: sim.Config{Seed: opts.Seed, Tokens: opts.Tokens}, onProgress: opts.OnProgress}
 	rep := &Report{Graph: g.Name, Profile: prof.Name, Seed: opts.Seed, Started: time.Now(), Journal: opts.Journal.Path()}
 	ref, err := x.reference(ctx, opts.Logger)
 	if ref != nil {
@@ -276,8 +285,8 @@ dispatch:
 		wg.Go(func() {
 			defer func() { <-slot }()
 			r, err := x.run(ctx, jb.c, jb.n, opts.Logger.With("case", jb.c.Name, "target", jb.n.ID))
-			r.Started = start
-			r.Time = time.Since(start)
+			r.Started, r.Ended = start, time.Now()
+			r.Time = r.Ended.Sub(start)
 			r.Seconds = r.Time.Seconds()
 			mu.Lock()
 			defer mu.Unlock()
@@ -310,6 +319,8 @@ type caseRun struct {
 	sim     sim.Config        // each run's simulator: the same text for the same request
 	ref     sim.Stats         // the reference run's counters
 	outputs map[string]string // the reference run's outputs, by node
+
+	onProgress func(caseName, target string, p runner.Progress) // Options.OnProgress
 }
 
 // startSim starts a simulator of x's config with faults armed, logging to lg.
@@ -443,6 +454,9 @@ func (x *caseRun) run(ctx context.Context, c Case, n *runner.Node, lg *slog.Logg
 	opts := x.ropts
 	opts.Logger = lg
 	opts.Sim = &runner.SimOptions{Server: srv}
+	if obs := x.onProgress; obs != nil {
+		opts.OnProgress = func(p runner.Progress) { obs(c.Name, n.ID, p) }
+	}
 	// Ending an outage listens again on the simulator's port, which another
 	// socket of this busy process may have taken meanwhile (rarely: a new
 	// listener picks a free port at random). The case then says so rather
@@ -565,8 +579,9 @@ func (x *caseRun) judge(ctx context.Context, r *Result, c Case, n *runner.Node, 
 	t := tallyOf(target)
 	outcome, why := outcomeOf(target)
 	r.State, r.Outcome, r.Codes = string(target.State), outcome, ids(t.seen)
-	r.Retries, r.Reconnects, r.RecoverySteps = t.retries, t.reconnects, t.steps
-	r.Verdict = ledger.AccountNode(target, nil).Verdict
+	// the figures every surface prints: the ledger's account of the node
+	na := ledger.AccountNode(target, nil)
+	r.Retries, r.Reconnects, r.RecoverySteps, r.Verdict = na.Retries(), na.Reconnects(), na.Steps(), na.Verdict
 	switch {
 	case why.ID != "":
 		r.Diagnostic = why.ID
@@ -625,8 +640,9 @@ func (x *caseRun) judge(ctx context.Context, r *Result, c Case, n *runner.Node, 
 	if unsafe && t.replays > 0 {
 		fail("node %q is side_effects: unsafe but its request was sent again %d time(s)", n.ID, t.replays)
 	}
-	if r.Retries > budget {
-		fail("node %q used %d retries, more than its budget of %d", n.ID, r.Retries, budget)
+	// a node moved to a fallback has its budgets afresh there
+	if providers := 1 + na.RecoverySteps[diagnostics.FailedOver.Name]; r.Retries > budget*providers {
+		fail("node %q used %d retries, more than its budget of %d on each of the %d provider(s) it ran on", n.ID, r.Retries, budget, providers)
 	}
 	if limit := x.prof.Reconnects * (r.Retries + 1); r.Reconnects > limit {
 		fail("node %q reconnected %d times, more than the profile allows (%d per attempt)", n.ID, r.Reconnects, x.prof.Reconnects)

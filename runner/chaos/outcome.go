@@ -90,12 +90,9 @@ func outcomeOf(nd *ledger.Node) (Outcome, diagnostics.Code) {
 // (continue_rejected) is a retry like any other.
 type tally struct {
 	seen       []diagnostics.Code // in order, without repeats
-	retries    int                // steps that spent the retry budget
-	replays    int                // of those, the ones that may repeat what an earlier attempt did
-	reconnects int                // steps that spent the reconnect budget: re-attaches, continues
+	replays    int                // retries that may repeat what an earlier attempt did (the counts are the ledger's)
 	ownRetries int                // the harness's own retries, each of which may generate the turn again
 	reattached bool               // a re-attach step (for a harness: a resumed thread, a new turn)
-	steps      int                // recovery steps, as the node's recovered record counts them
 	met        []diagnostics.Class
 	last       diagnostics.Code // the last fault or step
 }
@@ -109,17 +106,12 @@ func tallyOf(nd *ledger.Node) tally {
 		}
 		switch {
 		case c.SpendsRetry():
-			t.retries++
 			// a retry that does not say whether it replays counts as one
 			if replays, ok := diagnostics.KeyReplays.Of(r.Record); !ok || replays {
 				t.replays++
 			}
-		case c.SpendsReconnect():
-			t.reconnects++
 		case c == diagnostics.HarnessRetrying:
 			t.ownRetries++
-		case c == diagnostics.Recovered:
-			t.steps, _ = diagnostics.KeyRecoverySteps.Of(r.Record)
 		}
 		if c.Role == diagnostics.RoleStep && c.Means == diagnostics.ByReattach {
 			t.reattached = true

@@ -204,7 +204,7 @@ func (na *NodeAccount) tokens(nd *Node, prices Prices) {
 		if u.Estimated && u.InputTokens == 0 {
 			u.InputTokens = knownInput
 		}
-		visible := max(u.OutputTokens-u.ReasoningTokens, 0) // output, reasoning apart
+		visible := u.Visible()
 		t.Generated += visible
 		t.Input += u.InputTokens
 		t.Reasoning += u.ReasoningTokens
@@ -248,7 +248,7 @@ func (na *NodeAccount) saved(nd *Node, prices Prices) {
 		u.ReasoningTokens, _ = diagnostics.KeySavedReasoning.Of(r.Record)
 		u.CacheReadTokens, _ = diagnostics.KeySavedCacheRead.Of(r.Record)
 		u.CacheWriteTokens, _ = diagnostics.KeySavedCacheWrite.Of(r.Record)
-		visible := max(u.OutputTokens-u.ReasoningTokens, 0)
+		visible := u.Visible()
 		na.Cached, na.CachedFrom = 1, run+"/"+node
 		na.Saved = Saved{Output: visible, Input: u.InputTokens, Reasoning: u.ReasoningTokens,
 			CacheRead: u.CacheReadTokens, CacheWrite: u.CacheWriteTokens}
@@ -405,6 +405,25 @@ func (f Figures) Steps() int {
 	n := 0
 	for _, v := range f.RecoverySteps {
 		n += v
+	}
+	return n
+}
+
+// Retries counts the recovery steps that spent the retry budget (each sent
+// the request again), Reconnects those that spent the reconnect budget
+// (re-attaches, resumes by cursor, continues): what the profile's budgets
+// bound, and what `noderun chaos` prints.
+func (f Figures) Retries() int { return f.stepsWhere(diagnostics.Code.SpendsRetry) }
+
+// Reconnects: see Retries.
+func (f Figures) Reconnects() int { return f.stepsWhere(diagnostics.Code.SpendsReconnect) }
+
+func (f Figures) stepsWhere(spends func(diagnostics.Code) bool) int {
+	n := 0
+	for name, v := range f.RecoverySteps {
+		if c, ok := diagnostics.Lookup(name); ok && spends(c) {
+			n += v
+		}
 	}
 	return n
 }

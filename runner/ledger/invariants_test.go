@@ -7,7 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,19 +43,31 @@ nodes:
   - {id: agent, provider: codex, prompt: Say hello.}
 `
 
-// The accounting holds for every fault case of the chaos matrix against
-// every kind of provider: each figure of every node of every case's run is
-// checked against what the simulator counted for that run and against the
-// wall clock that timed it, never against the ledger itself.
+// The accounting holds for every fault case of the chaos matrix, against
+// every kind of provider and on the demo and failover graphs: each figure of
+// every node of every case's run is checked against what the simulator
+// counted for that run (per attempt) and against the wall clock that timed
+// it, never against the ledger itself; and every surface that prints a
+// count (the live view, the verdict, NR108's record, the chaos table,
+// diagnose, the report, a node read alone as metrics and traces read it)
+// shows the ledger's.
 func TestAccountingInvariantsOverTheChaosMatrix(t *testing.T) {
 	profiles, err := filepath.Abs(filepath.Join("..", "..", "testdata", "chaos", "profiles.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "kinds.yaml")
-	if err := os.WriteFile(path, fmt.Appendf(nil, invariantsGraph, profiles, codexbin.Path(t)), 0o644); err != nil {
+	kinds := filepath.Join(t.TempDir(), "kinds.yaml")
+	if err := os.WriteFile(kinds, fmt.Appendf(nil, invariantsGraph, profiles, codexbin.Path(t)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Two models priced, one not: cost only where a price is known.
+	prices := ledger.Prices{"gpt-sim": {Input: 1, Output: 10}, "o-sim": {Input: 2, Output: 8, Reasoning: 8}}
+	for _, path := range []string{kinds, filepath.Join("..", "..", "testdata", "graphs", "demo.yaml"), filepath.Join("..", "..", "testdata", "graphs", "failover.yaml")} {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".yaml"), func(t *testing.T) { invariantsOver(t, path, prices) })
+	}
+}
+
+func invariantsOver(t *testing.T, path string, prices ledger.Prices) {
 	g, err := runner.LoadGraph(path)
 	if err != nil {
 		t.Fatal(err)
@@ -63,8 +79,9 @@ func TestAccountingInvariantsOverTheChaosMatrix(t *testing.T) {
 	j := testkit.TempJournal(t, "j.db")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
+	live := newLiveView()
 	rep, err := chaos.Run(ctx, g, chaos.Options{Journal: j, Cases: chaos.DefaultCases(prof), Seed: 3, Nodes: 4,
-		Getenv: func(string) string { return "" }})
+		Getenv: func(string) string { return "" }, OnProgress: live.see})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +97,6 @@ func TestAccountingInvariantsOverTheChaosMatrix(t *testing.T) {
 	} else {
 		t.Logf("the chaos matrix:\n%s", table.String())
 	}
-	// Two models priced, one not: cost only where a price is known.
-	prices := ledger.Prices{"gpt-sim": {Input: 1, Output: 10}, "o-sim": {Input: 2, Output: 8, Reasoning: 8}}
 	for _, r := range rep.Results {
 		run, err := ledger.Load(ctx, j, r.RunID, ledger.LoadOptions{})
 		if err != nil {
@@ -89,6 +104,7 @@ func TestAccountingInvariantsOverTheChaosMatrix(t *testing.T) {
 		}
 		a := ledger.AccountOf(run, prices)
 		checkRun(t, r, run, a)
+		checkSurfaces(t, r, run, a, live.done(r.Case, r.Node))
 		// One node read alone (a worker's or the telemetry's account of a
 		// node that settled) is accounted as in its whole run: a node that
 		// settled without a fault is read without its chunks.
@@ -109,8 +125,12 @@ func checkRun(t *testing.T, r chaos.Result, run *ledger.Run, a *ledger.Account) 
 	t.Helper()
 	where := fmt.Sprintf("%s@%s", r.Case, r.Node)
 	// Time: no figure exceeds the wall clock that timed the run.
-	if a.WallMS > r.Time.Milliseconds() {
-		t.Errorf("%s: the run's wall %d ms exceeds the %d ms the case took", where, a.WallMS, r.Time.Milliseconds())
+	// The journal's times are the wall clock's (other processes read
+	// them): so is the case's span they are held to, should the clock be
+	// stepped meanwhile.
+	took := r.Ended.Round(0).Sub(r.Started.Round(0)).Milliseconds()
+	if a.WallMS > took {
+		t.Errorf("%s: the run's wall %d ms exceeds the %d ms the case took", where, a.WallMS, took)
 	}
 	if a.Totals.TimeLostMS > a.WallMS*int64(len(a.Nodes)) {
 		t.Errorf("%s: %d ms lost in a run of %d ms and %d nodes", where, a.Totals.TimeLostMS, a.WallMS, len(a.Nodes))
@@ -134,8 +154,8 @@ func checkRun(t *testing.T, r chaos.Result, run *ledger.Run, a *ledger.Account) 
 		if na.TimeLostMS < 0 || na.QuotaWaitMS < 0 || na.TimeLostMS > na.WallMS || na.UsefulMS+na.TimeLostMS+na.QuotaWaitMS != na.WallMS {
 			t.Errorf("%s: useful %d + lost %d + quota %d != wall %d ms", at, na.UsefulMS, na.TimeLostMS, na.QuotaWaitMS, na.WallMS)
 		}
-		if na.WallMS > r.Time.Milliseconds() {
-			t.Errorf("%s: wall %d ms exceeds the case's %d ms", at, na.WallMS, r.Time.Milliseconds())
+		if na.WallMS > took || na.WallMS > a.WallMS {
+			t.Errorf("%s: wall %d ms exceeds the case's %d ms or the run's took, %d ms", at, na.WallMS, took, a.WallMS)
 		}
 		// Tokens: what the simulator generated for the node, to the token.
 		tk := na.Tokens
@@ -149,6 +169,27 @@ func checkRun(t *testing.T, r chaos.Result, run *ledger.Run, a *ledger.Account) 
 			t.Errorf("%s: generated %d tokens (hidden %v), the simulator generated %d (%s)", at, tk.Generated, tk.Hidden, simN, na.Verdict)
 		case int64(tk.Generated) < simN && !strings.Contains(na.Verdict, "at least"):
 			t.Errorf("%s: the simulator generated %d tokens, the verdict %q does not say %d is a lower bound", at, simN, na.Verdict, tk.Generated)
+		}
+		// Per attempt: the output tokens of each attempt are what the
+		// simulator generated for it (every answer of the attempt: a
+		// continued one is two, a re-attached one one). A harness's attempt
+		// is a turn of an agent CLI, whose requests do not say the attempt.
+		if !tk.Hidden && !harnessNode(run, na.ID) {
+			sims := map[int]int64{}
+			for _, gen := range r.Stats.Nodes[na.ID].Generations {
+				sims[gen.Attempt] += gen.Tokens
+			}
+			for _, a := range nd.Attempts {
+				if int64(visible(a)) != sims[a.N] {
+					t.Errorf("%s: attempt %d: %d output tokens; the simulator generated %d for it", at, a.N, visible(a), sims[a.N])
+				}
+				delete(sims, a.N)
+			}
+			for n, tokens := range sims {
+				if tokens > 0 {
+					t.Errorf("%s: the simulator generated %d tokens for attempt %d, which the ledger does not have", at, tokens, n)
+				}
+			}
 		}
 		// Preserved: only what a re-attach, a thread resume or a continue kept.
 		kept := false
@@ -200,4 +241,106 @@ func harnessAbsorbed(nd *ledger.Node) bool {
 		}
 	}
 	return false
+}
+
+// liveView keeps what the live view was last told of each node of each
+// case run: its ProgressDone report.
+type liveView struct {
+	mu   sync.Mutex
+	last map[[3]string]runner.Progress // case, target, node
+}
+
+func newLiveView() *liveView { return &liveView{last: map[[3]string]runner.Progress{}} }
+
+func (v *liveView) see(caseName, target string, p runner.Progress) {
+	if p.State != runner.ProgressDone {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.last[[3]string{caseName, target, p.Node}] = p
+}
+
+// done is the ProgressDone report of each node of a case run, by node.
+func (v *liveView) done(caseName, target string) map[string]runner.Progress {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := map[string]runner.Progress{}
+	for k, p := range v.last {
+		if k[0] == caseName && k[1] == target {
+			out[k[2]] = p
+		}
+	}
+	return out
+}
+
+// visible is the output tokens the ledger gives an attempt (its reasoning
+// apart).
+func visible(a ledger.Attempt) int { return a.Usage.Visible() }
+
+// harnessNode: the node runs an agent CLI, whose own retries send requests
+// noderun does not see (its attempts are turns, not requests).
+func harnessNode(run *ledger.Run, node string) bool {
+	n := run.Graph.Node(node)
+	return n != nil && run.Graph.Providers[n.Provider].Kind == runner.ProviderKindHarness
+}
+
+// checkSurfaces checks that every surface shows the ledger's counts of the
+// case's run: the chaos table's row, the verdict, each recovered node's
+// NR108 record, the live view's last line of each node, and the report.
+func checkSurfaces(t *testing.T, r chaos.Result, run *ledger.Run, a *ledger.Account, done map[string]runner.Progress) {
+	t.Helper()
+	where := fmt.Sprintf("%s@%s", r.Case, r.Node)
+	var page bytes.Buffer
+	if err := ledger.WriteReport(&page, run, a, ledger.ReportOptions{MaxOutput: -1}); err != nil {
+		t.Fatal(err)
+	}
+	for i, na := range a.Nodes {
+		nd := run.Nodes[i]
+		at := where + " node " + na.ID
+		harness := harnessNode(run, na.ID)
+		if na.ID == r.Node {
+			if r.Retries != na.Retries() || r.Reconnects != na.Reconnects() || r.RecoverySteps != na.Steps() || r.Verdict != na.Verdict {
+				t.Errorf("%s: the chaos table says %d retries, %d reconnects, %d steps, %q; the ledger %d, %d, %d, %q", at,
+					r.Retries, r.Reconnects, r.RecoverySteps, r.Verdict, na.Retries(), na.Reconnects(), na.Steps(), na.Verdict)
+			}
+			// REGEN is the simulator's count (beyond the reference run): the
+			// ledger's regenerated tokens are the same tokens.
+			if !harness && !na.Tokens.Hidden && r.Regenerated != int64(na.Tokens.Regenerated) {
+				t.Errorf("%s: the chaos table's REGEN (the simulator's) is %d, the ledger's regenerated %d", at, r.Regenerated, na.Tokens.Regenerated)
+			}
+		}
+		// NR108, journaled by the executor as the node completed.
+		for _, rec := range nd.Records {
+			if rec.Code != diagnostics.Recovered {
+				continue
+			}
+			steps, _ := diagnostics.KeyRecoverySteps.Of(rec.Record)
+			attempts, _ := diagnostics.KeyAttempts.Of(rec.Record)
+			retries, _ := diagnostics.KeyRetries.Of(rec.Record)
+			regen, _ := diagnostics.KeyRegeneratedDeltas.Of(rec.Record)
+			if steps != na.Steps() || attempts != na.Attempts || retries != na.Retries() || !harness && regen != na.Tokens.Regenerated {
+				t.Errorf("%s: NR108 says %d steps, %d attempts, %d retries, %d deltas regenerated; the ledger %d, %d, %d, %d tokens (%q)", at,
+					steps, attempts, retries, regen, na.Steps(), na.Attempts, na.Retries(), na.Tokens.Regenerated, rec.Message)
+			}
+		}
+		// The live view's last line of a completed node: its last attempt,
+		// its tokens.
+		if p, ok := done[na.ID]; ok && na.State == string(journal.NodeCompleted) && len(nd.Attempts) > 0 {
+			last := nd.Attempts[len(nd.Attempts)-1]
+			if p.Attempt != na.Attempts || !harness && p.Tokens != visible(last) {
+				t.Errorf("%s: the live view ended on attempt %d with %d tokens; the ledger has %d attempts, the last with %d tokens", at,
+					p.Attempt, p.Tokens, na.Attempts, visible(last))
+			}
+		} else if na.State == string(journal.NodeCompleted) && na.CachedFrom == "" {
+			t.Errorf("%s: completed, but the live view never showed it done", at)
+		}
+		// The report's row of the node: diagnose's figures.
+		row := regexp.MustCompile(`<tr data-node="` + regexp.QuoteMeta(na.ID) + `"><td><a [^>]*>[^<]*</a></td><td>[^<]*</td><td>(\d+)</td><td>[^<]*</td><td>[^<]*</td>\s*<td>([\d,]+)</td><td>([\d,]+)</td><td>([\d,]+)</td>`).
+			FindStringSubmatch(page.String())
+		want := []string{strconv.Itoa(na.Attempts), ledger.Thousands(na.Tokens.Generated), ledger.Thousands(na.Tokens.Regenerated), ledger.Thousands(na.Tokens.Preserved)}
+		if row == nil || !slices.Equal(row[1:], want) {
+			t.Errorf("%s: the report's row %q, want attempts, generated, regenerated, preserved %q", at, row, want)
+		}
+	}
 }
