@@ -92,7 +92,7 @@ func RunNode(ctx context.Context, g *Graph, nodeID string, opts NodeOptions) (*N
 		return nil, err
 	}
 	defer closeProvs()
-	if r.inputs, err = g.ResolveInputs(opts.Inputs); err != nil {
+	if r.inputs, err = g.ResolveInputsContext(ctx, opts.Inputs, opts.MaxInputBytes); err != nil {
 		return nil, err
 	}
 	if err := r.ensureRun(ctx); err != nil {

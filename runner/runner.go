@@ -88,6 +88,9 @@ type Options struct {
 	// on the command line); Run resolves them (graph.ResolveInputs) and
 	// journals the result, which Resume reuses (Resume ignores this field).
 	Inputs map[string]string
+	// MaxInputBytes bounds what a run reads of a file input (0:
+	// graph.DefaultMaxInputBytes); past it the run does not start.
+	MaxInputBytes int64
 	// Kinds registers provider kinds beyond the built-in ones: a graph's
 	// provider whose kind is a key here is built by its function. Parse such
 	// graphs with ParseGraphWith(..., graph.Options{Kinds: ...}), or build
@@ -259,7 +262,7 @@ func Run(ctx context.Context, g *Graph, opts Options) (*Result, error) {
 	if opts.RunID == "" {
 		opts.RunID = uuid.NewString()
 	}
-	inputs, err := g.ResolveInputs(opts.Inputs)
+	inputs, err := g.ResolveInputsContext(ctx, opts.Inputs, opts.MaxInputBytes)
 	if err != nil {
 		return nil, err // a *GraphError naming the inputs block; nothing written
 	}

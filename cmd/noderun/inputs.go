@@ -1,10 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
-	"os"
 	"strings"
 
+	"github.com/dustin/go-humanize"
 	"github.com/urfave/cli/v2"
 
 	"github.com/noderun/noderun/runner"
@@ -29,7 +30,7 @@ func (f *inputFlag) String() string { return strings.Join(f.vals, " ") }
 // inputsOf reads the --input flags: name=value, or name=@FILE for the
 // content of FILE (for an input of type file, its path). A name given twice
 // is an error.
-func inputsOf(c *cli.Context, g *runner.Graph) (map[string]string, error) {
+func inputsOf(c *cli.Context, g *runner.Graph, maxBytes int64) (map[string]string, error) {
 	f, _ := c.Generic("input").(*inputFlag)
 	if f == nil || len(f.vals) == 0 {
 		return nil, nil
@@ -44,9 +45,12 @@ func inputsOf(c *cli.Context, g *runner.Graph) (map[string]string, error) {
 			if in := g.Input(name); in != nil && in.Type == graph.InputFile {
 				val = path // the graph reads the file itself, and journals its content
 			} else {
-				b, err := os.ReadFile(path)
+				b, err := graph.ReadInput(c.Context, path, maxBytes)
 				if err != nil {
-					return nil, fileErr("--input "+name+"=@"+path, err)
+					if e := fileErr("--input "+name+"=@"+path, err); e != err {
+						return nil, e
+					}
+					return nil, fmt.Errorf("--input %s=@%s: %w", name, path, err)
 				}
 				val = string(b)
 			}
@@ -54,6 +58,25 @@ func inputsOf(c *cli.Context, g *runner.Graph) (map[string]string, error) {
 		out[name] = val
 	}
 	return out, nil
+}
+
+// maxInputOf is --max-input in bytes.
+func maxInputOf(c *cli.Context) (int64, error) {
+	s := c.String("max-input")
+	n, err := humanize.ParseBytes(s)
+	if err != nil || n == 0 || n > 1<<40 {
+		return 0, fmt.Errorf("--max-input %q: give a size such as 8MiB, 64MiB or 1GiB", s)
+	}
+	return int64(n), nil
+}
+
+// inputHint says how to raise the bound an input is past.
+func inputHint(err error) error {
+	var big *graph.InputTooLargeError
+	if errors.As(err, &big) {
+		return fmt.Errorf("%w\n  (raise the bound with --max-input, e.g. --max-input %s)", err, strings.ReplaceAll(humanize.IBytes(uint64(2*big.Limit)), " ", ""))
+	}
+	return err
 }
 
 // schemaCommand prints the JSON Schema of graph files.

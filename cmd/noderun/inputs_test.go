@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
@@ -36,11 +39,25 @@ func TestRunGoalGraphWithInput(t *testing.T) {
 func TestRunInputErrorsWriteNothing(t *testing.T) {
 	const goal = "../../testdata/graphs/goal.yaml"
 	dir := t.TempDir()
+	big := filepath.Join(dir, "big.txt")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("x"), 2048), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withFile := filepath.Join(dir, "spec.yaml")
+	if err := os.WriteFile(withFile, []byte("name: spec\ninputs:\n  spec: {type: file}\nproviders:\n  chat: {kind: sim}\n"+
+		"nodes:\n  - {id: a, provider: chat, prompt: '{{ input \"spec\" }}'}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		args []string
 		want []string
 	}{
+		// read with its bound, never whole: /dev/zero is refused at once
+		{"endless file", []string{"--input", "goal=@/dev/zero"}, []string{"--input goal=@/dev/zero: /dev/zero is larger than 8 MiB, the bound of a file input",
+			"raise the bound with --max-input, e.g. --max-input 16MiB"}},
+		{"past --max-input", []string{"--input", "goal=@" + big, "--max-input", "1KiB"}, []string{"big.txt is larger than 1 KiB", "--max-input 2.0KiB"}},
+		{"bad --max-input", []string{"--input", "goal=x", "--max-input", "lots"}, []string{`--max-input "lots": give a size such as 8MiB`}},
 		{"missing", nil, []string{"goal.yaml:7: missing input \"goal\": pass --input goal=VALUE (What the study is about)"}},
 		{"unknown", []string{"--input", "goal=x", "--input", "gaol=y"}, []string{"goal.yaml:6: unknown input \"gaol\" (declared: goal, depth) (did you mean \"goal\"?)"}},
 		{"ill-typed", []string{"--input", "goal=x", "--input", "depth=deep"}, []string{"goal.yaml:9: input \"depth\": \"deep\" is not a whole number"}},
@@ -48,10 +65,20 @@ func TestRunInputErrorsWriteNothing(t *testing.T) {
 		{"twice", []string{"--input", "goal=x", "--input", "goal=y"}, []string{"--input goal is given twice"}},
 		{"no value", []string{"--input", "goal"}, []string{"want KEY=VALUE"}},
 	}
+	cases = append(cases, struct {
+		name string
+		args []string
+		want []string
+	}{"file input past --max-input", []string{withFile, "--input", "spec=@" + big, "--max-input", "1KiB"},
+		[]string{`spec.yaml:3: input "spec": ` + big + " is larger than 1 KiB, the bound of a file input"}})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			db := filepath.Join(dir, c.name+".db")
-			code, _, stderr := runCLI(t, append([]string{"run", "--db", db, goal}, c.args...)...)
+			args := append([]string{"run", "--db", db, goal}, c.args...)
+			if len(c.args) > 0 && strings.HasSuffix(c.args[0], ".yaml") {
+				args = append([]string{"run", "--db", db}, c.args...)
+			}
+			code, _, stderr := runCLI(t, args...)
 			if code != exitUsage {
 				t.Errorf("exit %d, want 2\n%s", code, stderr)
 			}
@@ -201,5 +228,48 @@ nodes:
 	}
 	if !strings.Contains(stdout, "lint    failed") || !strings.Contains(stdout, "report  completed") {
 		t.Errorf("result table:\n%s", stdout)
+	}
+}
+
+// A file input that is a FIFO nobody writes to waits, as a read of it
+// must; Ctrl-C ends the wait at once (exit 130, the run never began).
+func TestFIFOInputGivesWayToCtrlC(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "in")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	graph := filepath.Join(dir, "g.yaml")
+	if err := os.WriteFile(graph, []byte("name: spec\ninputs:\n  spec: {type: file}\nproviders:\n  chat: {kind: sim}\n"+
+		"nodes:\n  - {id: a, provider: chat, prompt: '{{ input \"spec\" }}'}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(noderunBinary(t), "run", "--db", filepath.Join(dir, "j.db"), graph, "--input", "spec=@"+fifo)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		t.Fatalf("the run did not wait for its input: %v\n%s", err, out.String())
+	case <-time.After(time.Second):
+	}
+	sent := time.Now()
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted || !strings.Contains(out.String(), `input "spec"`) {
+			t.Fatalf("after Ctrl-C: %v\n%s", err, out.String())
+		}
+		t.Logf("exited %s after Ctrl-C: %s", time.Since(sent).Round(time.Millisecond), strings.TrimSpace(out.String()))
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("still waiting for the FIFO 10 s after Ctrl-C\n%s", out.String())
 	}
 }

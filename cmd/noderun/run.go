@@ -39,6 +39,7 @@ func runCommand() *cli.Command {
 			"  noderun run g.yaml --cache-from previous.db         # reuse a CI artifact's outputs (read only)",
 		Flags: append(append(append(execFlags("the recovery `PROFILE` (overrides the graph's; see: noderun profiles)"), temporalFlags()...),
 			&cli.GenericFlag{Name: "input", Value: &inputFlag{}, Usage: "a graph input, `KEY=VALUE`; KEY=@FILE reads a file (repeatable)"},
+			&cli.StringFlag{Name: "max-input", Value: "8MiB", Usage: "read at most `SIZE` of a file input (@FILE, type: file)"},
 			&cli.DurationFlag{Name: "heartbeat-timeout", Usage: "--temporal: a silent worker is lost after `D` (10s)"},
 			&cli.IntFlag{Name: "pack", Usage: "--temporal: `N` nodes an activity (0: by the run's width; 1: each alone)"},
 			&cli.StringFlag{Name: "serve", Usage: "serve the run's page while it runs, on `HOST:PORT` (alone: " + defaultServeAddr + ")"},
@@ -57,12 +58,15 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if opts.Inputs, err = inputsOf(c, g); err != nil {
+			if opts.MaxInputBytes, err = maxInputOf(c); err != nil {
 				return usageErr(err)
 			}
+			if opts.Inputs, err = inputsOf(c, g, opts.MaxInputBytes); err != nil {
+				return usageErr(inputHint(err))
+			}
 			// Everything that can be wrong with the input is found before the journal is touched.
-			if _, err := g.ResolveInputs(opts.Inputs); err != nil {
-				return usageErr(err)
+			if err := g.CheckInputs(opts.Inputs, opts.MaxInputBytes); err != nil {
+				return usageErr(inputHint(err))
 			}
 			if c.String("serve") != "" {
 				if c.String("temporal") != "" {
@@ -354,6 +358,10 @@ func report(c *cli.Context, opts runner.Options, res *runner.Result, err error) 
 		// it holds is intact and resumable.
 		return &exitError{exitInterrupted, fmt.Errorf("%w\nthe run is interrupted: free space on the disk that holds %s (or fix the file), then continue it: %s",
 			err, c.String("db"), resumeLine(c, res.RunID))}
+	}
+	if err != nil && res == nil && c.Context.Err() != nil {
+		// interrupted before the run began (reading a file input): nothing ran
+		return &exitError{exitInterrupted, fmt.Errorf("%w; the run did not start", err)}
 	}
 	if err != nil {
 		return &exitError{exitFailed, err}

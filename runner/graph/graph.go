@@ -385,6 +385,9 @@ type Problem struct {
 	Field string
 	// Msg says what is wrong (without the node prefix).
 	Msg string
+	// Err is the typed cause, when there is one (an *InputTooLargeError):
+	// errors.As finds it through the *Error.
+	Err error
 }
 
 // String is the problem without its location: `node "plan": unknown field "promt"`.
@@ -397,6 +400,17 @@ func (p Problem) String() string {
 
 // Error lists every problem, one per line, as "path:line: message"; for a
 // graph built in code, as `graph "NAME": node "ID": field ...: message`.
+// Unwrap gives the problems' typed causes to errors.Is and errors.As.
+func (e *Error) Unwrap() []error {
+	var out []error
+	for _, p := range e.Problems {
+		if p.Err != nil {
+			out = append(out, p.Err)
+		}
+	}
+	return out
+}
+
 func (e *Error) Error() string {
 	path := e.Path
 	if path == "" {

@@ -1,8 +1,8 @@
 package graph
 
 import (
+	"context"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -148,7 +148,30 @@ func convertInput(typ, v string) (string, error) {
 // file input the file's content. An unknown name, a missing required input
 // or a value of the wrong type is an *Error whose problems name the graph
 // file and the line of the inputs block (or of the input).
+//
+// A file input is read with ReadInput, at most DefaultMaxInputBytes: see
+// ResolveInputsContext for another bound, and for a read that waits (a
+// FIFO) that gives way when a context ends.
 func (g *Graph) ResolveInputs(given map[string]string) (map[string]string, error) {
+	return g.ResolveInputsContext(context.Background(), given, 0)
+}
+
+// ResolveInputsContext is ResolveInputs reading a file input at most
+// maxBytes (0: DefaultMaxInputBytes) and giving up when ctx ends.
+func (g *Graph) ResolveInputsContext(ctx context.Context, given map[string]string, maxBytes int64) (map[string]string, error) {
+	return g.resolveInputs(ctx, given, maxBytes, true)
+}
+
+// CheckInputs finds what ResolveInputsContext would find wrong with the
+// values given, without reading a file input (it checks that the file is
+// there and, for a regular one, within maxBytes): a FIFO or a process
+// substitution (/dev/fd/N) is read once, by the run.
+func (g *Graph) CheckInputs(given map[string]string, maxBytes int64) error {
+	_, err := g.resolveInputs(context.Background(), given, maxBytes, false)
+	return err
+}
+
+func (g *Graph) resolveInputs(ctx context.Context, given map[string]string, maxBytes int64, read bool) (map[string]string, error) {
 	var probs []Problem
 	line := g.InputsLine
 	if line == 0 {
@@ -191,10 +214,19 @@ func (g *Graph) ResolveInputs(given map[string]string) (map[string]string, error
 			probs = append(probs, Problem{Line: in.Line, Field: "inputs", Msg: fmt.Sprintf("input %s: %v", graphQuote(in.Name), err)})
 			continue
 		}
+		if in.Type == InputFile && !read {
+			if err := checkInput(c, maxBytes); err != nil {
+				probs = append(probs, Problem{Line: in.Line, Field: "inputs", Msg: fmt.Sprintf("input %s: %v", graphQuote(in.Name), err), Err: err})
+			}
+			continue
+		}
 		if in.Type == InputFile {
-			b, err := os.ReadFile(c)
+			b, err := ReadInput(ctx, c, maxBytes)
+			if err != nil && ctx.Err() != nil {
+				return nil, fmt.Errorf("input %s: %w", graphQuote(in.Name), err) // interrupted: not a problem of the graph
+			}
 			if err != nil {
-				probs = append(probs, Problem{Line: in.Line, Field: "inputs", Msg: fmt.Sprintf("input %s: %v", graphQuote(in.Name), err)})
+				probs = append(probs, Problem{Line: in.Line, Field: "inputs", Msg: fmt.Sprintf("input %s: %v", graphQuote(in.Name), err), Err: err})
 				continue
 			}
 			c = string(b)
