@@ -44,7 +44,7 @@ func TestResolveInputs(t *testing.T) {
 		{"unknown", map[string]string{"goal": "x", "gaol": "y"}, nil, `g.yaml:2: unknown input "gaol" (declared: goal, depth, strict, spec) (did you mean "goal"?)`},
 		{"bad int", map[string]string{"goal": "x", "depth": "deep"}, nil, `g.yaml:5: input "depth": "deep" is not a whole number`},
 		{"bad bool", map[string]string{"goal": "x", "strict": "sure"}, nil, `g.yaml:6: input "strict": "sure" is not true or false`},
-		{"no file", map[string]string{"goal": "x", "spec": spec + ".gone"}, nil, `g.yaml:7: input "spec": open ` + spec + ".gone"},
+		{"no file", map[string]string{"goal": "x", "spec": spec + ".gone"}, nil, `g.yaml:7: input "spec": stat ` + spec + ".gone: no such file"},
 		{"every problem", map[string]string{"depth": "x", "nope": "y"}, nil, "g.yaml:2: unknown input \"nope\"\ng.yaml:4: missing input \"goal\"\ng.yaml:5: input \"depth\""},
 	}
 	for _, c := range cases {

@@ -66,6 +66,9 @@ inputs; a reference it cannot check (a computed id) is rejected.
 input of type file, its path). A missing required input, an unknown name or a value of the wrong type is
 exit 2, naming the graph file and the line of the ` + "`inputs:`" + ` block, before anything is written. The
 resolved values (a file input's content) are journaled with the run; ` + "`noderun resume`" + ` reuses them.
+A file is read with a bound, ` + "`--max-input SIZE`" + ` (default 8 MiB; ` + "`runner.Options.MaxInputBytes`" + `), never
+whole: a larger file (or ` + "`/dev/zero`" + `) is exit 2 naming the input and the bound. A FIFO or a process
+substitution (` + "`--input spec=@<(cmd)`" + `) is read once, by the run; Ctrl-C ends a wait for its writer (exit 130).
 
 ## Rate limits and failover
 
