@@ -124,7 +124,7 @@ func (l *Local) Start(ctx context.Context, req StartRequest) (string, error) {
 	}
 	// Everything that can be wrong with the request is found before the
 	// journal is touched.
-	if _, err := g.ResolveInputs(opts.Inputs); err != nil {
+	if err := g.CheckInputs(opts.Inputs, opts.MaxInputBytes); err != nil {
 		return "", &BadRequest{err}
 	}
 	if err := errors.Join(runner.Check(g, &opts), runner.CheckEnvironment(g, &opts)); err != nil {
