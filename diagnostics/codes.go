@@ -223,7 +223,7 @@ var (
 		Summary: "the node's request was unchanged since a completed run (same cache key): its output is that run's node's, taken from the journal (or --cache-from) without a provider call; the saved_* tokens are what that call cost"}
 
 	LimitExceeded = Code{ID: "NR501", Name: "limit_exceeded", Level: slog.LevelError, Role: RoleOutcome, Ends: "an input or answer exceeded a limit", Noun: "exceeded limit", Attrs: failAttrs,
-		Summary: "an input or an answer exceeded a documented bound (graph file, prompt, stream event); not retried"}
+		Summary: "an input or an answer exceeded a documented bound (graph file, prompt, stream event, a node's answer, an attempt's events); not retried"}
 	ProtocolViolation = Code{ID: "NR502", Name: "protocol_violation", Level: slog.LevelError, Role: RoleOutcome, Ends: "the server's answer is not the protocol", Noun: "protocol violation", Attrs: failAttrs,
 		Summary: "the server's answer is not the protocol (content type, undecodable event, redirect); not retried"}
 	JournalUnavailable = Code{ID: "NR503", Name: "journal_unavailable", Level: slog.LevelError, Role: RoleOutcome, Ends: "the journal could not record", Attrs: failAttrs,

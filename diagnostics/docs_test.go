@@ -49,7 +49,7 @@ func TestDocsListEveryCode(t *testing.T) {
 		{ClassDeterministic, "400, 401, 403, 404, 422, context length, a failed or incomplete response, a harness thread mismatch"},
 		{ClassCanceled, "Ctrl-C, node cancel"},
 		{ClassProtocol, "a 200 that is not an event stream (text/html from a portal), an event that is not JSON, a redirect"},
-		{ClassLimit, "a stream event or line past 32 MiB, a graph file or rendered prompt past its bound"},
+		{ClassLimit, "a stream event or line past 32 MiB, a node's answer past max_output_bytes, an attempt past max_events, a graph file or rendered prompt past its bound"},
 		{ClassJournal, "disk full, a read-only or vanished journal file: the node stops at once, resumable work stays resumable"},
 	} {
 		fmt.Fprintf(&b, "| `%s` | %v | %s |\n", c.c, c.c.Transient(), c.ex)

@@ -14,9 +14,9 @@ import (
 // and every value, in the units `noderun profiles` prints.
 func docLine(p Profile) string {
 	return fmt.Sprintf("%s: retries %d, reconnects %d, backoff {base %s, factor %g, cap %s}, deadline %s, idle_timeout %s, "+
-		"poll_after %s, poll_interval %s, stuck_after %s, max_retry_after %s, breaker %d, breaker_cooldown %s",
+		"poll_after %s, poll_interval %s, stuck_after %s, max_retry_after %s, breaker %d, breaker_cooldown %s, max_output_bytes %s, max_events %d",
 		p.Name, p.Retries, p.Reconnects, p.Backoff.Base, p.Backoff.Factor, p.Backoff.Cap, p.Deadline, p.IdleTimeout,
-		p.PollAfter, p.PollInterval, p.StuckAfter, p.MaxRetryAfter, p.Breaker, p.BreakerCooldown)
+		p.PollAfter, p.PollInterval, p.StuckAfter, p.MaxRetryAfter, p.Breaker, p.BreakerCooldown, p.MaxOutputBytes, p.MaxEvents)
 }
 
 // `go doc ./profile Builtins` is where a Go programmer looks for the

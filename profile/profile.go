@@ -3,6 +3,7 @@
 package profile
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -43,7 +44,27 @@ type Profile struct {
 	Breaker int `yaml:"breaker"`
 	// ... and keeps it open this long before letting one probe through.
 	BreakerCooldown Duration `yaml:"breaker_cooldown"`
+	// MaxOutputBytes bounds a node's answer (its output and its reasoning,
+	// as streamed in an attempt): past it the node fails with NR501
+	// (limit_exceeded), its partial answer kept, and is not retried. A
+	// node's or provider's max_output_bytes overrides it. 0: 32 MiB.
+	MaxOutputBytes Size `yaml:"max_output_bytes"`
+	// MaxEvents bounds the events of one attempt's stream, which a server
+	// could send without end and without output. 0: 10,000,000.
+	MaxEvents int `yaml:"max_events"`
 }
+
+// Defaults of the bounds a profile may leave at 0.
+const (
+	DefaultMaxOutputBytes Size = 32 << 20
+	DefaultMaxEvents           = 10_000_000
+)
+
+// OutputBound is MaxOutputBytes, or its default.
+func (p Profile) OutputBound() Size { return cmp.Or(p.MaxOutputBytes, DefaultMaxOutputBytes) }
+
+// EventBound is MaxEvents, or its default.
+func (p Profile) EventBound() int { return cmp.Or(p.MaxEvents, DefaultMaxEvents) }
 
 // Backoff is an exponential backoff with full jitter.
 type Backoff struct {
@@ -116,6 +137,12 @@ func (p Profile) Validate() error {
 	if p.PollInterval.D() <= 0 {
 		bad("poll_interval", "must be > 0")
 	}
+	if p.MaxOutputBytes < 0 {
+		bad("max_output_bytes", "must be > 0 (omit it for 32MiB)")
+	}
+	if p.MaxEvents < 0 {
+		bad("max_events", "must be > 0 (omit it for 10,000,000)")
+	}
 	if p.Breaker < 0 || (p.Breaker > 0 && p.BreakerCooldown.D() <= 0) {
 		bad("breaker", "must be >= 0, with a breaker_cooldown > 0")
 	} else if p.Breaker == 0 && p.Retries > MaxRetriesWithoutBreaker {
@@ -141,9 +168,9 @@ func (p Profile) CheckIdle(polls bool) error {
 // any of their fields (Load). The built-ins and their values (the fields of
 // Profile, durations as `noderun profiles` prints them):
 //
-//	ci: retries 3, reconnects 8, backoff {base 5ms, factor 2, cap 50ms}, deadline 5s, idle_timeout 2s, poll_after 1s, poll_interval 50ms, stuck_after 500ms, max_retry_after 2s, breaker 3, breaker_cooldown 500ms
-//	default: retries 3, reconnects 8, backoff {base 1s, factor 2, cap 30s}, deadline 10m, idle_timeout 90s, poll_after 30s, poll_interval 5s, stuck_after 2m, max_retry_after 2m, breaker 5, breaker_cooldown 5s
-//	patient: retries 5, reconnects 50, backoff {base 2s, factor 2, cap 60s}, deadline 60m, idle_timeout 10m, poll_after 45s, poll_interval 15s, stuck_after 10m, max_retry_after 10m, breaker 5, breaker_cooldown 15s
+//	ci: retries 3, reconnects 8, backoff {base 5ms, factor 2, cap 50ms}, deadline 5s, idle_timeout 2s, poll_after 1s, poll_interval 50ms, stuck_after 500ms, max_retry_after 2s, breaker 3, breaker_cooldown 500ms, max_output_bytes 32MiB, max_events 10000000
+//	default: retries 3, reconnects 8, backoff {base 1s, factor 2, cap 30s}, deadline 10m, idle_timeout 90s, poll_after 30s, poll_interval 5s, stuck_after 2m, max_retry_after 2m, breaker 5, breaker_cooldown 5s, max_output_bytes 32MiB, max_events 10000000
+//	patient: retries 5, reconnects 50, backoff {base 2s, factor 2, cap 60s}, deadline 60m, idle_timeout 10m, poll_after 45s, poll_interval 15s, stuck_after 10m, max_retry_after 10m, breaker 5, breaker_cooldown 15s, max_output_bytes 32MiB, max_events 10000000
 //
 // default is for interactive runs against real providers; ci keeps every
 // wait short, for tests against the simulator; patient is for long
@@ -155,21 +182,21 @@ func Builtins() map[string]Profile {
 			Backoff:  Backoff{Base: D(time.Second), Factor: 2, Cap: D(30 * time.Second)},
 			Deadline: D(10 * time.Minute), IdleTimeout: D(90 * time.Second), PollAfter: D(30 * time.Second),
 			PollInterval: D(5 * time.Second), StuckAfter: D(2 * time.Minute), MaxRetryAfter: D(2 * time.Minute),
-			Breaker: 5, BreakerCooldown: D(5 * time.Second),
+			Breaker: 5, BreakerCooldown: D(5 * time.Second), MaxOutputBytes: DefaultMaxOutputBytes, MaxEvents: DefaultMaxEvents,
 		},
 		"ci": {
 			Name: "ci", Retries: 3, Reconnects: 8,
 			Backoff:  Backoff{Base: D(5 * time.Millisecond), Factor: 2, Cap: D(50 * time.Millisecond)},
 			Deadline: D(5 * time.Second), IdleTimeout: D(2 * time.Second), PollAfter: D(time.Second),
 			PollInterval: D(50 * time.Millisecond), StuckAfter: D(500 * time.Millisecond), MaxRetryAfter: D(2 * time.Second),
-			Breaker: 3, BreakerCooldown: D(500 * time.Millisecond),
+			Breaker: 3, BreakerCooldown: D(500 * time.Millisecond), MaxOutputBytes: DefaultMaxOutputBytes, MaxEvents: DefaultMaxEvents,
 		},
 		"patient": {
 			Name: "patient", Retries: 5, Reconnects: 50,
 			Backoff:  Backoff{Base: D(2 * time.Second), Factor: 2, Cap: D(60 * time.Second)},
 			Deadline: D(60 * time.Minute), IdleTimeout: D(10 * time.Minute), PollAfter: D(45 * time.Second),
 			PollInterval: D(15 * time.Second), StuckAfter: D(10 * time.Minute), MaxRetryAfter: D(10 * time.Minute),
-			Breaker: 5, BreakerCooldown: D(15 * time.Second),
+			Breaker: 5, BreakerCooldown: D(15 * time.Second), MaxOutputBytes: DefaultMaxOutputBytes, MaxEvents: DefaultMaxEvents,
 		},
 	}
 }

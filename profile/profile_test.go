@@ -190,3 +190,33 @@ func TestUnknownProfileWording(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+func TestSizes(t *testing.T) {
+	cases := []struct {
+		yaml string
+		want Size
+		err  string
+	}{
+		{"ci: {max_output_bytes: 64KiB}", 64 << 10, ""},
+		{"ci: {max_output_bytes: 4096}", 4096, ""},
+		{"ci: {max_output_bytes: 1.5MiB}", 3 << 19, ""},
+		{"ci: {}", DefaultMaxOutputBytes, ""},
+		{"ci: {max_output_bytes: -1}", 0, `"-1" is not a size`},
+		{"ci: {max_output_bytes: lots}", 0, `"lots" is not a size like 32MiB`},
+		{"ci: {max_output_bytes: [1]}", 0, "a size must be a number of bytes"},
+	}
+	for _, c := range cases {
+		set, err := Parse("p.yaml", []byte(c.yaml))
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%s: %v, want an error saying %q", c.yaml, err, c.err)
+		case c.err == "" && err != nil:
+			t.Errorf("%s: %v", c.yaml, err)
+		case c.err == "" && set["ci"].OutputBound() != c.want:
+			t.Errorf("%s: %v, want %v", c.yaml, set["ci"].OutputBound(), c.want)
+		}
+	}
+	if s := Size(64 << 10).String(); s != "64KiB" {
+		t.Errorf("String: %q", s)
+	}
+}

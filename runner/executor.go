@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,6 +44,10 @@ type nodeExec struct {
 	cur        provider.Cursor // where the current attempt's work stands
 	out        strings.Builder // output of the current attempt
 	deltas     int             // delta events of the current attempt, about a token each
+	events     int             // events of the current attempt's streams (bounded by maxEvents)
+	thought    int64           // reasoning bytes of the current attempt (bounded with the output)
+	maxOut     int64           // bound of the answer: output and reasoning (outputBound)
+	maxEvents  int             // bound of the attempt's events (the profile's max_events)
 	cost       recoveryCost    // what recovery re-sent and regenerated (continue.go)
 	done       bool            // terminal evidence seen
 	progressed bool            // healthy progress since the last recovery step
@@ -333,6 +338,23 @@ func (x *nodeExec) journalErr(err error) error {
 	return &diagnostics.Error{Class: diagnostics.ClassJournal, Err: fmt.Errorf("%w: %s: %w", diagnostics.ErrJournal, x.run.j.Path(), err)}
 }
 
+// outputBound is the bound of the node's answer: its own max_output_bytes,
+// else its provider's, else the profile's.
+func (x *nodeExec) outputBound() int64 {
+	var prov int64
+	if p := x.run.g.Providers[x.provNm]; p != nil {
+		prov = p.MaxOutputBytes
+	}
+	return cmp.Or(x.node.MaxOutputBytes, prov, int64(x.prof.OutputBound()))
+}
+
+// overLimit ends the attempt at a bound that keeps memory and the journal
+// bounded whatever a server sends: the node fails (NR501), what it
+// journaled before is kept, and it is not retried.
+func (x *nodeExec) overLimit(what string) error {
+	return &diagnostics.Error{Class: diagnostics.ClassLimit, Err: fmt.Errorf("%w: %s", diagnostics.ErrLimit, what)}
+}
+
 func (x *nodeExec) record(ctx context.Context) provider.Emit {
 	return func(ev provider.Event) error {
 		// Adapters stamp an event when they read it; reading the clock again
@@ -343,6 +365,9 @@ func (x *nodeExec) record(ctx context.Context) provider.Emit {
 			at = time.Now()
 		}
 		x.touched.Store(at.UnixNano())
+		if x.events++; x.events > x.maxEvents {
+			return x.overLimit(fmt.Sprintf("its stream passed %d events in one attempt (the profile's max_events)", x.maxEvents))
+		}
 		if ev.Seq >= 0 && ev.Kind != provider.KindRef {
 			if x.cur.Ref != "" && ev.Seq <= x.cur.Seq {
 				return nil // already seen before a re-attach; never journal an event twice
@@ -377,6 +402,9 @@ func (x *nodeExec) record(ctx context.Context) provider.Emit {
 					diagnostics.KeyRef.Attr(ev.Ref)))
 			}
 		case provider.KindDelta:
+			if int64(x.out.Len()+len(ev.Text))+x.thought > x.maxOut {
+				return x.overLimit(fmt.Sprintf("its answer passed %s (max_output_bytes)", profile.Size(x.maxOut)))
+			}
 			x.usage.streamed++
 			x.out.WriteString(ev.Text)
 			x.deltas++
@@ -384,6 +412,9 @@ func (x *nodeExec) record(ctx context.Context) provider.Emit {
 			x.advance(int64(len(ev.Text)))
 			return x.chunks.add(rec, ev.Text, at)
 		case provider.KindReasoning:
+			if x.thought += int64(len(ev.Text)); int64(x.out.Len())+x.thought > x.maxOut {
+				return x.overLimit(fmt.Sprintf("its answer passed %s with its reasoning (max_output_bytes)", profile.Size(x.maxOut)))
+			}
 			x.usage.reasoning++
 			x.data(at)
 			x.advance(int64(len(ev.Text)))
@@ -869,7 +900,8 @@ func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) e
 	x.cur = provider.Cursor{Seq: -1}
 	x.ground.Restart()
 	x.out.Reset()
-	x.deltas = 0
+	x.deltas, x.events, x.thought = 0, 0, 0
+	x.maxOut, x.maxEvents = x.outputBound(), x.prof.EventBound()
 	x.done = false
 	x.usage = attemptUsage{}
 	x.dataAt, x.pollAt = time.Time{}, time.Time{}

@@ -79,6 +79,8 @@ func TestHostileServer(t *testing.T) {
 	}))
 	defer other.Close()
 	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	piece := strings.Repeat("y", 1000)
+	deltas := bytes.Repeat(fmt.Appendf(nil, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s\"}}]}\n\n", piece), 64)
 	sse := func(w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
@@ -107,6 +109,27 @@ func TestHostileServer(t *testing.T) {
 			// The default profile: reading 32 MiB under the race detector
 			// outlasts ci's 1 s poll_after, which would cut it first.
 		}, diagnostics.LimitExceeded, diagnostics.ClassLimit, 1, "longer than 32 MiB", "default"},
+		// Issue 42: valid deltas without end, each a small event: the node
+		// fails at its answer's bound (32 MiB by default), not retried,
+		// what it journaled before kept; memory and journal stay bounded.
+		{"chat_endless_valid_deltas", "openai", func(w http.ResponseWriter, r *http.Request) {
+			sse(w)
+			endless(w, deltas)
+		}, diagnostics.LimitExceeded, diagnostics.ClassLimit, 1, "its answer passed 32MiB (max_output_bytes)", "default"},
+		{"responses_endless_valid_deltas", "responses", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/v1/responses" { // the response given up is cancelled (NR208): no more generated for it
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"id":"resp_1","object":"response","status":"cancelled","output":[]}`)
+				return
+			}
+			sse(w)
+			_, _ = io.WriteString(w, "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\"}}\n\n")
+			for i := 1; ; i++ {
+				if _, err := fmt.Fprintf(w, "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":%d,\"item_id\":\"m\",\"output_index\":0,\"content_index\":0,\"delta\":\"%s\"}\n\n", i, piece); err != nil {
+					return
+				}
+			}
+		}, diagnostics.LimitExceeded, diagnostics.ClassLimit, 2, "its answer passed 32MiB (max_output_bytes)", "default"},
 		{"chat_500_with_a_huge_body", "openai", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusInternalServerError)
@@ -217,6 +240,7 @@ func TestHostileServer(t *testing.T) {
 			if bytes.Contains([]byte(logged), secret) {
 				t.Errorf("the key is in the log")
 			}
+			size := 0
 			for _, f := range []string{db, db + "-wal"} {
 				b, err := os.ReadFile(f)
 				if err != nil && !os.IsNotExist(err) {
@@ -224,6 +248,23 @@ func TestHostileServer(t *testing.T) {
 				}
 				if bytes.Contains(b, secret) {
 					t.Errorf("the key is in %s", filepath.Base(f))
+				}
+				size += len(b)
+			}
+			// The journal holds at most the bound (32 MiB of output), twice
+			// over (chunks and the WAL), and overhead.
+			if size > 80<<20 {
+				t.Errorf("the journal's files are %d MiB", size>>20)
+			}
+			if c.code == diagnostics.LimitExceeded && strings.Contains(c.name, "valid_deltas") {
+				out, err := journal.OpenReadOnly(context.Background(), db)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer out.Close()
+				kept, err := out.RebuildOutput(context.Background(), res.RunID, "a", 1)
+				if err != nil || len(kept) < 31<<20 || len(kept) > 32<<20 {
+					t.Errorf("the partial answer journaled is %d bytes (%v), want the bound's worth, up to 32 MiB", len(kept), err)
 				}
 			}
 		})

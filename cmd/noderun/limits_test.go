@@ -5,10 +5,14 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -127,5 +131,62 @@ func TestMetricsLingerIsChecked(t *testing.T) {
 	}
 	if _, err := os.Stat(db); err == nil {
 		t.Errorf("a refused run created the journal")
+	}
+}
+
+// Issue 42: a server that streams valid deltas without end (never a
+// finish_reason) ends the node at its answer's bound, 32 MiB by default,
+// within the profile's deadline: NR501, exit 1, the process's peak RSS
+// under 256 MiB and the journal under the bound plus overhead. A real
+// process against a real socket.
+func TestEndlessAnswerIsBounded(t *testing.T) {
+	piece := strings.Repeat("y", 1000)
+	deltas := bytes.Repeat(fmt.Appendf(nil, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s\"}}]}\n\n", piece), 64)
+	var served atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for {
+			n, err := w.Write(deltas)
+			served.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	graph := filepath.Join(dir, "g.yaml")
+	if err := os.WriteFile(graph, fmt.Appendf(nil, "name: endless\nprofile: ci\nproviders:\n  p: {kind: openai, base_url: %s/v1, api_key_env: NR_TEST_KEY, model: m}\n"+
+		"nodes:\n  - {id: a, prompt: hi}\n", srv.URL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "j.db")
+	cmd := exec.Command(noderunBinary(t), "run", "--db", db, graph)
+	cmd.Env = append(os.Environ(), "NR_TEST_KEY=sk-test")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	took := time.Since(start)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitFailed || !strings.Contains(out.String(), "NR501") || !strings.Contains(out.String(), "max_output_bytes") {
+		t.Fatalf("%v after %s\n%s", err, took, out.String())
+	}
+	rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10 // KiB on Linux
+	size := int64(0)
+	for _, f := range []string{db, db + "-wal"} {
+		if st, err := os.Stat(f); err == nil {
+			size += st.Size()
+		}
+	}
+	t.Logf("served %d MiB; ended in %s, peak RSS %d MiB, journal %d MiB", served.Load()>>20, took.Round(time.Millisecond), rss>>20, size>>20)
+	if rss > 256<<20 {
+		t.Errorf("peak RSS %d MiB, want at most 256", rss>>20)
+	}
+	if size > 80<<20 {
+		t.Errorf("the journal is %d MiB, want at most the 32 MiB bound and overhead", size>>20)
+	}
+	if took > 5*time.Second { // the ci profile's deadline
+		t.Errorf("it took %s to end", took)
 	}
 }

@@ -103,11 +103,12 @@ func profilesCommand() *cli.Command {
 				return profilesJSON(c.App.Writer, set)
 			}
 			w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "PROFILE\tRETRIES\tRECONNECTS\tBACKOFF (full jitter)\tDEADLINE\tIDLE\tPOLL AFTER\tPOLL\tSTUCK AFTER\tMAX RETRY-AFTER\tBREAKER")
+			fmt.Fprintln(w, "PROFILE\tRETRIES\tRECONNECTS\tBACKOFF (full jitter)\tDEADLINE\tIDLE\tPOLL AFTER\tPOLL\tSTUCK AFTER\tMAX RETRY-AFTER\tBREAKER\tMAX OUTPUT")
 			for _, name := range set.Names() {
 				p := set[name]
-				fmt.Fprintf(w, "%s\t%d\t%d\t%s × %g, cap %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, p.Retries, p.Reconnects,
-					p.Backoff.Base, p.Backoff.Factor, p.Backoff.Cap, p.Deadline, p.IdleTimeout, p.PollAfter, p.PollInterval, p.StuckAfter, p.MaxRetryAfter, breakerText(p))
+				fmt.Fprintf(w, "%s\t%d\t%d\t%s × %g, cap %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, p.Retries, p.Reconnects,
+					p.Backoff.Base, p.Backoff.Factor, p.Backoff.Cap, p.Deadline, p.IdleTimeout, p.PollAfter, p.PollInterval, p.StuckAfter, p.MaxRetryAfter, breakerText(p),
+					p.OutputBound())
 			}
 			return w.Flush()
 		},
@@ -201,6 +202,8 @@ func profilesJSON(w io.Writer, set profile.Set) error {
 		MaxRetryAfterMS   int64   `json:"max_retry_after_ms"`
 		Breaker           int     `json:"breaker"`
 		BreakerCooldownMS int64   `json:"breaker_cooldown_ms"`
+		MaxOutputBytes    int64   `json:"max_output_bytes"`
+		MaxEvents         int     `json:"max_events"`
 	}
 	out := struct {
 		Profiles []profileJSON `json:"profiles"`
@@ -211,7 +214,8 @@ func profilesJSON(w io.Writer, set profile.Set) error {
 			BackoffBaseMS: p.Backoff.Base.D().Milliseconds(), BackoffFactor: p.Backoff.Factor, BackoffCapMS: p.Backoff.Cap.D().Milliseconds(),
 			DeadlineMS: p.Deadline.D().Milliseconds(), IdleTimeoutMS: p.IdleTimeout.D().Milliseconds(), PollAfterMS: p.PollAfter.D().Milliseconds(),
 			PollIntervalMS: p.PollInterval.D().Milliseconds(), StuckAfterMS: p.StuckAfter.D().Milliseconds(),
-			MaxRetryAfterMS: p.MaxRetryAfter.D().Milliseconds(), Breaker: p.Breaker, BreakerCooldownMS: p.BreakerCooldown.D().Milliseconds()})
+			MaxRetryAfterMS: p.MaxRetryAfter.D().Milliseconds(), Breaker: p.Breaker, BreakerCooldownMS: p.BreakerCooldown.D().Milliseconds(),
+			MaxOutputBytes: int64(p.OutputBound()), MaxEvents: p.EventBound()})
 	}
 	return writeJSON(w, out)
 }

@@ -121,6 +121,9 @@ func (g *Graph) MarshalYAML() ([]byte, error) {
 			}
 			ykv(m, "limits", l)
 		}
+		if p.MaxOutputBytes > 0 {
+			ykv(m, "max_output_bytes", yint(int(p.MaxOutputBytes)))
+		}
 		if len(p.Fallback) > 0 {
 			ykv(m, "fallback", ylist(p.Fallback))
 		}
@@ -163,6 +166,9 @@ func (g *Graph) MarshalYAML() ([]byte, error) {
 		}
 		if n.CacheTTL != 0 {
 			ykv(m, "cache_ttl", yscalar(n.CacheTTL.String()))
+		}
+		if n.MaxOutputBytes > 0 {
+			ykv(m, "max_output_bytes", yint(int(n.MaxOutputBytes)))
 		}
 		if n.Fallback != nil { // [] too: it turns the provider's list off
 			ykv(m, "fallback", ylist(n.Fallback))

@@ -64,6 +64,11 @@ func sEnum(vals []string) map[string]any {
 }
 func sInt(min int) map[string]any { return map[string]any{"type": "integer", "minimum": min} }
 func sBool() map[string]any       { return map[string]any{"type": "boolean"} }
+
+// sSize is a byte count: a whole number, or a number with a unit.
+func sSize() map[string]any {
+	return map[string]any{"oneOf": []any{sInt(1), map[string]any{"type": "string", "pattern": `^[0-9]+(\.[0-9]+)? ?([KkMmGgTt]i?[Bb]?|[Bb])?$`}}}
+}
 func sDuration() map[string]any {
 	return map[string]any{"type": "string", "pattern": durationPattern}
 }
@@ -169,9 +174,15 @@ var fieldsProvider = []Field{
 		"(see the limits block). Declared limits bound the pace on top of what the provider's rate-limit headers say, so a graph may use less than " +
 		"its account allows; with no limits declared, the run learns them from the headers of the first response. `concurrency` bounds the requests in flight.",
 		Example: "{requests_per_minute: 500, tokens_per_minute: 200000}", schema: sRef("limits")},
+	{Name: "max_output_bytes", Type: "size", Default: "the profile's `max_output_bytes` (32MiB)", Doc: maxOutputDoc + " For each node of this provider that sets none.",
+		Example: "64MiB", schema: sSize()},
 	{Name: "fallback", Type: "list of provider names", Default: "none (no failover)", Doc: fallbackProviderDoc,
 		Example: "[backup]", schema: sProviderList()},
 }
+
+// maxOutputDoc says what the output bound does.
+const maxOutputDoc = "Bounds the node's answer (output and reasoning, a size such as 32MiB or a number of bytes): past it the node fails with NR501 " +
+	"(limit_exceeded), its partial answer kept, and is not retried, so that no server streaming without end exhausts memory or disk."
 
 // The failover fields' docs.
 const (
@@ -217,6 +228,8 @@ var fieldsNode = []Field{
 		Example: "high", schema: sEnum(graphReasoningLevel)},
 	{Name: "max_output_tokens", Type: "whole number > 0", Doc: "Caps the output.",
 		Example: "4000", schema: sInt(1)},
+	{Name: "max_output_bytes", Type: "size", Default: "the provider's, else the profile's `max_output_bytes` (32MiB)", Doc: maxOutputDoc,
+		Example: "64MiB", schema: sSize()},
 	{Name: "retries", Type: "whole number >= 0", Default: "the profile's retries", Doc: "The node's retry budget (requests sent again from scratch); it never refills.",
 		Example: "5", schema: sInt(0)},
 	{Name: "side_effects", Type: "string", Default: "unsafe for harness providers, none otherwise", Doc: "none, idempotent or unsafe: whether sending the request again is harmless. An unsafe node is never replayed unless the request provably never left.",
@@ -298,6 +311,8 @@ var fieldsProfile = []Field{
 	{Name: "max_retry_after", Type: "duration", Default: "2m", Doc: "Caps how long a Retry-After may make a node wait.", Example: "10m"},
 	{Name: "breaker", Type: "whole number >= 0", Default: "5", Doc: "Opens a provider's circuit after this many consecutive connection failures (0: no breaker).", Example: "5"},
 	{Name: "breaker_cooldown", Type: "duration", Default: "5s", Doc: "How long an open circuit waits before one probe.", Example: "30s"},
+	{Name: "max_output_bytes", Type: "size", Default: "32MiB", Doc: "Bounds each node's answer (output and reasoning) where neither the node nor its provider sets max_output_bytes: past it the node fails with NR501, its partial answer kept, and is not retried.", Example: "64MiB"},
+	{Name: "max_events", Type: "whole number > 0", Default: "10000000", Doc: "Bounds the events of one attempt's stream (a server could send events without end and without output): past it the node fails with NR501.", Example: "1000000"},
 }
 
 // fieldsBackoff are the fields of a profile's backoff.

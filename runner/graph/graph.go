@@ -119,7 +119,10 @@ type ProviderSpec struct {
 	Limits Limits
 	// Fallback names the providers, in order, that a node of this provider
 	// moves to when it is unavailable (`fallback:`); nil for none.
-	Fallback []string
+	// MaxOutputBytes bounds the answer of each of its nodes that sets
+	// none (0: the profile's max_output_bytes).
+	MaxOutputBytes int64
+	Fallback       []string
 	// Line is where the provider is named in the file.
 	Line int
 }
@@ -168,6 +171,9 @@ type Node struct {
 	ReasoningEffort string
 	// MaxOutputTokens is 0 when not set.
 	MaxOutputTokens int
+	// MaxOutputBytes bounds the node's answer (0: its provider's, else
+	// the profile's max_output_bytes).
+	MaxOutputBytes int64
 	// Retries overrides the profile's retry budget when not nil.
 	Retries *int
 	// SideEffects is as set, or when omitted SideUnsafe for harness

@@ -18,6 +18,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
 )
 
@@ -381,6 +382,30 @@ func (p *graphParser) integer(s graphScope, f graphPair) (int, bool) {
 	return n, true
 }
 
+// size reads a byte count > 0: a whole number of bytes, or a size such as
+// 32MiB (profile.ParseSize).
+func (p *graphParser) size(s graphScope, f graphPair) (int64, bool) {
+	v := graphResolve(f.val)
+	if v != nil && v.Kind == yaml.ScalarNode && v.ShortTag() == "!!int" {
+		n, ok := p.integer(s, f)
+		if ok && n <= 0 {
+			p.report(s, f.val.Line, f.key.Value, "%s must be > 0 (omit it for the profile's), got %d", f.key.Value, n)
+			return 0, false
+		}
+		return int64(n), ok
+	}
+	if v == nil || v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" {
+		p.report(s, f.val.Line, f.key.Value, "%s must be a size like 32MiB or a number of bytes", f.key.Value)
+		return 0, false
+	}
+	n, err := profile.ParseSize(v.Value)
+	if err != nil || n <= 0 {
+		p.report(s, f.val.Line, f.key.Value, "%s must be a size like 32MiB or a number of bytes, not %s", f.key.Value, graphQuote(v.Value))
+		return 0, false
+	}
+	return int64(n), true
+}
+
 // boolean reads true or false.
 func (p *graphParser) boolean(s graphScope, f graphPair) (bool, bool) {
 	v := graphResolve(f.val)
@@ -741,6 +766,8 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 			}
 		case "limits":
 			spec.Limits = p.limits(s, f)
+		case "max_output_bytes":
+			spec.MaxOutputBytes, _ = p.size(s, f)
 		case "fallback":
 			names, lines := p.fallbackList(s, f, "list the providers a node of this one moves to, like [backup], or omit it")
 			if len(names) > 0 { // [] is the same as none
@@ -914,6 +941,9 @@ func (p *graphParser) node(g *Graph, idx int, item *yaml.Node) {
 			}
 			n.MaxOutputTokens = v
 		}
+	}
+	if f, ok := byName["max_output_bytes"]; ok {
+		n.MaxOutputBytes, _ = p.size(s, f)
 	}
 	if f, ok := byName["retries"]; ok {
 		if v, ok := p.integer(s, f); ok {

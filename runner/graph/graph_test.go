@@ -65,7 +65,7 @@ func TestParseGraphRejects(t *testing.T) {
 		{"continuation of a sim responses", "name: t\nproviders:\n  p: {kind: sim, api: responses, continuation: prefix}\nnodes:\n  - {id: a, prompt: x}\n", 3, "continuation is for chat servers"},
 		{"null provider", "name: t\nproviders:\n  p:\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": missing kind`},
 		{"misspelt kind", "name: t\nproviders:\n  p: {knd: sim}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": unknown field "knd" (did you mean "kind"?)`},
-		{"unknown provider field", "name: t\nproviders:\n  p: {kind: sim, colour: red}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": unknown field "colour" (known fields: api, continuation, fallback, kind, limits, model, sim)`},
+		{"unknown provider field", "name: t\nproviders:\n  p: {kind: sim, colour: red}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": unknown field "colour" (known fields: api, continuation, fallback, kind, limits, max_output_bytes, model, sim)`},
 		{"sim on openai", "name: t\nproviders:\n  p:\n    kind: openai\n    model: m\n    sim: {}\nnodes:\n  - {id: a, prompt: x}\n", 6, `provider "p": field "sim" is not valid for kind "openai" (it is for sim)`},
 		{"base_url on sim", "name: t\nproviders:\n  p: {kind: sim, base_url: 'http://x'}\nnodes:\n  - {id: a, prompt: x}\n", 3, `provider "p": field "base_url" is not valid for kind "sim" (it is for openai, responses, anthropic, gemini)`},
 		{"command on openai", "name: t\nproviders:\n  p: {kind: openai, model: m, command: codex}\nnodes:\n  - {id: a, prompt: x}\n", 3, `field "command" is not valid for kind "openai" (it is for harness)`},
@@ -106,6 +106,9 @@ func TestParseGraphRejects(t *testing.T) {
 		{"retries fractional", graphHead + "  - {id: a, prompt: x, retries: 1.5}\n", 5, "retries must be a whole number"},
 		{"zero max_output_tokens", graphHead + "  - {id: a, prompt: x, max_output_tokens: 0}\n", 5, "max_output_tokens must be > 0, got 0"},
 		{"negative max_output_tokens", graphHead + "  - {id: a, prompt: x, max_output_tokens: -5}\n", 5, "max_output_tokens must be > 0, got -5"},
+		{"zero max_output_bytes", graphHead + "  - {id: a, prompt: x, max_output_bytes: 0}\n", 5, "max_output_bytes must be > 0 (omit it for the profile's), got 0"},
+		{"a size that is not one", graphHead + "  - {id: a, prompt: x, max_output_bytes: lots}\n", 5, `max_output_bytes must be a size like 32MiB or a number of bytes, not "lots"`},
+		{"a list for a size", graphHead + "  - {id: a, prompt: x, max_output_bytes: [1]}\n", 5, "max_output_bytes must be a size like 32MiB or a number of bytes"},
 		{"huge max_output_tokens", graphHead + "  - {id: a, prompt: x, max_output_tokens: 99999999999999999999}\n", 5, "max_output_tokens is out of range"},
 		{"openai without model", "name: t\nproviders:\n  p: {kind: openai}\nnodes:\n  - {id: a, prompt: x}\n", 5, `node "a": no model: set model on the node or on provider "p"`},
 
