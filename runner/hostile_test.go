@@ -140,6 +140,13 @@ func TestHostileServer(t *testing.T) {
 			w.WriteHeader(http.StatusInternalServerError)
 			endless(w, chunk)
 		}, diagnostics.BudgetExhausted, diagnostics.ClassServer, 4, "truncated", ""},
+		// Issue 42: the key straddles the cut of the error body kept (8 KiB):
+		// what is left of it is still a piece of the key, and masked.
+		{"chat_500_key_straddles_the_cut", "openai", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = io.WriteString(w, strings.Repeat("f", 8170)+hostileKey+" and more")
+		}, diagnostics.BudgetExhausted, diagnostics.ClassServer, 4, "[redacted] … [truncated", ""},
 		{"chat_401_echoes_the_key", "openai", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
@@ -235,10 +242,19 @@ func TestHostileServer(t *testing.T) {
 			if len(logged) > 256<<10 {
 				t.Errorf("%d bytes logged", len(logged))
 			}
-			// No key anywhere: the log, and every byte of the journal's files.
+			// No key anywhere, nor 12 characters of it together: the log,
+			// the node's error, and every byte of the journal's files.
 			secret := []byte(hostileKey)
-			if bytes.Contains([]byte(logged), secret) {
-				t.Errorf("the key is in the log")
+			piece := func(b []byte) string {
+				for i := 0; i+12 <= len(hostileKey); i++ {
+					if bytes.Contains(b, []byte(hostileKey[i:i+12])) {
+						return hostileKey[i : i+12]
+					}
+				}
+				return ""
+			}
+			if p := piece([]byte(logged + n.Reason)); p != "" {
+				t.Errorf("%q of the key is in the log or the node's error", p)
 			}
 			size := 0
 			for _, f := range []string{db, db + "-wal"} {
@@ -248,6 +264,9 @@ func TestHostileServer(t *testing.T) {
 				}
 				if bytes.Contains(b, secret) {
 					t.Errorf("the key is in %s", filepath.Base(f))
+				}
+				if p := piece(b); p != "" {
+					t.Errorf("%q of the key is in %s", p, filepath.Base(f))
 				}
 				size += len(b)
 			}

@@ -17,6 +17,14 @@ const Mask = "[redacted]"
 // ordinary words.
 const minSecret = 8
 
+// minPiece is the shortest piece of a secret masked wherever it appears: a
+// secret cut by a truncation (an error body kept to 8 KiB, an excerpt, a
+// line cut to its width), before or after it reached us, still leaves no 12
+// of its characters together. At an end of the text, or just before an
+// ellipsis (where noderun cuts), minSecret characters of its start or end
+// are enough.
+const minPiece = 12
+
 // echoed finds credentials in the forms servers echo them: a bearer token,
 // an api-key header or field, an OpenAI-style sk- key.
 var echoed = regexp.MustCompile(`(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}` +
@@ -28,6 +36,7 @@ var echoed = regexp.MustCompile(`(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}` +
 type Redactor struct {
 	secrets []string
 	repl    *strings.Replacer
+	pieces  map[string]bool // every minPiece-long substring of a secret
 }
 
 // New returns a Redactor for secrets; values shorter than 8 bytes are ignored.
@@ -42,8 +51,78 @@ func New(secrets ...string) *Redactor {
 	}
 	if len(pairs) > 0 {
 		r.repl = strings.NewReplacer(pairs...)
+		r.pieces = map[string]bool{}
+		for _, s := range r.secrets {
+			for i := 0; i+minPiece <= len(s); i++ {
+				r.pieces[s[i:i+minPiece]] = true
+			}
+		}
 	}
 	return r
+}
+
+// cutPieces masks what is left of a secret that was cut: any minPiece
+// characters of one, wherever they are, and minSecret characters of one's
+// start at the end of s or before an ellipsis, or of its end at s's start.
+func (r *Redactor) cutPieces(s string) string {
+	if len(r.pieces) == 0 {
+		return s
+	}
+	var b strings.Builder
+	last := 0 // s[:last] is written
+	for i := 0; i+minPiece <= len(s); {
+		if !r.pieces[s[i:i+minPiece]] {
+			i++
+			continue
+		}
+		j := i + minPiece
+		for j < len(s) && r.inSecret(s[i:j+1]) {
+			j++
+		}
+		b.WriteString(s[last:i])
+		b.WriteString(Mask)
+		last, i = j, j
+	}
+	if last > 0 {
+		b.WriteString(s[last:])
+		s = b.String()
+	}
+	for _, sec := range r.secrets {
+		// its start, cut at the end of s (or before an ellipsis)
+		for n := min(len(sec)-1, len(s)); n >= minSecret; n-- {
+			head := sec[:n]
+			if strings.HasSuffix(s, head) {
+				s = s[:len(s)-n] + Mask
+				break
+			}
+			if k := strings.Index(s, head+"…"); k >= 0 {
+				s = s[:k] + Mask + s[k+n:]
+				break
+			}
+			if k := strings.Index(s, head+" …"); k >= 0 {
+				s = s[:k] + Mask + s[k+n:]
+				break
+			}
+		}
+		// its end, at the start of s
+		for n := min(len(sec)-1, len(s)); n >= minSecret; n-- {
+			if strings.HasPrefix(s, sec[len(sec)-n:]) {
+				s = Mask + s[n:]
+				break
+			}
+		}
+	}
+	return s
+}
+
+// inSecret reports whether p is a substring of a secret.
+func (r *Redactor) inSecret(p string) bool {
+	for _, s := range r.secrets {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // String returns s with every secret masked.
@@ -52,7 +131,7 @@ func (r *Redactor) String(s string) string {
 		return s
 	}
 	if r.repl != nil {
-		s = r.repl.Replace(s)
+		s = r.cutPieces(r.repl.Replace(s))
 	}
 	if !mayEcho(s) {
 		return s

@@ -57,3 +57,41 @@ func FuzzString(f *testing.F) {
 		}
 	})
 }
+
+// A key cut anywhere (by our truncations, or before the text reached us)
+// leaves none of its pieces: no 12 characters of it together anywhere,
+// and no 8 of its start at a cut (the text's end, or before an ellipsis)
+// nor of its end at the text's start; also glued to word characters.
+func TestCutKeysLeaveNoPiece(t *testing.T) {
+	const key = "sk-proj-Q7x9Lm2Vb8Nc4Rt6Yu1Io3Pa5Sd"
+	r := New(key)
+	leaks := func(s string) string {
+		for i := 0; i+12 <= len(key); i++ {
+			if strings.Contains(s, key[i:i+12]) {
+				return key[i : i+12]
+			}
+		}
+		return ""
+	}
+	text := strings.Repeat("filler ", 20) + "token=" + key + " and more text after it"
+	for c := 0; c <= len(text); c++ {
+		for _, s := range []string{text[:c], text[c:], text[:c] + " … [truncated: the body was 9000 bytes]", "glued" + text[:c] + "word"} {
+			got := r.String(s)
+			if p := leaks(got); p != "" {
+				t.Fatalf("cut at %d: %q leaks %q", c, got, p)
+			}
+		}
+		head := text[:c]
+		if k := strings.Index(head, "token="); k >= 0 && len(head)-k-6 >= 8 && len(head)-k-6 < len(key) {
+			for _, s := range []string{head, head + "…", head + " … [truncated]"} {
+				if got := r.String(s); strings.Contains(got, key[:8]) {
+					t.Fatalf("cut at %d: %q keeps the key's start", c, got)
+				}
+			}
+		}
+	}
+	// what is not a key stays
+	if got := r.String("nothing secret here, sk-pr is short"); got != "nothing secret here, sk-pr is short" {
+		t.Errorf("masked what is not a key: %q", got)
+	}
+}
