@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.temporal.io/sdk/interceptor"
 
@@ -59,11 +60,14 @@ type obs struct {
 // either it builds nothing: the run's hot path is the one without telemetry.
 func startTelemetry(c *cli.Context, log *slog.Logger) (*obs, error) {
 	o := &obs{log: log, stop: func() {}}
-	tp, err := telemetry.TracesFromEnv(c.Context, nil, versionText())
+	tp, err := telemetry.TracesFromEnv(c.Context, nil, versionText(), log)
 	if err != nil {
 		return nil, usageErr(err)
 	}
 	o.traces = tp
+	if tp != nil {
+		otel.SetErrorHandler(telemetry.ErrorHandler(log, nil)) // the SDK's reports, in the log's format, redacted
+	}
 	if addr := c.String("metrics"); addr != "" {
 		o.metrics = telemetry.NewMetrics()
 		bound, stop, err := o.metrics.Serve(c.Context, addr)

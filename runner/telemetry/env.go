@@ -1,17 +1,24 @@
 package telemetry
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
+	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+
+	"github.com/noderun/noderun/internal/redact"
 )
 
 // TracesFromEnv builds a tracer provider as the standard OpenTelemetry
@@ -27,9 +34,12 @@ import (
 // and TLS variables themselves, and the resource OTEL_SERVICE_NAME and
 // OTEL_RESOURCE_ATTRIBUTES (service.name defaults to "noderun").
 //
-// getenv is os.Getenv when nil. Shut the provider down when done: that
-// exports the spans still batched.
-func TracesFromEnv(ctx context.Context, getenv func(string) string, version string) (*sdktrace.TracerProvider, error) {
+// getenv is os.Getenv when nil. An export that fails is told to log (a
+// warning when exports start failing, a line when they work again: once
+// a burst, not once a batch), its text redacted of the OTLP headers' values
+// and credentials; log nil discards it. Shut the provider down when done:
+// that exports the spans still batched.
+func TracesFromEnv(ctx context.Context, getenv func(string) string, version string, log *slog.Logger) (*sdktrace.TracerProvider, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
@@ -69,6 +79,7 @@ func TracesFromEnv(ctx context.Context, getenv func(string) string, version stri
 	if err != nil {
 		return nil, fmt.Errorf("traces exporter: %w", err)
 	}
+	exp = &loggedExporter{SpanExporter: exp, log: cmp.Or(log, slog.New(slog.DiscardHandler)), red: redact.New(headerValues(getenv)...)}
 	// The environment's attributes win over ours: an operator's
 	// OTEL_SERVICE_NAME names the service.
 	res, err := resource.Merge(resource.NewSchemaless(semconv.ServiceName("noderun"), semconv.ServiceVersion(version)),
@@ -77,4 +88,57 @@ func TracesFromEnv(ctx context.Context, getenv func(string) string, version stri
 		return nil, fmt.Errorf("traces resource: %w", err)
 	}
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+}
+
+// loggedExporter tells the log, not the SDK's global error handler (which
+// prints raw to stderr), when exports fail: once when they start failing,
+// once when they work again. The batch processor does not retry a batch
+// (the OTLP exporters retry inside Export), so a failed one is dropped
+// either way.
+type loggedExporter struct {
+	sdktrace.SpanExporter
+	log     *slog.Logger
+	red     *redact.Redactor
+	failing atomic.Bool
+}
+
+func (e *loggedExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	if err := e.SpanExporter.ExportSpans(ctx, spans); err != nil {
+		if !e.failing.Swap(true) {
+			e.log.Warn("traces: exporting spans failed; they are dropped until an export works again: " + e.red.String(err.Error()))
+		}
+		return nil
+	}
+	if e.failing.Swap(false) {
+		e.log.Info("traces: exporting spans works again")
+	}
+	return nil
+}
+
+// headerValues are the values of the OTLP exporters' headers (credentials,
+// often): OTEL_EXPORTER_OTLP_HEADERS and its _TRACES_ form, "k=v,k2=v2".
+func headerValues(getenv func(string) string) []string {
+	var out []string
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+		for kv := range strings.SplitSeq(getenv(name), ",") {
+			if _, v, ok := strings.Cut(kv, "="); ok {
+				out = append(out, strings.TrimSpace(v))
+				if dec, err := url.QueryUnescape(strings.TrimSpace(v)); err == nil {
+					out = append(out, dec)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// ErrorHandler sends what the OpenTelemetry SDK reports outside an export
+// (otel.SetErrorHandler: a process-wide setting, the CLI's to make) to
+// log, redacted as export failures are, instead of raw to stderr.
+func ErrorHandler(log *slog.Logger, getenv func(string) string) otel.ErrorHandler {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	red := redact.New(headerValues(getenv)...)
+	return otel.ErrorHandlerFunc(func(err error) { log.Warn("traces: " + red.String(err.Error())) })
 }
