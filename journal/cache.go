@@ -67,6 +67,15 @@ func (j *Journal) CompleteNodeFromCache(ctx context.Context, runID, nodeID, key 
 	})
 }
 
+// SetCacheKey changes the key a node's output will be found by: a node that
+// moved to a fallback provider is found by the fallback's key, or by none
+// ("").
+func (j *Journal) SetCacheKey(ctx context.Context, runID, nodeID, key string) error {
+	return j.change(ctx, "set cache key", func(ctx context.Context, tx stmtTx) error {
+		return mustAffect(tx.ExecContext(ctx, `UPDATE nodes SET cache_key = ? WHERE run = ? AND id = ?`, key, runID, nodeID))
+	})
+}
+
 // cacheCandidates bounds the completed nodes of one key a lookup reads: a
 // key shared by many runs (a graph rerun daily) needs only the newest.
 const cacheCandidates = 16

@@ -143,9 +143,15 @@ func (r *runState) cacheKey(n *Node, bp builtProvider, system, prompt string) st
 	if model == "" {
 		model = bp.model
 	}
-	req := CacheRequest{Node: n.ID, Endpoint: r.cache.endpoints[n.Provider], Model: model, Agent: n.Agent, System: system, Prompt: prompt,
+	return r.cacheKeyOn(n, n.Provider, model, system, prompt)
+}
+
+// cacheKeyOn is node n's key for its request sent to provider prov with
+// model: the key says who answers.
+func (r *runState) cacheKeyOn(n *Node, prov, model, system, prompt string) string {
+	req := CacheRequest{Node: n.ID, Endpoint: r.cache.endpoints[prov], Model: model, Agent: n.Agent, System: system, Prompt: prompt,
 		ReasoningEffort: n.ReasoningEffort, MaxOutputTokens: n.MaxOutputTokens}
-	spec := r.g.Providers[n.Provider]
+	spec := r.g.Providers[prov]
 	if spec != nil {
 		req.Kind = spec.Kind
 	}

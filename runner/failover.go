@@ -42,6 +42,16 @@ func (x *nodeExec) failover(ctx context.Context, d resume.Decision, ce *diagnost
 	} else if partial != "" {
 		attrs = append(attrs, diagnostics.KeyRegeneratedBytes.Attr(len(partial)))
 	}
+	// The answer will be the fallback's (or, continued, the two's): it is
+	// found by the fallback's key, never by the primary's, and a continued
+	// one by none.
+	key := ""
+	if !cont {
+		key = x.run.cacheKeyOn(x.node, to, x.req.Model, x.req.System, x.req.Prompt)
+	}
+	if err := x.run.j.SetCacheKey(bg(ctx), x.run.id, x.node.ID, key); err != nil {
+		return "", x.journalErr(err)
+	}
 	line := fmt.Sprintf("provider %s unavailable (%s): moving to fallback %s, %s", from, d.Reason, to, how)
 	x.diag(ctx, diagnostics.New(diagnostics.FailedOver, line, attrs...))
 	x.report(Progress{State: ProgressRecovering, Text: line, Step: RecoveryStep{Code: diagnostics.FailedOver, Class: ce.Class}})

@@ -402,3 +402,31 @@ func TestFailoverFiguresAreExact(t *testing.T) {
 		}
 	}
 }
+
+// Issue 42: an answer a fallback gave is found by the fallback's key, never
+// by the primary's: after a run whose node moved to its fallback, a healthy
+// run of the same graph is answered by the primary, not from the cache; a
+// third run reuses the primary's answer.
+func TestFailoverAnswerNeverServesThePrimary(t *testing.T) {
+	up := simtest.Start(t, sim.Config{Seed: 3, Tokens: 40})
+	// The primary answers 404 (a withdrawn model) to its first request only.
+	primary := simtest.Start(t, sim.Config{Seed: 4, Tokens: 40, Faults: []sim.Fault{{Endpoint: sim.EndpointChat, Requests: []int{1}, Kind: sim.FaultStatus, Status: 404}}})
+	g := parseTestGraph(t, fmt.Sprintf("name: f\nprofile: ci\ncache: true\nproviders:\n  primary: {kind: openai, base_url: %s, model: sim, fallback: [backup]}\n"+
+		"  backup: {kind: openai, base_url: %s, model: sim}\nnodes:\n  - {id: a, provider: primary, prompt: say something}\n", primary.BaseURL(), up.BaseURL()))
+	j := openJournal(t)
+	first := runWith(t, g, Options{Journal: j})
+	if n := first.Nodes[0]; n.State != journal.NodeCompleted || n.Provider != "backup" {
+		t.Fatalf("first run: %s on %q (%v)", n.State, n.Provider, n.Err)
+	}
+	second := runWith(t, g, Options{Journal: j})
+	if n := second.Nodes[0]; n.State != journal.NodeCompleted || n.Provider != "" || n.FromCache != "" {
+		t.Fatalf("second run: %s, provider %q, from cache %q: want the primary's own answer", n.State, n.Provider, n.FromCache)
+	}
+	if got := primary.Stats().Requests[sim.EndpointChat]; got != 2 {
+		t.Errorf("the primary served %d requests, want 2 (the 404, then the second run)", got)
+	}
+	third := runWith(t, g, Options{Journal: j})
+	if n := third.Nodes[0]; n.FromCache != second.RunID+"/a" || n.Output != second.Nodes[0].Output {
+		t.Errorf("third run: from cache %q, want the second run's answer", n.FromCache)
+	}
+}

@@ -509,7 +509,12 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 		defer cancel()
 	}
 	// The key is recorded for every node, whatever its cache policy: a
-	// later run decides by its own whether to reuse this output.
+	// later run decides by its own whether to reuse this output. A node
+	// that goes on on a fallback (resumed there) has none: its answer may
+	// be two providers' (failover sets the fallback's own key).
+	if x.provNm != n.Provider {
+		key = ""
+	}
 	_ = r.j.StartNode(bg(ctx), r.id, n.ID, key)
 	out, err := x.execute(ctx, e)
 	var ne *NodeError
