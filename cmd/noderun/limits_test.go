@@ -112,9 +112,10 @@ func feed(path string, done <-chan struct{}) {
 	}
 }
 
-// Issue 42: a --metrics-linger that cannot mean anything is exit 2 before
-// anything runs: a negative one, or one without --metrics.
-func TestMetricsLingerIsChecked(t *testing.T) {
+// Issue 42: a flag that cannot mean anything is exit 2 before anything
+// runs: a negative duration, or a flag without the one it needs
+// (--metrics-linger without --metrics, --pack without --temporal, ...).
+func TestFlagsThatCannotMeanAnything(t *testing.T) {
 	graph, db := writeGraph(t, "name: t\nproviders:\n  c: {kind: sim, api: chat}\nnodes:\n  - {id: a, provider: c, prompt: hi}\n")
 	for _, c := range []struct {
 		args []string
@@ -123,6 +124,13 @@ func TestMetricsLingerIsChecked(t *testing.T) {
 		{[]string{"run", graph, "--db", db, "--metrics", "127.0.0.1:0", "--metrics-linger", "-5s"}, "--metrics-linger -5s: give a duration of 0 or more"},
 		{[]string{"run", graph, "--db", db, "--metrics-linger", "5s"}, "give --metrics ADDR too"},
 		{[]string{"resume", "last", "--db", db, "--metrics-linger", "5s"}, "give --metrics ADDR too"},
+		// flags that mean something only with another one
+		{[]string{"run", graph, "--db", db, "--heartbeat-timeout", "30s"}, "--heartbeat-timeout is for a run on Temporal's workers: give --temporal too"},
+		{[]string{"run", graph, "--db", db, "--pack", "4"}, "--pack is for a run on Temporal's workers: give --temporal too"},
+		{[]string{"run", graph, "--db", db, "--task-queue", "q"}, "--task-queue is for a Temporal frontend: give --temporal too"},
+		{[]string{"run", graph, "--db", db, "--token-env", "T"}, "--token-env is for the run's page (--serve): give --serve too"},
+		{[]string{"run", graph, "--db", db, "--temporal", "127.0.0.1:1", "--heartbeat-timeout", "-3s"}, "--heartbeat-timeout -3s: give a duration above 0"},
+		{[]string{"serve", "--db", db, "--namespace", "prod"}, "--namespace is for a Temporal frontend: give --temporal too"},
 	} {
 		code, _, errs := runCLI(t, c.args...)
 		if code != exitUsage || !strings.Contains(errs, c.says) {

@@ -250,6 +250,9 @@ func execOptions(c *cli.Context) (runner.Options, func(), error) {
 	if err := checkLinger(c); err != nil {
 		return runner.Options{}, nil, err
 	}
+	if err := checkCompanions(c); err != nil {
+		return runner.Options{}, nil, err
+	}
 	opts := runner.Options{Profile: c.String("profile"), Parallel: c.Int("parallel"), JournalArg: strings.TrimSpace(dbArg(c))}
 	opts.Quota.Off = c.Bool("no-pacing")
 	if c.Bool("sim") {

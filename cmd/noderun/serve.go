@@ -57,6 +57,9 @@ func serveCommand() *cli.Command {
 			if c.Int("parallel") < 1 {
 				return usageErr(errors.New("--parallel must be at least 1"))
 			}
+			if err := checkCompanions(c); err != nil {
+				return err
+			}
 			token, err := serveToken(c, c.String("addr"))
 			if err != nil {
 				return err

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -30,6 +31,40 @@ func metricsFlags(linger bool) []cli.Flag {
 		fs = append(fs, &cli.DurationFlag{Name: "metrics-linger", Usage: "keep /metrics up `D` after the run ends, for a last scrape"})
 	}
 	return fs
+}
+
+// companions are flags that mean something only with another: given
+// without it, they would be silently ignored.
+var companions = []struct{ flag, needs, why string }{
+	{"heartbeat-timeout", "temporal", "a run on Temporal's workers"},
+	{"pack", "temporal", "a run on Temporal's workers"},
+	{"namespace", "temporal", "a Temporal frontend"},
+	{"task-queue", "temporal", "a Temporal frontend"},
+	{"token-env", "serve", "the run's page (--serve)"},
+}
+
+// checkCompanions refuses a flag given without the flag it needs, and a
+// negative --heartbeat-timeout.
+func checkCompanions(c *cli.Context) error {
+	for _, x := range companions {
+		if c.IsSet(x.flag) && !c.IsSet(x.needs) && hasFlag(c, x.needs) {
+			return usageErr(fmt.Errorf("--%s is for %s: give --%s too", x.flag, x.why, x.needs))
+		}
+	}
+	if d := c.Duration("heartbeat-timeout"); d < 0 {
+		return usageErr(fmt.Errorf("--heartbeat-timeout %s: give a duration above 0 (default 10s)", d))
+	}
+	return nil
+}
+
+// hasFlag: the command has the flag.
+func hasFlag(c *cli.Context, name string) bool {
+	for _, f := range c.Command.Flags {
+		if slices.Contains(f.Names(), name) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkLinger refuses a --metrics-linger that cannot mean anything: a
