@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/runner/ledger"
 )
 
 // compactCommand folds the streamed rows of finished nodes (journal.Fold)
@@ -53,7 +54,7 @@ func compactCommand() *cli.Command {
 					return err
 				}
 				fmt.Fprintf(c.App.Writer, "run %s: %d rows of %d nodes folded (%s, %s of it found in the outputs)\n",
-					r.ID, st.Rows, st.Nodes, sizeText(int(st.Bytes)), sizeText(int(st.Shared)))
+					r.ID, st.Rows, st.Nodes, ledger.Size(st.Bytes), ledger.Size(st.Shared))
 			}
 			if c.Bool("no-vacuum") {
 				return nil
@@ -77,7 +78,7 @@ func compactCommand() *cli.Command {
 			if err := j.Close(); err != nil { // and its WAL with it
 				return err
 			}
-			fmt.Fprintf(c.App.Writer, "journal %s: %s before, %s after\n", j.Path(), sizeText(int(before)), sizeText(int(fileSize(j.Path()))))
+			fmt.Fprintf(c.App.Writer, "journal %s: %s before, %s after\n", j.Path(), ledger.Size(before), ledger.Size(fileSize(j.Path())))
 			return nil
 		},
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 
 	"github.com/noderun/noderun/runner"
+	"github.com/noderun/noderun/runner/ledger"
 )
 
 // liveView is the run's progress on a terminal: one line per running node,
@@ -162,7 +163,7 @@ func (v *liveView) line(id string, n *liveNode) string {
 	now := v.now()
 	el := now.Sub(n.started)
 	var b strings.Builder
-	fmt.Fprintf(&b, "  %-*s %-9s %8s %6d tok", keyWidth, id, n.state, sizeText(n.bytes), n.tokens)
+	fmt.Fprintf(&b, "  %-*s %-9s %8s %6d tok", keyWidth, id, n.state, ledger.Size(int64(n.bytes)), n.tokens)
 	if el > 0 && n.tokens > 0 {
 		fmt.Fprintf(&b, " %5.0f tok/s", float64(n.tokens)/el.Seconds())
 	} else {
@@ -215,14 +216,4 @@ func (v *liveView) stop() {
 	}
 	v.p.Wait()
 	_, _ = v.f.WriteString("\r") // what follows starts its line, after a ^C too
-}
-
-func sizeText(n int) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

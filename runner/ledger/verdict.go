@@ -307,6 +307,17 @@ func Thousands(n int) string {
 	return s
 }
 
+// Size writes a byte count as people read it: "512 B", "1.5 KiB", "32.0 MiB".
+func Size(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
 // Seconds writes milliseconds as seconds to a tenth: "4.2 s".
 func Seconds(ms int64) string {
 	return fmt.Sprintf("%.1f s", math.Round(float64(ms)/100)/10)

@@ -379,7 +379,7 @@ func addFigures(t *ledger.Figures, f ledger.Figures) {
 func summary(d *Diagnosis) []string {
 	t := d.Totals.Tokens
 	out := []string{fmt.Sprintf("%s on Temporal: workflow %s, %s history events (%s) in %s; %s tokens generated, %s regenerated, %s preserved",
-		ledger.ShortRunID(d.RunID), d.Temporal.Status, ledger.Thousands(d.Temporal.Events), sizeText(int(d.Temporal.Bytes)),
+		ledger.ShortRunID(d.RunID), d.Temporal.Status, ledger.Thousands(d.Temporal.Events), ledger.Size(d.Temporal.Bytes),
 		executionsText(len(d.Temporal.Executions)), ledger.Thousands(t.Generated), ledger.Thousands(t.Regenerated), ledger.Thousands(t.Preserved))}
 	for _, ho := range d.Handovers {
 		out = append(out, handoverLine(ho))
@@ -607,15 +607,4 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// sizeText is a byte count for people.
-func sizeText(n int) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
