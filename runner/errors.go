@@ -40,7 +40,23 @@ var (
 	// ErrNoProviderFunc: Options.Kinds registers a kind with a nil
 	// ProviderFunc.
 	ErrNoProviderFunc = errors.New("no ProviderFunc")
+	// ErrNoGraph: the graph is nil.
+	ErrNoGraph = errors.New("runner: no graph")
+	// ErrUnbuiltGraph: the graph was filled in by hand and never checked:
+	// load it (LoadGraph, ParseGraph) or build it (graph.Build) first.
+	ErrUnbuiltGraph = errors.New("runner: the graph is not built (LoadGraph, ParseGraph or graph.Build make one)")
 )
+
+// checkGraph is the setup check of every entry point that takes a graph.
+func checkGraph(g *Graph) error {
+	switch {
+	case g == nil:
+		return ErrNoGraph
+	case !g.Built():
+		return fmt.Errorf("graph %q: %w", g.Name, ErrUnbuiltGraph)
+	}
+	return nil
+}
 
 // nodeTimeout is the cause of a node context that its timeout ended.
 type nodeTimeout struct{ d time.Duration }

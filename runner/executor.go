@@ -215,6 +215,12 @@ func (x *nodeExec) classify(ctx context.Context, err error) *diagnostics.Error {
 	if ce.Class == diagnostics.ClassCanceled && ctx.Err() == nil {
 		ce = &diagnostics.Error{Class: diagnostics.ClassDisconnect, Err: err} // our own idle watchdog
 	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, ErrNodeTimeout) && ce.Class != diagnostics.ClassCanceled && ce.Class != diagnostics.ClassJournal {
+		// The caller gave up (a cancel with a cause, its deadline):
+		// whatever the adapter made of it, the node is interrupted and
+		// resumable, not failed; the record keeps the cause.
+		ce = &diagnostics.Error{Class: diagnostics.ClassCanceled, Err: fmt.Errorf("interrupted: %w", cause)}
+	}
 	if cause := context.Cause(ctx); errors.Is(cause, ErrNodeTimeout) { // the node's own timeout, not an interruption
 		during := "while streaming"
 		if !x.recovering.IsZero() {

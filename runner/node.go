@@ -80,6 +80,9 @@ type NodeOptions struct {
 // Node failures are in the result; the error is for the run itself
 // (unknown node, bad configuration, journal errors).
 func RunNode(ctx context.Context, g *Graph, nodeID string, opts NodeOptions) (*NodeResult, error) {
+	if err := checkGraph(g); err != nil {
+		return nil, err
+	}
 	n := g.Node(nodeID)
 	if n == nil {
 		return nil, &UnknownNodeError{Flag: "node", RunID: opts.RunID, Node: nodeID}

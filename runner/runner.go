@@ -221,6 +221,9 @@ type runState struct {
 // Prepare checks everything a run needs before anything is written: the
 // profile and the providers. Its error names the graph file and the field.
 func Prepare(g *Graph, opts *Options) (profile.Profile, error) {
+	if err := checkGraph(g); err != nil {
+		return profile.Profile{}, err
+	}
 	set := opts.Profiles
 	if set == nil {
 		set = profile.Set(profile.Builtins())
@@ -259,6 +262,9 @@ func Prepare(g *Graph, opts *Options) (profile.Profile, error) {
 // was interrupted (canceled ctx: errors.Is(err, context.Canceled) too), which
 // Resume continues.
 func Run(ctx context.Context, g *Graph, opts Options) (*Result, error) {
+	if err := checkGraph(g); err != nil {
+		return nil, err
+	}
 	if opts.RunID == "" {
 		opts.RunID = uuid.NewString()
 	}

@@ -306,6 +306,11 @@ func (g *Graph) FallbacksOf(n *Node) []string {
 	return out
 }
 
+// Built reports whether g came from Parse, Load or Build (indexed, its
+// templates compiled, checked): a Graph filled in by hand is not, until
+// Build makes it one.
+func (g *Graph) Built() bool { return g != nil && g.byID != nil }
+
 // Order returns the node ids in a topological order: every node comes after
 // all of its needs, and among the nodes that are ready at each step the one
 // first in the file comes first. It is the same on every call.
