@@ -83,7 +83,9 @@ func (j *Journal) Append(e Event) error {
 	}
 	e.Seq = 0
 	e.Payload = bytes.Clone(e.Payload)
+	j.queued.take(int64(len(e.Payload)))
 	if err := j.enqueue(context.Background(), op{kind: opEvent, ev: e}); err != nil {
+		j.queued.give(int64(len(e.Payload)))
 		return j.errorf("append: %w", err)
 	}
 	return nil

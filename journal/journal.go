@@ -84,6 +84,10 @@ const (
 	DefaultBatchOps   = 512
 	DefaultBatchDelay = 25 * time.Millisecond
 	DefaultQueueSize  = 8192
+	// DefaultQueueBytes bounds the event payloads waiting for the writer:
+	// a stream faster than the disk (a local server, a loaded machine)
+	// waits for the journal instead of filling memory with chunks.
+	DefaultQueueBytes = 8 << 20
 	DefaultStaleAfter = time.Minute
 )
 
@@ -113,6 +117,7 @@ type Journal struct {
 	mu     sync.RWMutex
 	closed bool
 	ops    chan op
+	queued gate          // the queued events' payload bytes
 	quit   chan struct{} // closed by Close: drain, commit and stop
 	done   chan struct{} // closed by the writer when it has stopped
 
@@ -157,6 +162,11 @@ func WithBatch(ops int, delay time.Duration) Option {
 // Append blocks.
 func WithQueueSize(n int) Option { return func(j *Journal) { j.queueSize = n } }
 
+// WithQueueBytes sets how many bytes of event payloads may wait for the
+// writer before Append waits (DefaultQueueBytes; an event alone always
+// passes).
+func WithQueueBytes(n int64) Option { return func(j *Journal) { j.queued.max = n } }
+
 // WithStaleAfter sets how old a run lock's heartbeat must be before another
 // owner may take the lock over. Owners heartbeat every quarter of it.
 func WithStaleAfter(d time.Duration) Option { return func(j *Journal) { j.staleAfter = d } }
@@ -179,6 +189,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Journal, error) {
 		batchOps:   DefaultBatchOps,
 		batchDelay: DefaultBatchDelay,
 		queueSize:  DefaultQueueSize,
+		queued:     gate{max: DefaultQueueBytes},
 		staleAfter: DefaultStaleAfter,
 		quit:       make(chan struct{}),
 		done:       make(chan struct{}),

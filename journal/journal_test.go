@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -334,5 +335,47 @@ func TestStateChangeErrorsAreTheCallersOnly(t *testing.T) {
 	evs, err := j.Events(ctx, "r", EventFilter{})
 	if err != nil || len(evs) != 2 || evs[0].Kind != "before" || evs[1].Kind != "after" {
 		t.Fatalf("events around failed changes = %+v, %v", evs, err)
+	}
+}
+
+// Append waits while the queued payloads pass their bound, and goes on as
+// the writer commits: a stream faster than the disk holds at most the
+// bound (and one event) in memory, and loses nothing.
+func TestQueuedBytesAreBounded(t *testing.T) {
+	ctx := context.Background()
+	j, err := Open(ctx, filepath.Join(t.TempDir(), "j.db"), WithQueueBytes(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if err := j.CreateRun(ctx, Run{ID: "r", Graph: "g", Status: RunRunning, Started: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	payload := bytes.Repeat([]byte("x"), 64<<10)
+	var peak int64
+	const n = 400 // 25 MiB through a 1 MiB queue
+	for i := range n {
+		if err := j.Append(Event{RunID: "r", NodeID: "a", Attempt: 1, Kind: "delta", ProviderSeq: int64(i), Payload: payload}); err != nil {
+			t.Fatal(err)
+		}
+		j.queued.mu.Lock()
+		peak = max(peak, j.queued.n)
+		j.queued.mu.Unlock()
+	}
+	if err := j.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := j.Events(ctx, "r", EventFilter{})
+	if err != nil || len(evs) != n {
+		t.Fatalf("%d events (%v), want %d", len(evs), err, n)
+	}
+	if peak > 1<<20 {
+		t.Errorf("%d bytes queued at most, want at most the 1 MiB bound", peak)
+	}
+	j.queued.mu.Lock()
+	left := j.queued.n
+	j.queued.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d bytes still counted as queued after the flush", left)
 	}
 }

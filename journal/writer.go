@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -75,6 +76,39 @@ func (j *Journal) enqueue(ctx context.Context, o op) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// gate bounds the bytes of the events queued for the writer: Append
+// waits while more than max are (one event alone always passes).
+type gate struct {
+	mu   sync.Mutex
+	cond sync.Cond
+	n    int64
+	max  int64
+}
+
+func (g *gate) take(n int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cond.L == nil {
+		g.cond.L = &g.mu
+	}
+	for g.max > 0 && g.n > 0 && g.n+n > g.max {
+		g.cond.Wait()
+	}
+	g.n += n
+}
+
+func (g *gate) give(n int64) {
+	if n == 0 {
+		return
+	}
+	g.mu.Lock()
+	g.n -= n
+	if g.cond.L != nil {
+		g.cond.Broadcast()
+	}
+	g.mu.Unlock()
 }
 
 // writer is the goroutine that owns every write.
@@ -400,6 +434,15 @@ const busyRetries = 5
 // commit writes the batch in one transaction and reports to its waiters.
 func (w *writer) commit() {
 	j := w.j
+	// The batch is out of the queue: once it is written, its payloads no
+	// longer count (summed now: writing it may let go of them).
+	var queued int64
+	for _, o := range w.batch {
+		if o.kind == opEvent {
+			queued += int64(len(o.ev.Payload))
+		}
+	}
+	defer j.queued.give(queued)
 	var began time.Time
 	if j.observe != nil {
 		began = time.Now()
