@@ -52,6 +52,7 @@ func TestProfileFieldsMatchPackageProfile(t *testing.T) {
 		"deadline": def.Deadline.String(), "idle_timeout": def.IdleTimeout.String(), "poll_after": def.PollAfter.String(),
 		"poll_interval": def.PollInterval.String(), "stuck_after": def.StuckAfter.String(), "max_retry_after": def.MaxRetryAfter.String(),
 		"breaker": strconv.Itoa(def.Breaker), "breaker_cooldown": def.BreakerCooldown.String(),
+		"max_output_bytes": def.MaxOutputBytes.String(), "max_events": strconv.Itoa(def.MaxEvents),
 	}
 	for _, f := range graph.BlockFields("profile") {
 		if f.Default != want[f.Name] {
