@@ -46,7 +46,7 @@ type nodeExec struct {
 	deltas     int             // delta events of the current attempt, about a token each
 	events     int             // events of the current attempt's streams (bounded by maxEvents)
 	thought    int64           // reasoning bytes of the current attempt (bounded with the output)
-	maxOut     int64           // bound of the answer: output and reasoning (outputBound)
+	maxOut     int64           // bound of the answer: output and reasoning (bound)
 	maxEvents  int             // bound of the attempt's events (the profile's max_events)
 	cost       recoveryCost    // what recovery re-sent and regenerated (continue.go)
 	done       bool            // terminal evidence seen
@@ -344,14 +344,16 @@ func (x *nodeExec) journalErr(err error) error {
 	return &diagnostics.Error{Class: diagnostics.ClassJournal, Err: fmt.Errorf("%w: %s: %w", diagnostics.ErrJournal, x.run.j.Path(), err)}
 }
 
-// outputBound is the bound of the node's answer: its own max_output_bytes,
-// else its provider's, else the profile's.
-func (x *nodeExec) outputBound() int64 {
+// bound sets the bounds of the node's answer on its provider: its own
+// max_output_bytes, else its provider's, else the profile's; and the
+// profile's max_events. Set again at each attempt: a fallback's may differ.
+func (x *nodeExec) bound() {
 	var prov int64
 	if p := x.run.g.Providers[x.provNm]; p != nil {
 		prov = p.MaxOutputBytes
 	}
-	return cmp.Or(x.node.MaxOutputBytes, prov, int64(x.prof.OutputBound()))
+	x.maxOut = cmp.Or(x.node.MaxOutputBytes, prov, int64(x.prof.OutputBound()))
+	x.maxEvents = x.prof.EventBound()
 }
 
 // overLimit ends the attempt at a bound that keeps memory and the journal
@@ -907,7 +909,7 @@ func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) e
 	x.ground.Restart()
 	x.out.Reset()
 	x.deltas, x.events, x.thought = 0, 0, 0
-	x.maxOut, x.maxEvents = x.outputBound(), x.prof.EventBound()
+	x.bound()
 	x.done = false
 	x.usage = attemptUsage{}
 	x.dataAt, x.pollAt = time.Time{}, time.Time{}

@@ -497,8 +497,8 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 			x.fallbacks = x.fallbacks[i+1:]
 		}
 	}
-	x.maxOut, x.maxEvents = x.outputBound(), x.prof.EventBound() // again at each attempt: a fallback's may differ
-	ctx = provider.WithNode(ctx, n.ID)                           // adapters name the node on the wire (provider.NodeHeader)
+	x.bound()
+	ctx = provider.WithNode(ctx, n.ID) // adapters name the node on the wire (provider.NodeHeader)
 	if e == nil || e.fresh {
 		// Waiting for quota comes before the node starts: it is not the
 		// node's time (its timeout), and the journal shows it pending.

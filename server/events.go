@@ -69,6 +69,7 @@ const writeTimeout = 30 * time.Second
 type hub struct {
 	s     *Server
 	runID string
+	ctx   context.Context // its poller's
 	stop  context.CancelFunc
 
 	mu        sync.Mutex
@@ -121,54 +122,81 @@ func frameOf(e journal.Event) (frame, error) {
 // A watcher whose last event (after) the hub still holds in recent gets
 // the rest from there, queued, and replays nothing.
 func (s *Server) subscribe(runID string, after int64) (*hub, *watcher, int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.ctx.Err(); err != nil {
-		return nil, nil, 0, err
-	}
-	h := s.hubs[runID]
-	if h == nil {
-		last, err := s.j.LastSeq(s.ctx, runID, "")
+	for {
+		s.mu.Lock()
+		if err := s.ctx.Err(); err != nil {
+			s.mu.Unlock()
+			return nil, nil, 0, err
+		}
+		if h := s.hubs[runID]; h != nil {
+			w, joined := h.join(after)
+			s.mu.Unlock()
+			return h, w, joined, nil
+		}
+		s.mu.Unlock()
+		// The first watcher of the run: its hub reads the journal without
+		// s.mu, so that the other runs' watchers come and go meanwhile. Of
+		// two first watchers that race, one hub is kept.
+		fresh, err := s.newHub(runID)
 		if err != nil {
 			return nil, nil, 0, err
 		}
-		// The run's latest events, so that the watchers that open with the
-		// first (a page shared, a dashboard) start from memory too.
-		floor := max(0, last-int64(max(s.opts.Buffer/4, 1)))
-		evs, err := s.j.Events(s.ctx, runID, journal.EventFilter{AfterSeq: floor})
-		if err != nil {
-			return nil, nil, 0, err
+		s.mu.Lock()
+		if s.hubs[runID] == nil {
+			s.hubs[runID] = fresh
+			go fresh.poll(fresh.ctx)
+		} else {
+			fresh.stop()
 		}
-		recent := make([]frame, 0, len(evs))
-		for _, e := range evs {
-			if e.Seq > last {
-				break // committed since LastSeq: the poller publishes it
-			}
-			f, err := frameOf(e)
-			if err != nil {
-				return nil, nil, 0, err
-			}
-			recent = append(recent, f)
-		}
-		ctx, cancel := context.WithCancel(s.ctx)
-		h = &hub{s: s, runID: runID, stop: cancel, published: last, floor: floor, recent: recent, watchers: map[*watcher]struct{}{}}
-		s.hubs[runID] = h
-		go h.poll(ctx)
+		s.mu.Unlock()
 	}
+}
+
+// join adds a watcher to the hub (under s.mu, so that it is not retired
+// meanwhile) and returns the seq it replays from the journal up to.
+func (h *hub) join(after int64) (*watcher, int64) {
 	w := &watcher{notify: make(chan struct{}, 1)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.watchers[w] = struct{}{}
 	if after < h.floor {
-		return h, w, h.published, nil
+		return w, h.published
 	}
-	s.fromMemory.Add(1)
+	h.s.fromMemory.Add(1)
 	i, _ := slices.BinarySearchFunc(h.recent, after+1, func(f frame, seq int64) int { return cmp.Compare(f.seq, seq) })
 	if i < len(h.recent) {
 		w.queue = slices.Clone(h.recent[i:])
 		w.signal()
 	}
-	return h, w, after, nil
+	return w, after
+}
+
+// newHub makes a run's hub, holding the run's latest events, so that the
+// watchers that open with the first (a page shared, a dashboard) start
+// from memory too. Its poller is not started.
+func (s *Server) newHub(runID string) (*hub, error) {
+	last, err := s.j.LastSeq(s.ctx, runID, "")
+	if err != nil {
+		return nil, err
+	}
+	floor := max(0, last-int64(max(s.opts.Buffer/4, 1)))
+	evs, err := s.j.Events(s.ctx, runID, journal.EventFilter{AfterSeq: floor})
+	if err != nil {
+		return nil, err
+	}
+	recent := make([]frame, 0, len(evs))
+	for _, e := range evs {
+		if e.Seq > last {
+			break // committed since LastSeq: the poller publishes it
+		}
+		f, err := frameOf(e)
+		if err != nil {
+			return nil, err
+		}
+		recent = append(recent, f)
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	return &hub{s: s, runID: runID, ctx: ctx, stop: cancel, published: last, floor: floor, recent: recent, watchers: map[*watcher]struct{}{}}, nil
 }
 
 // keep adds published frames to recent, which holds between Buffer/4 and

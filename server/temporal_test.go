@@ -71,9 +71,12 @@ func TestServeTemporal(t *testing.T) {
 		t.Errorf("the run while it goes on: %d, status %q (workflow %q)", code, d.Status, d.Temporal.Status)
 	}
 
-	// The page, opened while it runs, follows it to its end.
+	// The page, opened while it runs through a proxy that cuts every
+	// connection within 1.5 s (its reads every 2 s meet cut ones), follows
+	// it to its end.
 	ctx := browser(t)
-	if err := chromedp.Do(ctx, chromedp.Navigate(ts.URL+"/")); err != nil {
+	cut := newCutter(t, ts.Listener.Addr().String())
+	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+cut.ln.Addr().String()+"/")); err != nil {
 		t.Fatal(err)
 	}
 	waitPage(t, ctx, fmt.Sprintf(`!!document.querySelector('#temporal:not([hidden]) tr[data-temporal-run=%q] a')`, runID), 30*time.Second)
@@ -84,6 +87,9 @@ func TestServeTemporal(t *testing.T) {
 	}
 	waitPage(t, ctx, `document.querySelector('#run-status').textContent === 'completed' && `+
 		`[...document.querySelectorAll('[data-node] pre.node-output')].filter((p) => !p.hidden).length === 2`, 30*time.Second)
+	if cut.cuts.Load() == 0 {
+		t.Error("the proxy cut no connection")
+	}
 	for _, n := range []string{"a", "b"} {
 		want := noderun(t, "show", "--temporal", hp, runID, n)
 		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector('[data-node=%q] pre.node-output').textContent`, n)))

@@ -215,7 +215,7 @@ func (g *Graph) resolveInputs(ctx context.Context, given map[string]string, maxB
 			continue
 		}
 		if in.Type == InputFile && !read {
-			if err := checkInput(c, maxBytes); err != nil {
+			if _, err := checkInput(c, maxBytes); err != nil {
 				probs = append(probs, Problem{Line: in.Line, Field: "inputs", Msg: fmt.Sprintf("input %s: %v", graphQuote(in.Name), err), Err: err})
 			}
 			continue

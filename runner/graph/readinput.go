@@ -34,10 +34,7 @@ func ReadInput(ctx context.Context, path string, limit int64) ([]byte, error) {
 	if limit <= 0 {
 		limit = DefaultMaxInputBytes
 	}
-	if err := checkInput(path, limit); err != nil {
-		return nil, err
-	}
-	st, err := os.Stat(path)
+	st, err := checkInput(path, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -66,21 +63,22 @@ func ReadInput(ctx context.Context, path string, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// checkInput checks what ReadInput would read, without reading it.
-func checkInput(path string, limit int64) error {
+// checkInput checks what ReadInput would read, without reading it, and
+// returns what it found of the file.
+func checkInput(path string, limit int64) (fs.FileInfo, error) {
 	if limit <= 0 {
 		limit = DefaultMaxInputBytes
 	}
 	st, err := os.Stat(path)
 	switch {
 	case err != nil:
-		return err
+		return nil, err
 	case st.IsDir():
-		return fmt.Errorf("%s is a directory, not a file", path)
+		return nil, fmt.Errorf("%s is a directory, not a file", path)
 	case st.Mode().IsRegular() && st.Size() > limit:
-		return &InputTooLargeError{Path: path, Limit: limit}
+		return nil, &InputTooLargeError{Path: path, Limit: limit}
 	}
-	return nil
+	return st, nil
 }
 
 // openWaiting opens a file that is not a regular one (a FIFO's open waits

@@ -71,13 +71,10 @@ func ListRuns(ctx context.Context, c client.Client, limit int) ([]RunSummary, er
 				}
 			}
 		}
-		token = resp.GetNextPageToken()
-		if len(token) == 0 || len(order) >= limit && len(resp.GetExecutions()) == 0 {
-			break
-		}
-		if len(order) >= limit {
-			// the page may hold older executions of runs listed: one more
-			// page at most would not change which runs are listed
+		// Newest first: once limit runs are listed, a later page holds only
+		// older runs (or older executions of listed ones, which add to
+		// their counts only).
+		if token = resp.GetNextPageToken(); len(token) == 0 || len(order) >= limit {
 			break
 		}
 	}
