@@ -407,9 +407,11 @@ func (j *Journal) foldedRebuildRows(ctx context.Context, runID, nodeID string, f
 // else) freed: SQLite keeps freed pages in the file for reuse, so a folded
 // journal is no smaller on disk until VACUUM rewrites it. It then empties
 // the WAL. It waits for the writer (it runs on the writer's connection,
-// between two of its transactions) and, while it runs, holds up this
-// journal's writes and those of other processes (up to their busy timeout):
-// rewriting the file takes about as long as reading it.
+// between two of its transactions) and holds up this journal's writes while
+// it runs: rewriting the file takes about as long as reading it. It never
+// holds up another process's writer: it returns ErrInUse when another
+// process has the journal open for writing, and one that opens meanwhile
+// waits for it (maint.go).
 func (j *Journal) Vacuum(ctx context.Context) error {
 	if j.readOnly {
 		return j.errorf("vacuum: %w", ErrReadOnly)
@@ -417,11 +419,13 @@ func (j *Journal) Vacuum(ctx context.Context) error {
 	if err := j.Flush(ctx); err != nil {
 		return err
 	}
-	if _, err := j.wdb.ExecContext(ctx, "VACUUM"); err != nil {
-		return j.errorf("vacuum: %w", err)
-	}
-	if _, err := j.wdb.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
-		return j.errorf("vacuum: checkpoint: %w", err)
-	}
-	return nil
+	return j.exclusive(ctx, "vacuum", func() error {
+		if _, err := j.wdb.ExecContext(ctx, "VACUUM"); err != nil {
+			return j.errorf("vacuum: %w", err)
+		}
+		if _, err := j.wdb.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+			return j.errorf("vacuum: checkpoint: %w", err)
+		}
+		return nil
+	})
 }

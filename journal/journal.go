@@ -49,6 +49,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gofrs/flock"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
 
@@ -139,8 +140,9 @@ type Journal struct {
 
 	closeOnce sync.Once
 	closeErr  error
-	readOnly  bool   // OpenReadOnly: only rdb is open
-	cleanup   func() // OpenReadOnly: removes what it made outside the journal's directory
+	readOnly  bool         // OpenReadOnly: only rdb is open
+	lock      *flock.Flock // the maintenance lock, shared while open (maint.go)
+	cleanup   func()       // OpenReadOnly: removes what it made outside the journal's directory
 }
 
 // Option configures Open.
@@ -221,6 +223,19 @@ func Open(ctx context.Context, path string, opts ...Option) (*Journal, error) {
 		j.log.Warn("journal file is readable by other users; it holds prompts and outputs",
 			"path", path, "mode", perm.String())
 	}
+	_, statErr := os.Lstat(path + LockSuffix)
+	if err := j.shareLock(ctx); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			j.lock.Close()
+			if errors.Is(statErr, fs.ErrNotExist) {
+				os.Remove(path + LockSuffix) // a refused file is left as it was found
+			}
+		}
+	}()
 	if j.pageSize > 0 {
 		if err := setPageSize(path, j.pageSize); err != nil {
 			return nil, j.openError(err)
@@ -263,6 +278,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Journal, error) {
 	}
 	go w.run()
 	go j.checkpointer()
+	ok = true
 	return j, nil
 }
 
@@ -389,6 +405,7 @@ func (j *Journal) Close() error {
 		if err == nil {
 			j.removeWAL()
 		}
+		j.lock.Close() // last: the file is as it will stay
 		j.closeErr = err
 	})
 	return j.closeErr

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -23,8 +24,9 @@ func compactCommand() *cli.Command {
 		Description: "Folds the delta and reasoning rows of every ended attempt of every completed node into one row per\n" +
 			"attempt, whose text is found in the node's output instead of being stored twice, then rewrites the\n" +
 			"file (VACUUM) to give the freed space back. Nothing is lost: events, show, diagnose, report and\n" +
-			"resume read a compacted run exactly as before (every event with its seq, time and text). Running\n" +
-			"nodes are left alone, so a live run can be compacted; the file is rewritten only when no run is live.\n\n" +
+			"resume read a compacted run exactly as before (every event with its seq, time and text). A running\n" +
+			"run is skipped (and named); the file is rewritten only when no other process has it open for writing,\n" +
+			"and a run that starts meanwhile waits for the rewrite, naming this process.\n\n" +
 			"Examples:\n  noderun compact            # every run in the journal\n  noderun compact last       # the last run",
 		ArgsUsage: "[RUN|last]",
 		Flags:     []cli.Flag{dbFlag, &cli.BoolFlag{Name: "no-vacuum", Usage: "fold only; leave the file's size as it is"}},
@@ -49,6 +51,12 @@ func compactCommand() *cli.Command {
 			}
 			before := fileSize(j.Path())
 			for _, r := range runs {
+				if r.Status == journal.RunRunning && !j.Abandoned(r) {
+					// Its runner writes it now; folding its finished nodes
+					// would take SQLite's write lock from under it.
+					fmt.Fprintf(c.App.Writer, "run %s: skipped: it is running (%s); compact it when it has finished\n", r.ID, r.Owner)
+					continue
+				}
 				st, err := j.Fold(c.Context, r.ID)
 				if err != nil {
 					return err
@@ -59,20 +67,14 @@ func compactCommand() *cli.Command {
 			if c.Bool("no-vacuum") {
 				return nil
 			}
-			// VACUUM holds the file's write lock while it rewrites it; a live
-			// runner's writer waits its busy timeout (5 s) and then fails its
-			// journal. So no vacuum while a run of this journal is live.
-			all, err := j.Runs(c.Context, 0)
-			if err != nil {
-				return err
-			}
-			for _, r := range all {
-				if r.Status == journal.RunRunning && !j.Abandoned(r) {
-					fmt.Fprintf(c.App.Writer, "journal %s: not vacuumed while run %s is live (its folded rows' pages are reused; compact again when it has finished)\n", j.Path(), r.ID)
-					return nil
-				}
-			}
-			if err := j.Vacuum(c.Context); err != nil {
+			// VACUUM holds the file's write lock while it rewrites it, so
+			// it runs only when no other process has the journal open for
+			// writing, and one that opens meanwhile waits for it
+			// (journal.Vacuum).
+			if err := j.Vacuum(c.Context); errors.Is(err, journal.ErrInUse) {
+				fmt.Fprintf(c.App.Writer, "journal %s: not vacuumed: another process (a run, a worker or serve) has it open for writing; folded rows' pages are reused meanwhile, and compact again when it has finished\n", j.Path())
+				return nil
+			} else if err != nil {
 				return err
 			}
 			if err := j.Close(); err != nil { // and its WAL with it

@@ -3,11 +3,15 @@ package main
 import (
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/gofrs/flock"
 
 	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
@@ -163,9 +167,10 @@ func firstDiff(a, b string) string {
 	return fmt.Sprintf("%d lines before, %d after", len(al), len(bl))
 }
 
-// A live run can be compacted: its completed nodes are folded while it
-// goes, the file is not vacuumed under it, and the run completes as it
-// would have, every output whole in its events.
+// compact during a streaming run (issue 42): the live run is skipped and
+// named, finished runs are folded, the file is not vacuumed under the
+// runner, and the run completes as it would have, every output whole in its
+// events.
 func TestCompactDuringALiveRun(t *testing.T) {
 	srv := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: 2000, TokensPerSecond: 1000})
 	chat := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: 200, TokensPerSecond: 4000})
@@ -174,7 +179,8 @@ func TestCompactDuringALiveRun(t *testing.T) {
 		srv.BaseURL(), chat.BaseURL(), intPrompt))
 	waitStreaming(t, srv, 500)
 	code, stdout, stderr := runCLI(t, "compact", "--db", db)
-	if code != exitOK || !strings.Contains(stdout, "of 1 nodes folded") || !strings.Contains(stdout, "not vacuumed while run") {
+	if code != exitOK || !regexp.MustCompile(`run \S+: skipped: it is running \(pid \d+ on host`).MatchString(stdout) ||
+		!strings.Contains(stdout, "not vacuumed: another process") || strings.Contains(stdout, "rows of") {
 		t.Fatalf("compact of a live run: exit %d\n%s%s", code, stdout, stderr)
 	}
 	if err := cmd.Wait(); err != nil {
@@ -201,5 +207,56 @@ func TestCompactDuringALiveRun(t *testing.T) {
 		if got[id] != o {
 			t.Errorf("node %s: its delta events hold %d bytes of its %d", id, len(got[id]), len(o))
 		}
+	}
+}
+
+// A run that opens its journal while compact rewrites it (VACUUM, which
+// holds SQLite's write lock for as long as the rewrite takes) waits for
+// the rewrite, saying which process it waits for, and then runs as it would
+// have: before the maintenance lock it failed with "database is locked"
+// after its 5 s busy timeout, naming nobody. The test process holds the
+// lock as compact does (journal.LockSuffix, with its holder line) for longer
+// than that busy timeout.
+func TestRunWaitsForARewrite(t *testing.T) {
+	chat := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: 200, TokensPerSecond: 4000})
+	dir := t.TempDir()
+	db := filepath.Join(dir, "run.db")
+	if err := testkit.OpenJournal(t, db).Close(); err != nil {
+		t.Fatal(err)
+	}
+	lock := flock.New(db + journal.LockSuffix)
+	if ok, err := lock.TryLock(); !ok || err != nil {
+		t.Fatalf("the maintenance lock: %v, %v", ok, err)
+	}
+	defer lock.Close()
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("pid=%d host=%s since=%d what=vacuum\n", os.Getpid(), host, time.Now().UnixNano())
+	if err := os.WriteFile(db+journal.LockSuffix, []byte(holder), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd, _, errOut := startRunOut(t, dir, fmt.Sprintf(
+		"name: waits\nprofile: ci\ncache: false\nproviders:\n  c: {kind: openai, base_url: %s, model: sim}\nnodes:\n  - {id: quick, provider: c, prompt: quick}\n", chat.BaseURL()))
+	says := fmt.Sprintf("pid %d on host %s (vacuum for", os.Getpid(), host)
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(errOut.String(), says); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run does not say whom it waits for (%q):\n%s", says, errOut)
+		}
+	}
+	time.Sleep(6 * time.Second) // past a writer's busy timeout
+	if st := chat.Stats(); len(st.Requests) != 0 {
+		t.Fatalf("the run went on under a rewrite: requests %v", st.Requests)
+	}
+	if err := os.WriteFile(db+journal.LockSuffix, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the run after the rewrite: %v\n%s", err, errOut)
+	}
+	run, outs := nodeOutputs(t, db)
+	if want := strings.Join(sim.Text("sim", "quick", intSeed, 200), ""); run.Status != journal.RunCompleted || outs["quick"] != want {
+		t.Fatalf("run %s, quick %d bytes (want %d)", run.Status, len(outs["quick"]), len(want))
 	}
 }
