@@ -21,6 +21,9 @@ type (
 	GraphError = graph.Error
 	// Problem is one thing wrong with a graph file: see graph.Problem.
 	Problem = graph.Problem
+	// MissingEnvError is a resume that cannot find a harness env value the
+	// journal does not keep: see graph.MissingEnvError.
+	MissingEnvError = graph.MissingEnvError
 )
 
 // Provider kinds, side effect classes and simulator APIs: see package graph.

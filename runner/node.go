@@ -145,7 +145,7 @@ func (r *runState) ensureRun(ctx context.Context) error {
 	if ok, err := r.j.HasRun(ctx, r.id); ok || err != nil {
 		return err
 	}
-	err := r.j.CreateRun(bg(ctx), journal.Run{ID: r.id, Graph: r.g.Name, GraphPath: r.g.Path, GraphText: r.g.Source,
+	err := r.j.CreateRun(bg(ctx), journal.Run{ID: r.id, Graph: r.g.Name, GraphPath: r.g.Path, GraphText: r.graphText,
 		GraphHash: r.g.Hash, Profile: r.prof.Name, Status: journal.RunRunning, Started: time.Now()})
 	if err != nil {
 		if ok, _ := r.j.HasRun(ctx, r.id); ok {

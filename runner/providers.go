@@ -185,11 +185,13 @@ func secrets(g *Graph, getenv func(string) string) []string {
 		if _, key, err := endpoint(spec, getenv); err == nil && key != "" {
 			out = append(out, key)
 		}
-		for k, v := range spec.Env {
-			if u := strings.ToUpper(k); strings.Contains(u, "KEY") || strings.Contains(u, "TOKEN") ||
-				strings.Contains(u, "SECRET") || strings.Contains(u, "PASSWORD") {
-				out = append(out, v)
-			}
+		for _, v := range spec.Env { // whatever its name: a CLI's login token goes by many
+			out = append(out, v)
+		}
+	}
+	for _, n := range g.Nodes {
+		for _, v := range n.Env {
+			out = append(out, v)
 		}
 	}
 	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "CODEX_API_KEY"} {

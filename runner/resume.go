@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/resume"
+	"github.com/noderun/noderun/runner/graph"
 )
 
 // Resume continues a run that did not finish (its runner crashed, was killed
@@ -108,6 +110,9 @@ func reopen(ctx context.Context, runID, flag string, nodes []string, opts *Optio
 	g, err := ParseGraphWith(run.GraphPath, run.GraphText, *opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("run %s: its journaled graph no longer parses: %w", runID, err)
+	}
+	if err := fillEnv(ctx, g, run.GraphText, opts); err != nil {
+		return nil, nil, fmt.Errorf("run %s: %w", runID, err)
 	}
 	for _, id := range nodes {
 		if g.Node(id) == nil {
@@ -229,4 +234,22 @@ func pickUpWords(a resume.Action, ref string) string {
 		return "continuing the answer from its journaled output"
 	}
 	return "sending the request again from scratch"
+}
+
+// fillEnv gives a journaled graph its harness env values back, which the
+// journal never keeps (Graph.Journaled): from the graph file it was run
+// from, if that still says the same graph, else from the environment.
+func fillEnv(ctx context.Context, g *Graph, journaled []byte, opts *Options) error {
+	if len(g.HiddenEnv(func(v string) bool { return v == graph.EnvHidden })) == 0 {
+		return nil
+	}
+	orig, _ := graph.LoadContext(ctx, g.Path) // nil when it is gone or no longer parses
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	return g.FillEnv(journaled, orig, graph.Options{Kinds: kindNames(opts.Kinds)}, func(k string) (string, bool) {
+		v := getenv(k)
+		return v, v != ""
+	})
 }

@@ -207,6 +207,7 @@ type runState struct {
 	pacers   *quota.Registry // nil when pacing is off
 	// journalArg names the journal in the commands messages quote (Options.JournalArg).
 	journalArg string
+	graphText  []byte            // the graph as journaled: env values hidden (Graph.Journaled)
 	inputs     map[string]string // resolved; templates read them
 	parallel   int
 	halt       context.CancelCauseFunc // stops the run (a journal that cannot record)
@@ -278,7 +279,7 @@ func Run(ctx context.Context, g *Graph, opts Options) (*Result, error) {
 	}
 	defer closeProvs()
 	r.inputs = inputs
-	if err := r.j.CreateRun(bg(ctx), journal.Run{ID: r.id, Graph: g.Name, GraphPath: g.Path, GraphText: g.Source,
+	if err := r.j.CreateRun(bg(ctx), journal.Run{ID: r.id, Graph: g.Name, GraphPath: g.Path, GraphText: r.graphText,
 		GraphHash: g.Hash, Profile: r.prof.Name, Status: journal.RunRunning, Started: time.Now(), Owner: r.owner,
 		Inputs: inputs}); err != nil {
 		return nil, err
@@ -361,11 +362,15 @@ func newRunState(ctx context.Context, g *Graph, opts *Options) (*runState, func(
 	if err != nil {
 		return nil, nil, err
 	}
+	text, err := g.Journaled(graph.Options{Kinds: kindNames(opts.Kinds)})
+	if err != nil {
+		return nil, nil, err
+	}
 	provs, closeProvs, err := buildProviders(ctx, g, opts.Getenv, opts.Logger, opts.Sim, opts.Kinds)
 	if err != nil {
 		return nil, nil, err
 	}
-	r := &runState{id: opts.RunID, g: g, j: opts.Journal, log: opts.Logger.With("run", opts.RunID), red: red, prof: prof,
+	r := &runState{graphText: text, id: opts.RunID, g: g, j: opts.Journal, log: opts.Logger.With("run", opts.RunID), red: red, prof: prof,
 		provs: provs, onProg: newProgressSink(progressFunc(opts.RunID, opts.OnProgress, opts.Observer)), obs: opts.Observer, parallel: opts.Parallel, owner: journal.NewOwner(),
 		outputs: map[string]string{}, results: map[string]*NodeResult{}, breakers: map[string]*breaker{},
 		entries: map[string]*entry{}, journalArg: opts.JournalArg, cache: cache}

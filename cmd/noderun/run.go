@@ -347,6 +347,8 @@ func runErr(err error) error {
 		return usageErr(fmt.Errorf("%w; one runner per run: wait for it, or stop it first", err))
 	case errors.As(err, &unknown):
 		return usageErr(err)
+	case errors.As(err, new(*runner.MissingEnvError)):
+		return usageErr(err)
 	}
 	return &exitError{exitFailed, err}
 }
