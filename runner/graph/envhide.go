@@ -215,4 +215,3 @@ func (g *Graph) FillEnv(journaled []byte, orig *Graph, opts Options, lookup func
 	}
 	return nil
 }
-
