@@ -76,6 +76,79 @@ func (j *Journal) SetCacheKey(ctx context.Context, runID, nodeID, key string) er
 	})
 }
 
+// InFlight is a node of another live run computing the same cache key: a
+// run that would send the same request waits for its answer instead
+// (runner/cache.go, in-flight sharing).
+type InFlight struct {
+	Run, Node string
+	Owner     Owner
+}
+
+// inFlightQuery finds the nodes that claimed a key in other runs that say
+// running; ClaimKey checks in Go that their runner is alive.
+const inFlightQuery = `SELECT n.run, n.id, r.owner_pid, r.owner_host, r.owner_token, r.heartbeat
+	FROM nodes n JOIN runs r ON r.id = n.run
+	WHERE n.cache_key = ? AND n.cache_key != '' AND n.state IN ('pending', 'running') AND n.run != ? AND r.status = 'running'
+	ORDER BY n.started, n.run LIMIT 16`
+
+// ClaimKey claims a cache key for a node that is about to compute it,
+// unless a node of another live run (its runner alive by AcquireRun's
+// rules) has claimed it and not yet ended: then it returns that node and
+// claims nothing. Checking and claiming are one transaction, which holds
+// the file's write lock: of two runs claiming one key at once, in one
+// process or two, exactly one gets it.
+func (j *Journal) ClaimKey(ctx context.Context, runID, nodeID, key string) (*InFlight, error) {
+	what := fmt.Sprintf("claim cache key of node %s/%s", runID, nodeID)
+	if runID == "" || nodeID == "" || key == "" {
+		return nil, j.errorf("%s: %w", what, ErrInvalid)
+	}
+	var other *InFlight
+	err := j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
+		rows, err := tx.QueryContext(ctx, inFlightQuery, key, runID)
+		if err != nil {
+			return err
+		}
+		if other, err = j.firstLive(rows); err != nil || other != nil {
+			return err
+		}
+		return mustAffect(tx.ExecContext(ctx, `UPDATE nodes SET cache_key = ? WHERE run = ? AND id = ?`, key, runID, nodeID))
+	})
+	return other, err
+}
+
+// InFlightOf is the node of another live run that has claimed key and not
+// yet ended, or nil: what ClaimKey would wait for, read without claiming
+// (a node that waits polls it).
+func (j *Journal) InFlightOf(ctx context.Context, runID, key string) (*InFlight, error) {
+	rows, err := j.query(ctx, inFlightQuery, key, runID)
+	if err != nil {
+		return nil, j.errorf("in-flight lookup: %w", err)
+	}
+	f, err := j.firstLive(rows)
+	if err != nil {
+		return nil, j.errorf("in-flight lookup: %w", err)
+	}
+	return f, nil
+}
+
+// firstLive is the first of inFlightQuery's rows whose runner is alive; it
+// closes rows.
+func (j *Journal) firstLive(rows *sql.Rows) (*InFlight, error) {
+	defer rows.Close()
+	now := time.Now()
+	for rows.Next() {
+		var f InFlight
+		var hb int64
+		if err := rows.Scan(&f.Run, &f.Node, &f.Owner.PID, &f.Owner.Host, &f.Owner.Token, &hb); err != nil {
+			return nil, err
+		}
+		if f.Owner.Token != "" && j.ownerGone(f.Owner, fromNanos(hb), now) == "" {
+			return &f, nil
+		}
+	}
+	return nil, rows.Err()
+}
+
 // cacheCandidates bounds the completed nodes of one key a lookup reads: a
 // key shared by many runs (a graph rerun daily) needs only the newest.
 const cacheCandidates = 16

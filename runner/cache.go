@@ -167,16 +167,10 @@ func (r *runState) cacheKeyOn(n *Node, prov, model, system, prompt string) strin
 // A cache journal that cannot be read is a miss, not a failure: the node
 // is called as if there were no cache.
 func (r *runState) fromCache(ctx context.Context, n *Node, key string) *NodeResult {
-	on, ttl := r.g.CachePolicy(n)
-	if !on || r.cache.off || r.cache.refresh[n.ID] {
+	if !r.reuses(n) {
 		return nil
 	}
-	if e := r.entries[n.ID]; e != nil && !e.fresh {
-		// A resumed node picks up its own work (a response to re-attach,
-		// a thread to resume): a hit would leave that work running, and
-		// billing, at the provider.
-		return nil
-	}
+	_, ttl := r.g.CachePolicy(n)
 	var notBefore time.Time
 	if ttl > 0 {
 		notBefore = time.Now().Add(-ttl)
@@ -195,6 +189,72 @@ func (r *runState) fromCache(ctx context.Context, n *Node, key string) *NodeResu
 		}
 	}
 	return nil
+}
+
+// reuses says whether node n may take its output from another run's node.
+func (r *runState) reuses(n *Node) bool {
+	if on, _ := r.g.CachePolicy(n); !on || r.cache.off || r.cache.refresh[n.ID] {
+		return false
+	}
+	// A resumed node picks up its own work (a response to re-attach, a
+	// thread to resume): a hit would leave that work running, and billing,
+	// at the provider.
+	e := r.entries[n.ID]
+	return e == nil || e.fresh
+}
+
+// inFlightPoll is how often a node waiting for another run's node to
+// compute its key looks again.
+const inFlightPoll = 250 * time.Millisecond
+
+// awaitInFlight is in-flight sharing: a node whose key another live run
+// of the journal is computing waits for that run's node and reuses its
+// answer (a cache hit, NR407, naming it), instead of paying for the same
+// request twice. Otherwise, or if that node ends without an answer, it
+// claims the key (journal.ClaimKey: of two runs at once, exactly one does)
+// and returns nil: this node computes it. Cache hits and waits go by the
+// same rules (reuses): --no-cache, a node's cache: false and --refresh
+// turn both off.
+func (r *runState) awaitInFlight(ctx context.Context, n *Node, key string) *NodeResult {
+	if !r.reuses(n) {
+		return nil
+	}
+	var waited *journal.InFlight
+	start := time.Now()
+	for {
+		other, err := r.j.ClaimKey(bg(ctx), r.id, n.ID, key)
+		if err != nil {
+			r.log.Warn("in-flight claim failed; the node is called", "node", n.ID, "err", err)
+			return nil
+		}
+		for other != nil {
+			if waited == nil || *waited != *other {
+				r.log.Info("waiting for another run's node computing the same request", "node", n.ID,
+					"in_flight_run", other.Run, "in_flight_node", other.Node, "runner", other.Owner.String())
+			}
+			waited = other
+			select {
+			case <-ctx.Done():
+				return r.notStarted(ctx, n, context.Cause(ctx))
+			case <-time.After(inFlightPoll):
+			}
+			if hit := r.fromCache(ctx, n, key); hit != nil {
+				r.log.Info("reused the answer of another run's node", "node", n.ID, "from_run", waited.Run,
+					"from_node", waited.Node, "waited", time.Since(start).Round(time.Millisecond))
+				return hit
+			}
+			if other, err = r.j.InFlightOf(ctx, r.id, key); err != nil {
+				r.log.Warn("in-flight lookup failed; the node is called", "node", n.ID, "err", err)
+				return nil
+			}
+		}
+		if waited == nil {
+			return nil // claimed at once
+		}
+		// What it waited for ended without an answer: claim again (another
+		// waiting run may have claimed it first).
+		waited = nil
+	}
 }
 
 // completeFromCache journals a hit: the record naming where the output

@@ -3,12 +3,14 @@ package runner
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
@@ -319,5 +321,57 @@ func TestCacheNotForAResumedNode(t *testing.T) {
 	r.entries["a"] = &entry{fresh: true}
 	if hit := r.fromCache(context.Background(), n, key); hit == nil {
 		t.Error("a fresh start missed the cache")
+	}
+}
+
+// In-flight sharing (issue 42, point 7): two runs of one graph at once, on
+// one journal file through two writers (as two processes would), pay for
+// each node once: every node of the run that starts second waits for the
+// first run's node computing the same key and reuses its answer, its NR407
+// naming that run. The simulator's request counts are the independent
+// count. With --no-cache the second run pays again. (A node whose runner
+// is gone is not waited for: TestClaimKey.)
+func TestInFlightSharing(t *testing.T) {
+	srv := simtest.Start(t, sim.Config{Seed: 3, Tokens: 60, TokensPerSecond: 300})
+	path := filepath.Join(t.TempDir(), "j.db")
+	j1, j2 := testkit.OpenJournal(t, path), testkit.OpenJournal(t, path)
+	g := sixGraph(t, srv.BaseURL(), "expand", "")
+	both := func(second Options) (*Result, *Result) {
+		var wg sync.WaitGroup
+		var first *Result
+		wg.Go(func() { first = runCached(t, g, Options{Journal: j1}) })
+		for deadline := time.Now().Add(10 * time.Second); srv.Stats().TokensGenerated == 0; time.Sleep(2 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the first run does not stream")
+			}
+		}
+		second.Journal = j2
+		res := runCached(t, g, second)
+		wg.Wait()
+		return first, res
+	}
+
+	first, second := both(Options{})
+	if got := calls(srv); !sameCalls(got, "a", "b", "c", "d", "e", "f") {
+		t.Fatalf("two runs at once called %v, want each node once", got)
+	}
+	for _, n := range second.Nodes {
+		if n.FromCache != first.RunID+"/"+n.ID {
+			t.Errorf("node %s of the second run: from %q, want %s/%s", n.ID, n.FromCache, first.RunID, n.ID)
+		}
+	}
+	if a, b := outputs(first), outputs(second); fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("the runs' outputs differ:\n%v\n%v", a, b)
+	}
+	ds := diagRecs(t, j2, second.RunID, "a")
+	if hits := withCode(ds, diagnostics.CacheHit); len(hits) != 1 || hits[0].Attrs["from_run"] != first.RunID {
+		t.Errorf("NR407 of the second run's node a: %v, want one naming run %s", hits, first.RunID)
+	}
+
+	before := calls(srv)
+	g = sixGraph(t, srv.BaseURL(), "elaborate", "") // new keys for c and e: nothing to reuse from the runs above
+	_, _ = both(Options{Cache: CacheOptions{Off: true}})
+	if got := callsSince(srv, before); got["c"] != 2 || got["e"] != 2 {
+		t.Errorf("with --no-cache the second run waits for nobody: new calls %v, want c and e twice", got)
 	}
 }

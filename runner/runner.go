@@ -488,6 +488,9 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 	if hit := r.fromCache(ctx, n, key); hit != nil {
 		return hit
 	}
+	if hit := r.awaitInFlight(ctx, n, key); hit != nil {
+		return hit
+	}
 	total := r.retryBudget(n)
 	x := &nodeExec{run: r, node: n, side: resume.SideEffects(n.SideEffects), prof: r.prof,
 		chunks: coalescer{j: r.j}, total: total, retries: total, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),

@@ -303,3 +303,55 @@ func completedNodes(db string) map[string]string {
 	}
 	return out
 }
+
+// Two `noderun run` processes of one graph on one journal at once pay once
+// (issue 42, point 7): the second waits for the first's nodes, says whom it
+// waits for, and reuses their answers; the simulator's request counts are
+// the independent count.
+func TestConcurrentRunsPayOnce(t *testing.T) {
+	srv := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: 80, TokensPerSecond: 400})
+	dir := t.TempDir()
+	graph := cacheGraph(t, dir, srv.BaseURL(), "expand")
+	db := filepath.Join(dir, "j.db")
+	start := func() (*exec.Cmd, *testkit.Buffer) {
+		cmd := exec.Command(noderunBinary(t), "run", "--db", db, graph)
+		out := new(testkit.Buffer)
+		cmd.Stderr = out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd, out
+	}
+	first, firstErr := start()
+	for deadline := time.Now().Add(10 * time.Second); srv.Stats().TokensGenerated == 0; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first run does not stream\n%s", firstErr)
+		}
+	}
+	second, secondErr := start()
+	for _, c := range []struct {
+		cmd *exec.Cmd
+		out *testkit.Buffer
+	}{{first, firstErr}, {second, secondErr}} {
+		if err := c.cmd.Wait(); err != nil {
+			t.Fatalf("a run: %v\n%s", err, c.out)
+		}
+	}
+	if got := simCalls(srv); len(got) != 6 || got["a"] != 1 || got["b"] != 1 || got["c"] != 1 || got["d"] != 1 || got["e"] != 1 || got["f"] != 1 {
+		t.Fatalf("two runs at once called %v, want each node once\nsecond run:\n%s", got, secondErr)
+	}
+	if !strings.Contains(secondErr.String(), "waiting for another run's node computing the same request") {
+		t.Errorf("the second run does not say it waits:\n%s", secondErr)
+	}
+	j := testkit.OpenJournal(t, db)
+	runs, err := j.Runs(context.Background(), 2)
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("runs %v, %v", runs, err)
+	}
+	_, a := runOutputs(t, db, runs[1].ID)
+	_, b := runOutputs(t, db, runs[0].ID)
+	if len(a) != 6 || fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("the runs' outputs differ:\n%v\n%v", a, b)
+	}
+}
