@@ -65,6 +65,12 @@ type EventFilter struct {
 	AfterSeq int64    // only events with Seq > AfterSeq (poll with the last Seq seen)
 	Limit    int      // at most this many; <= 0 for all
 	Kinds    []string // only these kinds; empty for all
+	// NoText: delta and reasoning events come without their payload (the
+	// text), for a reader that needs only when and how often they came
+	// (an account of a run): a node's answer is read back once, not once
+	// more per reader, and a 32 MiB answer costs such a reader its rows'
+	// headers, not its text.
+	NoText bool
 }
 
 // Append queues an event for the writer and returns at once, unless the
@@ -131,7 +137,12 @@ func (j *Journal) Events(ctx context.Context, runID string, f EventFilter) ([]Ev
 // eventsQuery builds the query behind Events.
 func eventsQuery(runID string, f EventFilter) (string, []any) {
 	var q strings.Builder
-	q.WriteString(`SELECT seq, node, attempt, time, kind, code, provider_seq, payload FROM events`)
+	q.WriteString(`SELECT seq, node, attempt, time, kind, code, provider_seq, `)
+	if f.NoText {
+		q.WriteString(`CASE WHEN kind IN ('delta', 'reasoning') THEN x'' ELSE payload END FROM events`)
+	} else {
+		q.WriteString(`payload FROM events`)
+	}
 	if f.Node != "" {
 		// A node's events are a small part of a long run's log: never let the
 		// planner walk the whole run in seq order instead.
@@ -239,12 +250,22 @@ func (j *Journal) rebuild(ctx context.Context, runID, nodeID string, attempt int
 	if err != nil {
 		return "", j.errorf("rebuild %s of %s/%s#%d: %w", kind, runID, nodeID, attempt, err)
 	}
-	var b strings.Builder
-	for _, r := range mergeRows(evs, folded) {
-		if r.payload == nil {
-			b.Reset()
-			continue
+	all := mergeRows(evs, folded)
+	for i := len(all) - 1; i >= 0; i-- {
+		if all[i].payload == nil { // a reset: what counts comes after the last
+			all = all[i+1:]
+			break
 		}
+	}
+	// Sized first: a doubling builder would hold a long answer up to three
+	// times while it copies (issue 42: a 32 MiB answer's account).
+	n := 0
+	for _, r := range all {
+		n += len(r.payload)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, r := range all {
 		b.Write(r.payload)
 	}
 	return b.String(), nil

@@ -549,3 +549,47 @@ func TestFailedStateChangeFailsAlone(t *testing.T) {
 		t.Errorf("events %+v; want seqs 1 and 2", evs)
 	}
 }
+
+// EventFilter.NoText reads the same events, seq, time and kind, with the
+// text of delta and reasoning events left out and every other payload
+// kept, before and after a fold.
+func TestEventsNoText(t *testing.T) {
+	ctx := context.Background()
+	j := openTest(t, "")
+	createRun(t, j, "run")
+	check(t, j.SetNodesPending(ctx, "run", []string{"n"}))
+	a, err := j.BeginAttempt(ctx, "run", "n", ModeStart, "p")
+	check(t, err)
+	for i := range 50 {
+		kind := KindDelta
+		if i%5 == 0 {
+			kind = KindReasoning
+		}
+		check(t, j.Append(Event{RunID: "run", NodeID: "n", Attempt: a, Kind: kind, ProviderSeq: -1, Payload: fmt.Appendf(nil, "w%d ", i)}))
+	}
+	check(t, j.Append(Event{RunID: "run", NodeID: "n", Attempt: a, Kind: KindUsage, ProviderSeq: -1, Payload: []byte(`{"output_tokens":50}`)}))
+	check(t, j.EndAttempt(ctx, "run", "n", a, AttemptEnd{Outcome: OutcomeOK, Cursor: -1}))
+	out, err := j.RebuildOutput(ctx, "run", "n", a)
+	check(t, err)
+	check(t, j.CompleteNode(ctx, "run", "n", out))
+	for _, when := range []string{"rows", "folded"} {
+		if when == "folded" {
+			_, err := j.Fold(ctx, "run")
+			check(t, err)
+		}
+		all, err := j.Events(ctx, "run", EventFilter{AfterSeq: -1})
+		check(t, err)
+		bare, err := j.Events(ctx, "run", EventFilter{AfterSeq: -1, NoText: true})
+		check(t, err)
+		if len(all) != len(bare) || len(all) < 51 {
+			t.Fatalf("%s: %d events, %d without text", when, len(all), len(bare))
+		}
+		for i, e := range bare {
+			w := all[i]
+			text := w.Kind == KindDelta || w.Kind == KindReasoning
+			if e.Seq != w.Seq || !e.Time.Equal(w.Time) || e.Kind != w.Kind || (text && len(e.Payload) != 0) || (!text && string(e.Payload) != string(w.Payload)) {
+				t.Fatalf("%s: event %d: %+v, want %+v without text", when, i, e, w)
+			}
+		}
+	}
+}

@@ -325,8 +325,12 @@ func (j *Journal) foldedEvents(ctx context.Context, runID string, f EventFilter)
 			if r.seq <= f.AfterSeq {
 				continue
 			}
-			out = append(out, Event{RunID: runID, NodeID: node, Attempt: attempt, Seq: r.seq, Time: time.Unix(0, r.time),
-				Kind: kind, ProviderSeq: r.providerSeq, Payload: r.payload})
+			e := Event{RunID: runID, NodeID: node, Attempt: attempt, Seq: r.seq, Time: time.Unix(0, r.time),
+				Kind: kind, ProviderSeq: r.providerSeq, Payload: r.payload}
+			if f.NoText && (kind == KindDelta || kind == KindReasoning) {
+				e.Payload = []byte{}
+			}
+			out = append(out, e)
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -147,12 +147,13 @@ func TestFlagsThatCannotMeanAnything(t *testing.T) {
 // within the profile's deadline: NR501, exit 1, the journal under the bound
 // plus overhead, and memory bounded. A real process against a real socket.
 //
-// Memory: the target is a peak RSS of 256 MiB. Alone on this
-// machine the process peaks at 204-244 MiB; under make test's load it was
-// seen at 670 MiB: the answer is held in memory as it grows (the builder's
-// copies), and the run's closing account reads every chunk back. What
-// the test holds is boundedness (without the bound the process passed
-// 1 GiB in 7 s and kept growing): 1 GiB.
+// Memory: a peak RSS of at most 256 MiB. Without the bound the process
+// passed 1 GiB in 7 s and kept growing; with it, but with the answer in a
+// doubling builder and the closing account reading every chunk's text and
+// rebuilding the answer in another, it peaked at 204-258 MiB alone and 670
+// MiB under make test's load. Now the answer grows by blocks (runner's
+// answer), the account reads chunks without their text (EventFilter.NoText)
+// and rebuilds a partial answer at its size: ~120 MiB.
 func TestEndlessAnswerIsBounded(t *testing.T) {
 	piece := strings.Repeat("y", 1000)
 	deltas := bytes.Repeat(fmt.Appendf(nil, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s\"}}]}\n\n", piece), 64)
@@ -194,8 +195,8 @@ func TestEndlessAnswerIsBounded(t *testing.T) {
 		}
 	}
 	t.Logf("served %d MiB; ended in %s, peak RSS %d MiB, journal %d MiB", served.Load()>>20, took.Round(time.Millisecond), rss>>20, size>>20)
-	if rss > 1<<30 {
-		t.Errorf("peak RSS %d MiB, want it bounded (at most 1 GiB; the target is 256 MiB)", rss>>20)
+	if rss > 256<<20 {
+		t.Errorf("peak RSS %d MiB, want at most 256 MiB", rss>>20)
 	}
 	if size > 80<<20 {
 		t.Errorf("the journal is %d MiB, want at most the 32 MiB bound and overhead", size>>20)

@@ -259,7 +259,7 @@ func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.No
 func (run *Run) events(ctx context.Context, j *journal.Journal, nodes []journal.Node, only string) ([]journal.Event, error) {
 	all := []string{journal.KindDiagnostic, journal.KindUsage, journal.KindDelta, journal.KindReasoning}
 	read := func(kinds []string) ([]journal.Event, error) {
-		return j.Events(ctx, run.ID, journal.EventFilter{Node: only, AfterSeq: -1, Kinds: kinds})
+		return j.Events(ctx, run.ID, journal.EventFilter{Node: only, AfterSeq: -1, Kinds: kinds, NoText: true})
 	}
 	if only == "" || len(nodes) != 1 || !settled(nodes[0].State) || nodes[0].Finished.IsZero() {
 		return read(all)
