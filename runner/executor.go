@@ -42,7 +42,7 @@ type nodeExec struct {
 
 	attempt    int             // current attempt number, 1-based; a retry starts a new one
 	cur        provider.Cursor // where the current attempt's work stands
-	out        answer // output of the current attempt
+	out        answer          // output of the current attempt
 	deltas     int             // delta events of the current attempt, about a token each
 	events     int             // events of the current attempt's streams (bounded by maxEvents)
 	thought    int64           // reasoning bytes of the current attempt (bounded with the output)
