@@ -810,12 +810,11 @@ func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.
 	tried := fmt.Sprintf("%d attempt(s), %d of %d retries used", x.attempt, x.total-x.retries, x.total)
 	if spec := x.run.g.Providers[x.provNm]; (ce.Status == http.StatusUnauthorized || ce.Status == http.StatusForbidden) &&
 		spec.Kind != ProviderKindHarness { // a harness explains its own credentials
-		key := spec.APIKeyEnv
-		if key == "" {
-			key = "OPENAI_API_KEY"
-		}
 		// The fix first: a shortened line keeps its start.
-		d.Reason = fmt.Sprintf("authentication failed (HTTP %d): check the API key in %s (provider %s's api_key_env); not retried", ce.Status, key, x.provNm)
+		d.Reason = fmt.Sprintf("authentication failed (HTTP %d): check the API key in %s (provider %s's api_key_env); not retried", ce.Status, keyEnvOf(spec), x.provNm)
+		if docs := keyDocs(spec.Kind); docs != "" {
+			d.Reason += " (" + docs + ")"
+		}
 	}
 	if stopped { // interrupted, not failed: resumable
 		code := diagnostics.NodeCanceled

@@ -127,6 +127,31 @@ func TestGeminiNodeThoughtsApart(t *testing.T) {
 	if got.String() != thoughts {
 		t.Fatalf("journaled reasoning %q, want the thought summaries %q", got.String(), thoughts)
 	}
+	// Issue 43: usage mapped field by field. The interaction reports T
+	// output tokens (total_output_tokens, the answer alone) and the
+	// thoughts apart (total_thought_tokens): the node's output is T, its
+	// reasoning the thoughts, counted as the simulator generated them.
+	thoughtTokens := len(sim.ReasoningText("sim", respPrompt, respSeed, "high"))
+	u, err := journal.UsageOf(usageEvents(t, j, res.RunID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var att journal.Usage
+	for _, a := range u[respNode] {
+		att = a
+	}
+	if att.Visible() != T || att.ReasoningTokens != thoughtTokens || att.OutputTokens != T+thoughtTokens {
+		t.Errorf("usage %+v: want %d output tokens, %d of them reasoning (the answer's %d)", att, T+thoughtTokens, thoughtTokens, T)
+	}
+}
+
+func usageEvents(t *testing.T, j *journal.Journal, run string) []journal.Event {
+	t.Helper()
+	evs, err := j.Events(context.Background(), run, journal.EventFilter{Kinds: []string{journal.KindUsage}, AfterSeq: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
 }
 
 // 401 is deterministic: no retry, no second create.

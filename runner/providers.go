@@ -127,10 +127,7 @@ func endpoint(spec *ProviderSpec, getenv func(string) string) (baseURL, key stri
 	if baseURL == "" {
 		baseURL = defaultOpenAIBaseURL
 	}
-	keyEnv := spec.APIKeyEnv
-	if keyEnv == "" {
-		keyEnv = "OPENAI_API_KEY"
-	}
+	keyEnv := keyEnvOf(spec)
 	key = getenv(keyEnv)
 	if key == "" && (spec.APIKeyEnv != "" || baseURL == defaultOpenAIBaseURL) {
 		return "", "", fmt.Errorf("environment variable %s (api_key_env) is empty", keyEnv)
@@ -148,10 +145,7 @@ func anthropicEndpoint(spec *ProviderSpec, getenv func(string) string) (baseURL,
 	if baseURL == "" {
 		baseURL = anthropic.DefaultBaseURL
 	}
-	keyEnv := spec.APIKeyEnv
-	if keyEnv == "" {
-		keyEnv = "ANTHROPIC_API_KEY"
-	}
+	keyEnv := keyEnvOf(spec)
 	key = getenv(keyEnv)
 	if key == "" && (spec.APIKeyEnv != "" || baseURL == anthropic.DefaultBaseURL) {
 		return "", "", fmt.Errorf("environment variable %s (api_key_env) is empty", keyEnv)
@@ -163,15 +157,40 @@ func anthropicEndpoint(spec *ProviderSpec, getenv func(string) string) (baseURL,
 // default when empty) and its key (GEMINI_API_KEY unless api_key_env says
 // otherwise), required for Google's own endpoint.
 func geminiEndpoint(spec *ProviderSpec, getenv func(string) string) (baseURL, key string, err error) {
-	keyEnv := spec.APIKeyEnv
-	if keyEnv == "" {
-		keyEnv = "GEMINI_API_KEY"
-	}
+	keyEnv := keyEnvOf(spec)
 	key = getenv(keyEnv)
 	if key == "" && (spec.APIKeyEnv != "" || spec.BaseURL == "" || spec.BaseURL == gemini.DefaultBaseURL) {
 		return "", "", fmt.Errorf("environment variable %s (api_key_env) is empty", keyEnv)
 	}
 	return spec.BaseURL, key, nil
+}
+
+// keyEnvOf is the environment variable a provider's API key is read
+// from: its api_key_env, else its kind's own, as that vendor's SDKs read it.
+func keyEnvOf(spec *ProviderSpec) string {
+	if spec.APIKeyEnv != "" {
+		return spec.APIKeyEnv
+	}
+	switch spec.Kind {
+	case ProviderKindAnthropic:
+		return "ANTHROPIC_API_KEY"
+	case ProviderKindGemini:
+		return "GEMINI_API_KEY"
+	}
+	return "OPENAI_API_KEY"
+}
+
+// keyDocs is where a provider kind's vendor says how to get and set an API key.
+func keyDocs(kind string) string {
+	switch kind {
+	case ProviderKindAnthropic:
+		return "https://docs.anthropic.com/en/api/overview#authentication"
+	case ProviderKindGemini:
+		return "https://ai.google.dev/gemini-api/docs/api-key"
+	case ProviderKindOpenAI, ProviderKindResponses:
+		return "https://platform.openai.com/docs/api-reference/authentication"
+	}
+	return ""
 }
 
 // secrets lists the credentials a run of g may send or hand to a harness:

@@ -296,3 +296,31 @@ func head(s string) string {
 	}
 	return s
 }
+
+// Issue 43: a 401 on each API kind fails at once, naming the key variable
+// the provider read (its kind's own when api_key_env is left out) and where
+// its vendor says how to set a key. Over real sockets, on the simulator.
+func TestUnauthorizedNamesTheKindsKey(t *testing.T) {
+	for _, c := range []struct {
+		kind, endpoint, base, key, docs string
+	}{
+		{"openai", sim.EndpointChat, "/v1", "OPENAI_API_KEY", "platform.openai.com"},
+		{"responses", sim.EndpointResponsesCreate, "/v1", "OPENAI_API_KEY", "platform.openai.com"},
+		{"anthropic", sim.EndpointMessages, "", "ANTHROPIC_API_KEY", "docs.anthropic.com"},
+		{"gemini", sim.EndpointInteractionsCreate, "", "GEMINI_API_KEY", "ai.google.dev"},
+	} {
+		t.Run(c.kind, func(t *testing.T) {
+			srv := simtest.Start(t, sim.Config{Faults: []sim.Fault{{Endpoint: c.endpoint, Kind: sim.FaultStatus, Status: 401}}})
+			g := parseTestGraph(t, fmt.Sprintf("name: t\nprofile: ci\nproviders:\n  p: {kind: %s, base_url: 'http://%s%s', model: sim}\nnodes:\n  - {id: a, prompt: hi}\n",
+				c.kind, srv.Addr(), c.base))
+			res := runGraph(t, g, openJournal(t))
+			msg := fmt.Sprint(res.Nodes[0].Err)
+			if res.Nodes[0].State != journal.NodeFailed || !strings.Contains(msg, "check the API key in "+c.key+" ") || !strings.Contains(msg, c.docs) {
+				t.Errorf("node %s: %s; want it to name %s and %s", res.Nodes[0].State, msg, c.key, c.docs)
+			}
+			if got := srv.Stats().Requests[c.endpoint]; got != 1 {
+				t.Errorf("%d requests after a 401, want 1", got)
+			}
+		})
+	}
+}

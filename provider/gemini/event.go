@@ -27,7 +27,11 @@ const (
 	evError        = "error"
 )
 
-// Interaction statuses (Interaction.status, InteractionStatusUpdate.status).
+// Interaction statuses (Interaction.status, InteractionStatusUpdate.status),
+// every one the API documents
+// (https://docs.cloud.google.com/gemini-enterprise-agent-platform/reference/rest/v1beta1/Status;
+// @google/genai's InteractionStatus). One it does not is a protocol error
+// naming it (terminalError), never taken for queued.
 const (
 	statusInProgress     = "in_progress"
 	statusRequiresAction = "requires_action"
@@ -35,6 +39,8 @@ const (
 	statusFailed         = "failed"
 	statusCancelled      = "cancelled"
 	statusIncomplete     = "incomplete"
+	statusBudgetExceeded = "budget_exceeded"
+	statusQueued         = "queued"
 )
 
 // Step and delta types that matter here. A step of type thought carries the

@@ -2,9 +2,11 @@ package gemini
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 
+	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/sse"
 )
@@ -119,6 +121,49 @@ func TestTerminalStatuses(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), "EOF") {
 			t.Fatalf("%s: err %v", last, err)
 		}
+	}
+}
+
+// Every documented status has its class; one the API does not document is
+// a protocol error naming it, never taken for queued (issue 43).
+func TestEveryStatusHasAClass(t *testing.T) {
+	for _, c := range []struct {
+		status   string
+		terminal bool
+		class    diagnostics.Class
+		is       error
+		state    provider.State
+	}{
+		{statusInProgress, false, "", nil, provider.StateInProgress},
+		{statusQueued, false, "", nil, provider.StateQueued},
+		{statusCompleted, false, "", nil, provider.StateCompleted},
+		{statusFailed, true, diagnostics.ClassDeterministic, ErrFailed, provider.StateFailed},
+		{statusCancelled, true, diagnostics.ClassDeterministic, ErrCancelled, provider.StateCancelled},
+		{statusIncomplete, true, diagnostics.ClassDeterministic, ErrIncomplete, provider.StateIncomplete},
+		{statusRequiresAction, true, diagnostics.ClassDeterministic, ErrRequiresAction, provider.StateFailed},
+		{statusBudgetExceeded, true, diagnostics.ClassDeterministic, ErrBudgetExceeded, provider.StateIncomplete},
+		{"requires_continuation", true, diagnostics.ClassProtocol, ErrUnknownStatus, ""},
+	} {
+		if terminalStatus(c.status) != c.terminal {
+			t.Errorf("%s: terminal %v, want %v", c.status, !c.terminal, c.terminal)
+		}
+		if c.state != "" && mapState(c.status) != c.state {
+			t.Errorf("%s: state %s, want %s", c.status, mapState(c.status), c.state)
+		}
+		if !c.terminal {
+			continue
+		}
+		err := terminalError("v1_x", c.status, "m")
+		var de *diagnostics.Error
+		if !errors.As(err, &de) || de.Class != c.class || !errors.Is(err, c.is) || !strings.Contains(err.Error(), c.status) && c.class == diagnostics.ClassProtocol {
+			t.Errorf("%s: %v, want class %s and %v", c.status, err, c.class, c.is)
+		}
+	}
+	// On the stream: a status update with an unknown status ends it, naming it.
+	_, err := runStream(t, sseOf(append(append([]string{}, docEvents[:3]...),
+		`{"interaction_id":"v1_abc","status":"requires_continuation","event_type":"interaction.status_update"}`)))
+	if !errors.Is(err, ErrUnknownStatus) || !strings.Contains(err.Error(), `"requires_continuation"`) {
+		t.Fatalf("an unknown status on the stream: %v", err)
 	}
 }
 

@@ -72,6 +72,12 @@ var (
 	// ErrRequiresAction: the interaction waits for a tool result, which a
 	// noderun node never sends.
 	ErrRequiresAction = errors.New("interaction requires action")
+	// ErrBudgetExceeded: the interaction was halted at its token budget;
+	// the same request would be halted again.
+	ErrBudgetExceeded = errors.New("interaction budget exceeded")
+	// ErrUnknownStatus: the interaction has a status the API does not
+	// document (a protocol error: waiting on it could be forever).
+	ErrUnknownStatus = fmt.Errorf("interaction status unknown to noderun: %w", diagnostics.ErrProtocol)
 	// ErrErrorEvent: the stream carried an error event.
 	ErrErrorEvent = errors.New("interaction stream error event")
 	// ErrProtocol: the server sent something that is not the Interactions
@@ -194,6 +200,9 @@ func (p *Provider) Check(ctx context.Context, ref string) (provider.Status, erro
 	it, err := p.get(ctx, ref)
 	if err != nil {
 		return provider.Status{}, err
+	}
+	if unknownStatus(it.Status) {
+		return provider.Status{}, terminalError(ref, it.Status, "from its status")
 	}
 	st := provider.Status{State: mapState(it.Status), Usage: it.Usage.provider()}
 	switch st.State {
@@ -384,20 +393,42 @@ func mapState(s string) provider.State {
 		return provider.StateFailed
 	case statusCancelled:
 		return provider.StateCancelled
-	case statusIncomplete:
+	case statusIncomplete, statusBudgetExceeded: // ended, its output cut short
 		return provider.StateIncomplete
 	case statusInProgress:
 		return provider.StateInProgress
 	}
-	return provider.StateQueued // no status yet: created, not running
+	return provider.StateQueued // queued, or no status yet: created, not running (unknownStatus is checked first)
+}
+
+// unknownStatus says whether s is a status the API does not document.
+func unknownStatus(s string) bool {
+	switch s {
+	case "", statusInProgress, statusRequiresAction, statusCompleted, statusFailed, statusCancelled,
+		statusIncomplete, statusBudgetExceeded, statusQueued:
+		return false
+	}
+	return true
 }
 
 func (u *usage) provider() *provider.Usage {
 	if u == nil {
 		return nil
 	}
-	return &provider.Usage{InputTokens: u.TotalInputTokens, OutputTokens: u.TotalOutputTokens,
-		ReasoningTokens: u.TotalThoughtTokens}
+	// The Interactions API counts them apart, field by field
+	// (https://ai.google.dev/gemini-api/docs/tokens, "usage on the
+	// interaction response"; reference: https://ai.google.dev/api/interactions-api):
+	// total_output_tokens is the answer's, without the thoughts, which are
+	// total_thought_tokens; total_input_tokens is the whole prompt, the
+	// cached part (total_cached_tokens) included. provider.Usage counts as
+	// OpenAI does: OutputTokens includes the reasoning, and InputTokens
+	// leaves out what CacheReadTokens counts, so that each is priced once.
+	return &provider.Usage{
+		InputTokens:     max(u.TotalInputTokens-u.TotalCachedTokens, 0),
+		OutputTokens:    u.TotalOutputTokens + u.TotalThoughtTokens,
+		ReasoningTokens: u.TotalThoughtTokens,
+		CacheReadTokens: u.TotalCachedTokens,
+	}
 }
 
 // terminalError is the classified error of an interaction that ended
@@ -412,16 +443,22 @@ func terminalError(ref, status, msg string) error {
 		sentinel = ErrIncomplete
 	case statusRequiresAction:
 		sentinel = ErrRequiresAction
-	default:
+	case statusBudgetExceeded:
+		sentinel = ErrBudgetExceeded
+	case statusFailed:
 		sentinel = ErrFailed
+	default:
+		return &diagnostics.Error{Class: diagnostics.ClassProtocol, Err: fmt.Errorf("interaction %s: %w: %q (%s)", ref, ErrUnknownStatus, status, msg)}
 	}
 	return &diagnostics.Error{Class: diagnostics.ClassDeterministic, Err: fmt.Errorf("interaction %s: %w: %s", ref, sentinel, msg)}
 }
 
+// terminalStatus says whether an interaction in status s is over without
+// its answer: ended, or in a status nobody can say will ever end.
 func terminalStatus(s string) bool {
 	switch s {
-	case statusFailed, statusCancelled, statusIncomplete, statusRequiresAction:
+	case statusFailed, statusCancelled, statusIncomplete, statusRequiresAction, statusBudgetExceeded:
 		return true
 	}
-	return false
+	return unknownStatus(s)
 }
