@@ -100,6 +100,11 @@ func (x *nodeExec) releaseTicket(output int) {
 // the Retry-After), then takes the same step again. No budget is spent.
 func (x *nodeExec) park(ctx context.Context, ce *diagnostics.Error, delay time.Duration) {
 	x.parked = true
+	if x.pacer != nil && ce.RetryAfter > 0 {
+		// The adapter's word (a header, or a body the pacer never sees):
+		// no request of the account goes before it.
+		x.pacer.Hold(time.Now().Add(ce.RetryAfter))
+	}
 	line := "parked: " + waitingText(delay) + ", no retry spent"
 	x.diag(ctx, diagnostics.New(diagnostics.QuotaParked, line, diagnostics.KeyClass.Attr(ce.Class), diagnostics.KeyDelay.Attr(delay),
 		diagnostics.KeyRetryAfter.Attr(ce.RetryAfter), diagnostics.KeyProvider.Attr(x.provNm)))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/provider"
@@ -214,4 +215,16 @@ func FuzzInteractionsStream(f *testing.F) {
 			}
 		}
 	})
+}
+
+// retryDelay reads a protobuf Duration as RetryInfo carries it.
+func TestRetryDelay(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"3s": 3 * time.Second, "0.500s": 500 * time.Millisecond, "12.5s": 12500 * time.Millisecond, " 1s ": time.Second,
+		"": 0, "3": 0, "-1s": 0, "NaNs": 0, "xs": 0, "1e9s": 24 * time.Hour, "3m": 0,
+	} {
+		if got := retryDelay(in); got != want {
+			t.Errorf("retryDelay(%q) = %s, want %s", in, got, want)
+		}
+	}
 }

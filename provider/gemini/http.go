@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +27,8 @@ type apiError struct {
 	StatusCode int
 	Status     string // e.g. RESOURCE_EXHAUSTED, from the body
 	Message    string
+
+	retryDelay time.Duration // RetryInfo.retryDelay from the body, 0 if none
 }
 
 func (e *apiError) Error() string {
@@ -52,9 +56,18 @@ func statusError(op string, resp *http.Response) error {
 		var e struct {
 			Message string `json:"message"`
 			Status  string `json:"status"`
+			Details []struct {
+				Type       string `json:"@type"`
+				RetryDelay string `json:"retryDelay"`
+			} `json:"details"`
 		}
 		if json.Unmarshal(eb.Error, &e) == nil {
 			ae.Message, ae.Status = e.Message, e.Status
+			for _, d := range e.Details {
+				if d.Type == retryInfoType {
+					ae.retryDelay = retryDelay(d.RetryDelay)
+				}
+			}
 		} else {
 			ae.Message = strings.TrimSpace(string(eb.Error))
 		}
@@ -65,12 +78,36 @@ func statusError(op string, resp *http.Response) error {
 	if class == diagnostics.ClassNone {
 		class = diagnostics.ClassDeterministic // e.g. 204 "stop reconnecting"
 	}
+	ra := diagnostics.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	if ra == 0 {
+		ra = ae.retryDelay // how Google says when to come back: in the body
+	}
 	return &diagnostics.Error{
 		Class:      class,
 		Status:     resp.StatusCode,
-		RetryAfter: diagnostics.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+		RetryAfter: ra,
 		Err:        fmt.Errorf("gemini %s: %w", op, ae),
 	}
+}
+
+// retryInfoType is the error detail that says when to retry
+// (google.rpc.RetryInfo, https://ai.google.dev/gemini-api/docs/rate-limits;
+// https://cloud.google.com/apis/design/errors#retryinfo): a 429's
+// "details": [{"@type": retryInfoType, "retryDelay": "3s"}].
+const retryInfoType = "type.googleapis.com/google.rpc.RetryInfo"
+
+// retryDelay reads a RetryInfo's retryDelay, a protobuf Duration in JSON
+// ("3s", "0.500s", "12.5s"); 0 when it is not one, and at most a day.
+func retryDelay(v string) time.Duration {
+	secs, ok := strings.CutSuffix(strings.TrimSpace(v), "s")
+	if !ok {
+		return 0
+	}
+	f, err := strconv.ParseFloat(secs, 64)
+	if err != nil || f <= 0 || math.IsNaN(f) {
+		return 0
+	}
+	return time.Duration(min(f, 86400) * float64(time.Second))
 }
 
 // checkEventStream fails a 200 answer that is not an event stream.

@@ -238,9 +238,10 @@ func (p *Pacer) observe(t *Ticket, status int, h http.Header) {
 	}
 	if ok {
 		tokens := tokenWindow(snap)
-		if p.mode != modeLimited && tokens.Known() && t != nil && t == p.probe && p.outAvg == 0 {
+		if p.mode != modeLimited && tokens.Known() && t != nil && t == p.probe && p.outAvg == 0 && status < 400 {
 			// The first request of the account met a full bucket: what it
-			// was charged beyond its input is what a request's output costs.
+			// was charged beyond its input is what a request's output costs
+			// (a refused one was charged nothing: its level says nothing).
 			if charged := float64(tokens.Limit - tokens.Remaining); charged > float64(t.input) {
 				p.outAvg = charged - float64(t.input)
 			}
@@ -254,6 +255,12 @@ func (p *Pacer) observe(t *Ticket, status int, h http.Header) {
 	switch {
 	case status == http.StatusTooManyRequests:
 		ra := snap.RetryAfter
+		if ra <= 0 {
+			// A limit the answer says is spent comes back at its reset
+			// (x-ratelimit-reset-*, anthropic-ratelimit-*-reset): sooner
+			// earns another 429. Else what the buckets say, and a second.
+			ra = spentReset(snap)
+		}
 		if ra <= 0 {
 			ra = max(p.srv[0].refillIn(1+p.unheard[0], now), p.srv[1].refillIn(1+p.unheard[1], now), time.Second)
 		}
@@ -274,6 +281,29 @@ func (p *Pacer) observe(t *Ticket, status int, h http.Header) {
 			p.setShare(min(1, p.share()+shareGrowth)) // grows back slowly: an answer at a time
 		}
 	}
+	p.notifyHeadLocked()
+}
+
+// spentReset is the latest reset of the limits a 429's headers say are
+// spent (nothing remaining), 0 if none says so.
+func spentReset(s ratelimit.Snapshot) time.Duration {
+	var d time.Duration
+	for _, w := range []ratelimit.Window{s.Requests, s.Tokens, s.InputTokens, s.OutputTokens} {
+		if w.Known() && w.Remaining == 0 {
+			d = max(d, w.Reset)
+		}
+	}
+	return d
+}
+
+// Hold keeps every request of the account back until until: a provider
+// said when to come back where the pacer cannot read it (Gemini's
+// RetryInfo.retryDelay is in a 429's body; an adapter reads it into
+// diagnostics.Error.RetryAfter).
+func (p *Pacer) Hold(until time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.block = later(p.block, until)
 	p.notifyHeadLocked()
 }
 

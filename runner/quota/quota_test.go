@@ -254,3 +254,37 @@ func TestCanceledWaitLeavesTheQueue(t *testing.T) {
 	clk.add(time.Minute)
 	admitNow(t, p, Request{Order: 2})
 }
+
+// A 429 without Retry-After holds the account until the reset of the
+// limits its headers say are spent (OpenAI's and Anthropic's), not the
+// second a bucket's refill would give; Hold does the same for a word the
+// pacer cannot read (a body's retryDelay).
+func TestA429WaitsForTheSpentLimitsReset(t *testing.T) {
+	for name, h := range map[string]http.Header{
+		"openai":    openAI(100, 0, "4s", 1000, 500, "1s"),
+		"anthropic": {"Anthropic-Ratelimit-Output-Tokens-Limit": {"8000"}, "Anthropic-Ratelimit-Output-Tokens-Remaining": {"0"}, "Anthropic-Ratelimit-Output-Tokens-Reset": {"2026-01-01T00:00:04Z"}},
+		"hold":      nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			clk := newClock()
+			p := NewPacer(Limits{}, clk.now)
+			tk := admitNow(t, p, Request{})
+			if h == nil {
+				tk.Observe(http.StatusTooManyRequests, http.Header{})
+				p.Hold(clk.now().Add(4 * time.Second))
+			} else {
+				tk.Observe(http.StatusTooManyRequests, h)
+			}
+			tk.Done(0)
+			for _, d := range []time.Duration{0, time.Second, 2 * time.Second, 990 * time.Millisecond} {
+				clk.add(d)
+				if !held(p, Request{}) {
+					t.Fatalf("a request went %s before the reset", 4*time.Second-(clk.now().Sub(newClock().now())))
+				}
+			}
+			clk.add(10 * time.Millisecond)
+			p.Observe(200, nil) // a nudge: the clock moved
+			admitNow(t, p, Request{})
+		})
+	}
+}
