@@ -140,14 +140,18 @@ func (s *session) Attach(ctx context.Context) (*conn, error) {
 	// Resume after the latest event whose event_id is known at or before the
 	// cursor: this session's, else this process's (an earlier session on the
 	// same interaction), else the journal's (a mark another process left);
-	// without one, from the start (ordinal -1).
+	// without one, from the start (ordinal -1). The journal's mark counts
+	// whatever the cursor: it is journaled after the data before it, and
+	// the cursor counts only data, so what lies between them is progress
+	// (a thought signature, a step's end), nothing to re-read.
 	s.ord = -1
 	if s.lastID == "" || s.lastIDSeq > s.seq {
 		s.lastID, s.lastIDSeq = "", -1
 		if m, ok := p.markOf(s.ref); ok && m.id != "" && m.seq <= s.seq {
 			s.lastID, s.lastIDSeq = m.id, m.seq
-		} else if j := s.journaled; j != nil && j.Token != "" && j.Seq <= s.seq {
+		} else if j := s.journaled; j != nil && j.Token != "" {
 			s.lastID, s.lastIDSeq = j.Token, j.Seq // another process's, from the journal
+			s.seq = max(s.seq, j.Seq)
 		}
 	}
 	if s.lastID != "" {

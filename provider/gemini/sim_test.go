@@ -433,3 +433,52 @@ func TestAgentRequest(t *testing.T) {
 		t.Fatal(p.base)
 	}
 }
+
+// Issue 43: after a crash the journal's cursor can be behind its newest mark:
+// progress events (a thought signature, a step's stop) carry event_ids and
+// advance the stream, but only data events are journaled with their
+// ordinal, and a mark is journaled after the data before it. A process
+// resuming from the journal goes on after the newest mark whatever the
+// cursor (nothing between them was data), not from the first event.
+func TestReattachAfterAMarkPastTheCursor(t *testing.T) {
+	for after := 3; after <= 40; after++ {
+		s := startSim(t, sim.Config{Tokens: 30, TokensPerSecond: 3000})
+		s.AddFault(sim.Fault{Endpoint: sim.EndpointInteractionsCreate, Kind: sim.FaultCut, AfterEvents: after, Times: 1})
+		rec := &recorder{}
+		req := simRequest("marked")
+		req.ReasoningEffort = "low"
+		err := simProvider(t, s).Stream(t.Context(), req, rec.emit)
+		if diagnostics.Classify(err).Class != diagnostics.ClassDisconnect {
+			t.Fatalf("stream: %v, want a disconnect", err)
+		}
+		// As the journal has it: the cursor is the last data event's
+		// ordinal, the mark the newest journaled.
+		cur := provider.Cursor{Seq: -1}
+		for _, ev := range rec.events() {
+			switch ev.Kind {
+			case provider.KindRef:
+				cur.Ref = ev.Ref
+			case provider.KindDelta, provider.KindReasoning:
+				cur.Seq = max(cur.Seq, ev.Seq)
+			case provider.KindMark:
+				m := *ev.Mark
+				cur.Mark = &m
+			}
+		}
+		if cur.Ref == "" || cur.Mark == nil || cur.Mark.Seq <= cur.Seq {
+			continue // not the case this test is about
+		}
+		if err := simProvider(t, s).Resume(t.Context(), req, cur, rec.emit); err != nil {
+			t.Fatal(err)
+		}
+		if got, w := rec.text(provider.KindDelta), want("marked", 30); got != w {
+			t.Fatalf("cut after %d events: output %q\nwant %q", after, got, w)
+		}
+		from := fmt.Sprintf("from event %d (event_id %s)", cur.Mark.Seq, cur.Mark.Token)
+		if d := rec.diags(); !strings.Contains(strings.Join(d, "\n"), from) {
+			t.Fatalf("cut after %d events: the re-attach did not go on after the mark past the cursor %d (%s):\n%s", after, cur.Seq, from, strings.Join(d, "\n"))
+		}
+		return
+	}
+	t.Fatal("no cut left the journal's mark past its cursor: this test tests nothing")
+}
