@@ -300,6 +300,35 @@ func (j *Journal) StreamedChunks(ctx context.Context, runID, nodeID string, atte
 	return n + len(folded), nil
 }
 
+// streamedBytesQuery is how many bytes of output an attempt's chain has
+// streamed since its last reset; arguments as streamedQuery's.
+const streamedBytesQuery = `SELECT COALESCE(SUM(length(payload)), 0) FROM events INDEXED BY events_by_node
+	WHERE run = (SELECT key FROM runs WHERE id = ?1) AND node = ?2 AND attempt BETWEEN ?3 AND ?4 AND kind = 'delta'
+		AND seq > COALESCE((SELECT MAX(seq) FROM events INDEXED BY events_by_node
+			WHERE run = (SELECT key FROM runs WHERE id = ?1) AND node = ?2 AND attempt BETWEEN ?3 AND ?4 AND kind = 'reset'), 0)`
+
+// StreamedBytes is len(RebuildOutput(...)) without reading the text into
+// memory: what an account that shows an unfinished node's size needs (a
+// 32 MiB partial answer is 32 MiB less to hold).
+func (j *Journal) StreamedBytes(ctx context.Context, runID, nodeID string, attempt int) (int, error) {
+	start, err := j.chainStart(ctx, runID, nodeID, attempt)
+	if err != nil {
+		return 0, j.errorf("streamed bytes of %s/%s#%d: %w", runID, nodeID, attempt, err)
+	}
+	var n int
+	if err := j.queryRow(ctx, streamedBytesQuery, runID, nodeID, start, attempt).Scan(&n); err != nil {
+		return 0, j.errorf("streamed bytes of %s/%s#%d: %w", runID, nodeID, attempt, err)
+	}
+	folded, err := j.foldedRebuildRows(ctx, runID, nodeID, start, attempt, KindDelta)
+	if err != nil {
+		return 0, j.errorf("streamed bytes of %s/%s#%d: %w", runID, nodeID, attempt, err)
+	}
+	for _, r := range folded {
+		n += len(r.payload)
+	}
+	return n, nil
+}
+
 // LastMark returns the payload of the last mark (KindMark) journaled for an
 // attempt and the attempts it continues (see RebuildOutput), nil if none.
 // It reads committed events only: a mark is journaled after the events it

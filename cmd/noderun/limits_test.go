@@ -201,7 +201,7 @@ func TestEndlessAnswerIsBounded(t *testing.T) {
 	if size > 80<<20 {
 		t.Errorf("the journal is %d MiB, want at most the 32 MiB bound and overhead", size>>20)
 	}
-	if took > 5*time.Second { // the ci profile's deadline
+	if took > time.Minute { // it ends at the bound (NR501, above), not by a clock: this only says it ended
 		t.Errorf("it took %s to end", took)
 	}
 }

@@ -377,7 +377,7 @@ func report(c *cli.Context, opts runner.Options, res *runner.Result, err error) 
 	var run *ledger.Run
 	var d *ledger.Account
 	if opts.Journal != nil {
-		if run, err = ledger.Load(bg(c.Context), opts.Journal, res.RunID, ledger.LoadOptions{}); err == nil {
+		if run, err = ledger.Load(bg(c.Context), opts.Journal, res.RunID, ledger.LoadOptions{NoPartial: true}); err == nil {
 			d = ledger.AccountOf(run, nil)
 		}
 	}
@@ -502,7 +502,7 @@ func printResult(w io.Writer, width int, res *runner.Result, run *ledger.Run, d 
 	partial := map[string]int{}
 	if run != nil {
 		for _, n := range run.Nodes {
-			partial[n.ID] = len(n.Partial)
+			partial[n.ID] = n.PartialBytes
 		}
 	}
 	fmt.Fprintf(w, "run %s %s\n", res.RunID, res.Status)

@@ -66,6 +66,9 @@ type Node struct {
 	// attempt (what `noderun show` prints for it); "" for a completed node,
 	// whose output is Output.
 	Partial string
+	// PartialBytes is len(Partial), also when LoadOptions.NoPartial left
+	// Partial out.
+	PartialBytes int
 	// Thinking is the reasoning the node's last attempt streamed apart
 	// from its output (thinking blocks, thought or reasoning summaries);
 	// read only with LoadOptions.Thinking.
@@ -108,6 +111,10 @@ type LoadOptions struct {
 	// Thinking also rebuilds each node's thinking (Node.Thinking): what the
 	// report shows, and nothing else needs (one more query a node).
 	Thinking bool
+	// NoPartial leaves Node.Partial out (PartialBytes still says its
+	// size): an account that shows sizes, not the text, reads no chunk's
+	// text (the run's closing summary after a 32 MiB answer).
+	NoPartial bool
 }
 
 // Load reads run runID from j. It reads only; it runs beside a live runner.
@@ -127,7 +134,7 @@ func Load(ctx context.Context, j *journal.Journal, runID string, opts LoadOption
 	for i := range nodes { // as they stand: interrupted where the runner died
 		nodes[i].State = journal.NodeStanding(nodes[i].State, run.Abandoned)
 	}
-	if err := run.load(ctx, j, nodes, "", opts.Thinking); err != nil {
+	if err := run.load(ctx, j, nodes, "", opts); err != nil {
 		return nil, err
 	}
 	return run, nil
@@ -159,7 +166,7 @@ func LoadNodeOf(ctx context.Context, j *journal.Journal, g *graph.Graph, runID, 
 		return nil, err
 	}
 	run := &Run{Run: journal.Run{ID: runID}, Graph: g}
-	if err := run.load(ctx, j, []journal.Node{n}, nodeID, false); err != nil {
+	if err := run.load(ctx, j, []journal.Node{n}, nodeID, LoadOptions{}); err != nil {
 		return nil, err
 	}
 	return run.Nodes[0], nil
@@ -167,7 +174,7 @@ func LoadNodeOf(ctx context.Context, j *journal.Journal, g *graph.Graph, runID, 
 
 // load reads nodes' attempts and events (of one node when only is set),
 // and their thinking when asked.
-func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.Node, only string, thinking bool) error {
+func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.Node, only string, opts LoadOptions) error {
 	runID := run.ID
 	byID := make(map[string]*Node, len(nodes))
 	for _, n := range nodes {
@@ -241,7 +248,7 @@ func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.No
 		run.Sessions = sessions(run.Run, starts, ends, evs, runEnd)
 	}
 	for _, nd := range run.Nodes {
-		if err := run.finishNode(ctx, j, nd, last[nd.ID], thinking); err != nil {
+		if err := run.finishNode(ctx, j, nd, last[nd.ID], opts); err != nil {
 			return err
 		}
 	}
@@ -281,7 +288,7 @@ func (run *Run) events(ctx context.Context, j *journal.Journal, nodes []journal.
 
 // finishNode estimates what an unended attempt streamed, finds the node's
 // model, and places it in the run's sessions.
-func (run *Run) finishNode(ctx context.Context, j *journal.Journal, nd *Node, lastEvent time.Time, thinking bool) error {
+func (run *Run) finishNode(ctx context.Context, j *journal.Journal, nd *Node, lastEvent time.Time, opts LoadOptions) error {
 	for i := range nd.Attempts {
 		a := &nd.Attempts[i]
 		if nd.Model == "" && a.UsageRecorded {
@@ -291,12 +298,19 @@ func (run *Run) finishNode(ctx context.Context, j *journal.Journal, nd *Node, la
 		if a.UsageRecorded && !last {
 			continue
 		}
-		out, err := j.RebuildOutput(ctx, run.ID, nd.ID, a.N)
-		if err != nil {
-			return err
-		}
-		if last {
-			nd.Partial = out
+		switch {
+		case last && opts.NoPartial:
+			n, err := j.StreamedBytes(ctx, run.ID, nd.ID, a.N)
+			if err != nil {
+				return err
+			}
+			nd.PartialBytes = n
+		case last:
+			out, err := j.RebuildOutput(ctx, run.ID, nd.ID, a.N)
+			if err != nil {
+				return err
+			}
+			nd.Partial, nd.PartialBytes = out, len(out)
 		}
 		if !a.UsageRecorded {
 			// Its runner died before the attempt ended: what the journal
@@ -308,7 +322,7 @@ func (run *Run) finishNode(ctx context.Context, j *journal.Journal, nd *Node, la
 			a.Usage = journal.Usage{OutputTokens: n, StreamedTokens: n, Estimated: true}
 		}
 	}
-	if n := len(nd.Attempts); thinking && n > 0 {
+	if n := len(nd.Attempts); opts.Thinking && n > 0 {
 		th, err := j.RebuildReasoning(ctx, run.ID, nd.ID, nd.Attempts[n-1].N)
 		if err != nil {
 			return err

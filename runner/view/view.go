@@ -115,7 +115,7 @@ func StatusOf(ctx context.Context, j *journal.Journal, r journal.Run) (Status, e
 		switch {
 		case n.State == journal.NodeCanceled:
 			if nd, err := ledger.LoadNode(ctx, j, r.ID, n.ID); err == nil {
-				v.Bytes, v.Detached = len(nd.Partial), nd.Detached()
+				v.Bytes, v.Detached = nd.PartialBytes, nd.Detached()
 			}
 		case n.State != journal.NodeCompleted && n.Attempts > 0:
 			if o, err := j.RebuildOutput(ctx, r.ID, n.ID, n.Attempts); err == nil {
