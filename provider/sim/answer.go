@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -88,7 +89,12 @@ func (s *Server) earlyFault(w http.ResponseWriter, r *http.Request, f *Fault, en
 		if f.RetryAfter != "" {
 			w.Header().Set("Retry-After", f.RetryAfter)
 		}
-		writeError(w, f.Status, "sim: injected HTTP "+strconv.Itoa(f.Status)+" ("+http.StatusText(f.Status)+")", "")
+		msg := "sim: injected HTTP " + strconv.Itoa(f.Status) + " (" + http.StatusText(f.Status) + ")"
+		if slices.Contains(interactionEndpoints, endpoint) { // Google's shape, as the Interactions API answers
+			writeGeminiError(w, f.Status, msg)
+		} else {
+			writeError(w, f.Status, msg, "")
+		}
 		return true
 	case FaultOutage:
 		s.faultActed(f, siteOf(r, endpoint))

@@ -84,6 +84,9 @@ var endpoints = []string{EndpointChat, EndpointResponsesCreate, EndpointResponse
 	EndpointMessages, EndpointGeminiStream, EndpointGeminiGenerate,
 	EndpointInteractionsCreate, EndpointInteractionsGet, EndpointInteractionsStream, EndpointInteractionsCancel}
 
+// interactionEndpoints answer errors in Google's shape (writeGeminiError).
+var interactionEndpoints = []string{EndpointInteractionsCreate, EndpointInteractionsGet, EndpointInteractionsStream, EndpointInteractionsCancel}
+
 // Fault is one scripted failure. A request is matched against the faults in
 // the order they were added; the first that matches and has uses left
 // applies, and only that one. A use is spent when the fault is matched,

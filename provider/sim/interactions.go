@@ -84,21 +84,21 @@ func (s *Server) handleCreateInteraction(w http.ResponseWriter, r *http.Request)
 	}
 	switch {
 	case req.Model == "" && req.Agent == "":
-		writeError(w, http.StatusBadRequest, "One of model or agent is required.", "model")
+		writeGeminiError(w, http.StatusBadRequest, "One of model or agent is required.")
 		return
 	case req.Model != "" && req.Agent != "":
-		writeError(w, http.StatusBadRequest, "Only one of model or agent may be set.", "agent")
+		writeGeminiError(w, http.StatusBadRequest, "Only one of model or agent may be set.")
 		return
 	case !req.Background || !req.Stream:
-		writeError(w, http.StatusBadRequest, "sim: only background streaming interactions are simulated.", "background")
+		writeGeminiError(w, http.StatusBadRequest, "sim: only background streaming interactions are simulated.")
 		return
 	case req.Store != nil && !*req.Store:
-		writeError(w, http.StatusBadRequest, "Background interactions must be stored.", "store")
+		writeGeminiError(w, http.StatusBadRequest, "Background interactions must be stored.")
 		return
 	}
 	p, err := s.params(req.GenerationConfig.MaxOutputTokens, nil)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error(), "generation_config")
+		writeGeminiError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	id := newID("v1_")
@@ -155,12 +155,12 @@ func (s *Server) handleGetInteraction(w http.ResponseWriter, r *http.Request) {
 	}
 	rec := s.store.get(id)
 	if rec == nil || !strings.HasPrefix(id, "v1_") {
-		writeError(w, http.StatusNotFound, "Interaction '"+id+"' not found.", "")
+		writeGeminiError(w, http.StatusNotFound, "Interaction '"+id+"' not found.")
 		return
 	}
 	if !stream {
 		if q.Has("last_event_id") {
-			writeError(w, http.StatusBadRequest, "last_event_id can only be used with stream=true.", "last_event_id")
+			writeGeminiError(w, http.StatusBadRequest, "last_event_id can only be used with stream=true.")
 			return
 		}
 		s.answer(w, r, ep, f, interactionObject(rec))
@@ -170,7 +170,7 @@ func (s *Server) handleGetInteraction(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("last_event_id"); v != "" {
 		n, ok := eventIndex(id, v)
 		if !ok {
-			writeError(w, http.StatusBadRequest, "Invalid last_event_id.", "last_event_id")
+			writeGeminiError(w, http.StatusBadRequest, "Invalid last_event_id.")
 			return
 		}
 		from = n + 1
@@ -192,7 +192,7 @@ func (s *Server) handleCancelInteraction(w http.ResponseWriter, r *http.Request)
 	}
 	rec := s.store.get(id)
 	if rec == nil || !strings.HasPrefix(id, "v1_") {
-		writeError(w, http.StatusNotFound, "Interaction '"+id+"' not found.", "")
+		writeGeminiError(w, http.StatusNotFound, "Interaction '"+id+"' not found.")
 		return
 	}
 	rec.cancelRun()
@@ -232,17 +232,22 @@ func interactionLocked(rec *record, withOutputs bool) map[string]any {
 		status = statusInProgress
 	}
 	obj := map[string]any{"id": rec.id, "object": "interaction", "status": status, "model": rec.model}
-	outputs := []any{}
+	// The steps shape the API returns now (an interaction's steps: thought
+	// steps with their summary and signature, then the model's output;
+	// https://ai.google.dev/gemini-api/docs/interactions/thinking), not the
+	// outputs array it returned before.
+	steps := []any{}
 	if withOutputs {
 		if rec.reasoning != nil {
-			outputs = append(outputs, map[string]any{"type": "thought",
+			steps = append(steps, map[string]any{"type": "thought", "signature": "c2ltLXNpZ25hdHVyZQ==",
 				"summary": []any{map[string]any{"type": "text", "text": string(rec.reasoning.text)}}})
 		}
 		if rec.message != nil {
-			outputs = append(outputs, map[string]any{"type": "text", "text": string(rec.message.text)})
+			steps = append(steps, map[string]any{"type": "model_output",
+				"content": []any{map[string]any{"type": "text", "text": string(rec.message.text)}}})
 		}
 	}
-	obj["outputs"] = outputs
+	obj["steps"] = steps
 	if rec.usage != nil {
 		obj["usage"] = rec.usage
 	}

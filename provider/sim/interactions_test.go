@@ -89,11 +89,15 @@ func TestInteractionResumeByEventID(t *testing.T) {
 	}
 	code, b := getURL(t, root+"/"+idOf(t, s))
 	var got struct {
-		Status  string
-		Outputs []struct{ Type, Text string }
+		Status string
+		Steps  []struct {
+			Type    string
+			Content []struct{ Type, Text string }
+		}
 	}
-	if err := json.Unmarshal(b, &got); code != 200 || err != nil || got.Status != "completed" || len(got.Outputs) != 1 || got.Outputs[0].Text != full {
-		t.Fatalf("GET: %d %s", code, b)
+	if err := json.Unmarshal(b, &got); code != 200 || err != nil || got.Status != "completed" || len(got.Steps) != 1 ||
+		got.Steps[0].Type != "model_output" || len(got.Steps[0].Content) != 1 || got.Steps[0].Content[0].Text != full {
+		t.Fatalf("GET: %d %s (want the steps shape)", code, b)
 	}
 	if code, _ := getURL(t, root+"/"+idOf(t, s)+"?stream=true&last_event_id=bm9wZS8x"); code != 400 {
 		t.Fatalf("a foreign last_event_id: %d", code)
