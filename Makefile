@@ -5,12 +5,15 @@ DEMO_DB ?= demo.db
 CODEX_VERSION  := 0.169.0
 CLAUDE_VERSION := 2.1.328
 GEMINI_VERSION := 0.61.0
+ANTHROPIC_SDK_VERSION := 1.16.0
+GENAI_SDK_VERSION     := 3.3.0
 TEMPORAL_VERSION := v1.5.1
 JAEGER_VERSION   := v1.76.0
 TOOLS   := $(CURDIR)/.tools
 CODEX   := $(TOOLS)/node_modules/.bin/codex
 CLAUDE  := $(TOOLS)/node_modules/.bin/claude
 GEMINI  := $(TOOLS)/node_modules/.bin/gemini
+SDKS    := $(TOOLS)/node_modules/@anthropic-ai/sdk/package.json $(TOOLS)/node_modules/@google/genai/package.json
 TEMPORAL := $(TOOLS)/bin/temporal
 JAEGER   := $(TOOLS)/bin/jaeger
 PROMTOOL := $(TOOLS)/bin/promtool
@@ -41,7 +44,7 @@ test: tools
 	$(GO) test -race -count=1 ./...
 
 # Independent of each other: `make -j4 tools` (.ci/run) downloads and installs while it compiles.
-tools: $(CODEX) $(CLAUDE) $(GEMINI) $(TEMPORAL) $(JAEGER) $(PROMTOOL) debs
+tools: $(CODEX) $(CLAUDE) $(GEMINI) $(SDKS) $(TEMPORAL) $(JAEGER) $(PROMTOOL) debs
 
 # Debian's packages the tests need (apt-get runs one at a time: one recipe).
 debs:
@@ -56,12 +59,14 @@ debs:
 	@command -v chromium >/dev/null 2>&1 || \
 		{ echo "installing chromium (run report test)"; (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null; }
 
-# The agent CLIs, pinned, in one install (npm would otherwise re-resolve the others).
+# The agent CLIs and the official JavaScript SDKs that read the simulator (provider/sim's
+# TestOfficialSDKsReadTheSimulator), pinned, in one install (npm would otherwise re-resolve the others).
 # Claude Code's native binary comes as the npm package @anthropic-ai/claude-code-linux-x64.
-$(CODEX) $(CLAUDE) $(GEMINI) &:
+$(CODEX) $(CLAUDE) $(GEMINI) $(SDKS) &:
 	mkdir -p $(TOOLS)
 	npm install --prefix $(TOOLS) --no-audit --no-fund --save-exact @openai/codex@$(CODEX_VERSION) \
-		@anthropic-ai/claude-code@$(CLAUDE_VERSION) @google/gemini-cli@$(GEMINI_VERSION)
+		@anthropic-ai/claude-code@$(CLAUDE_VERSION) @google/gemini-cli@$(GEMINI_VERSION) \
+		@anthropic-ai/sdk@$(ANTHROPIC_SDK_VERSION) @google/genai@$(GENAI_SDK_VERSION)
 
 # The Temporal CLI (its dev server runs the runner/temporal tests), pinned, built from the Go module
 # proxy (about 5 minutes on 2 cores; only when missing).
