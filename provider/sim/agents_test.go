@@ -103,9 +103,10 @@ func TestMessagesStream(t *testing.T) {
 	if w := want("sim", "Write it.", 3, DefaultTokens); text != w {
 		t.Errorf("text\n got %q\nwant %q", text, w)
 	}
-	head := []string{"message_start", "content_block_start", "content_block_delta"}
+	// A ping after message_start, as the Messages API sends it.
+	head := []string{"message_start", "ping", "content_block_start", "content_block_delta"}
 	tail := []string{"content_block_stop", "message_delta", "message_stop"}
-	if len(names) != len(head)+DefaultTokens-1+len(tail) || !equal(names[:3], head) || !equal(names[len(names)-3:], tail) || stop != "end_turn" {
+	if len(names) != len(head)+DefaultTokens-1+len(tail) || !equal(names[:4], head) || !equal(names[len(names)-3:], tail) || stop != "end_turn" {
 		t.Errorf("events %v, stop %q", names, stop)
 	}
 	if st := s.Stats(); st.Requests[EndpointMessages] != 1 || st.TokensGenerated != DefaultTokens {
@@ -154,14 +155,15 @@ func TestMessagesFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	text, names, _, err := readMessages(t, resp)
-	if !errors.Is(err, io.EOF) || len(names) != 4 || names[3] != "content_block_delta" || text != want("sim", "x", 0, 2) {
+	// AfterEvents counts what carries the answer: the ping is not one of them.
+	if !errors.Is(err, io.EOF) || len(names) != 5 || names[4] != "content_block_delta" || text != want("sim", "x", 0, 2) {
 		t.Errorf("close: %v %v %q", err, names, text)
 	}
 	resp, err = postStream(t, url, claudeBody("x", true, 100))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, names, _, err = readMessages(t, resp); !errors.Is(err, syscall.ECONNRESET) || len(names) != 4 {
+	if _, names, _, err = readMessages(t, resp); !errors.Is(err, syscall.ECONNRESET) || len(names) != 5 {
 		t.Errorf("reset: %v after %v", err, names)
 	}
 	for _, tc := range []struct {

@@ -232,7 +232,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	if send("message_start", map[string]any{"message": map[string]any{
 		"id": id, "type": "message", "role": "assistant", "model": req.Model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil, "usage": usage,
-	}}) != nil {
+	}}) != nil || sw.write(pingFrame) != nil {
 		return
 	}
 	block := 0

@@ -15,6 +15,13 @@ var errFaulted = errors.New("sim: connection ended by a fault")
 
 var keepaliveFrame = []byte(": keepalive\n\n")
 
+// pingFrame is Anthropic's keepalive: a ping event, which the Messages API
+// sends after message_start and while a stream is quiet
+// (https://platform.claude.com/docs/en/build-with-claude/streaming, "Ping
+// events"). It is not counted among a stream's events (Fault.AfterEvents
+// counts what carries the answer).
+var pingFrame = []byte("event: ping\ndata: {\"type\": \"ping\"}\n\n")
+
 // sseWriter writes one SSE response and applies the request's connection
 // fault (close, reset, cut, silence) when AfterEvents events were written.
 // It also writes a keepalive comment whenever the keepalive interval passes
@@ -208,7 +215,11 @@ func (sw *sseWriter) idle(wake <-chan struct{}, d time.Duration) error {
 		case <-until:
 		case <-ka:
 			again = true
-			if err = sw.write(keepaliveFrame); err == nil {
+			frame := keepaliveFrame
+			if sw.endpoint == EndpointMessages {
+				frame = pingFrame
+			}
+			if err = sw.write(frame); err == nil {
 				err = sw.flush()
 			}
 		}
