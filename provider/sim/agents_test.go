@@ -103,8 +103,9 @@ func TestMessagesStream(t *testing.T) {
 	if w := want("sim", "Write it.", 3, DefaultTokens); text != w {
 		t.Errorf("text\n got %q\nwant %q", text, w)
 	}
-	// A ping after message_start, as the Messages API sends it.
-	head := []string{"message_start", "ping", "content_block_start", "content_block_delta"}
+	// A ping after the first content_block_start, where the Messages API's
+	// documented stream has it.
+	head := []string{"message_start", "content_block_start", "ping", "content_block_delta"}
 	tail := []string{"content_block_stop", "message_delta", "message_stop"}
 	if len(names) != len(head)+DefaultTokens-1+len(tail) || !equal(names[:4], head) || !equal(names[len(names)-3:], tail) || stop != "end_turn" {
 		t.Errorf("events %v, stop %q", names, stop)

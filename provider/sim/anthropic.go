@@ -213,6 +213,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
+	pinged := false
 	send := func(typ string, v map[string]any) error {
 		if errEvent != nil && sw.events == errEvent.AfterEvents {
 			s.faultActed(errEvent, sw.site())
@@ -227,12 +228,19 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		b, _ := json.Marshal(v)
 		frame := make([]byte, 0, len(b)+len(typ)+16)
 		frame = append(append(append(frame, "event: "...), typ...), "\ndata: "...)
-		return sw.send(append(append(frame, b...), "\n\n"...))
+		if err := sw.send(append(append(frame, b...), "\n\n"...)); err != nil {
+			return err
+		}
+		if typ == "content_block_start" && !pinged { // where the documented stream has its ping
+			pinged = true
+			return sw.write(pingFrame)
+		}
+		return nil
 	}
 	if send("message_start", map[string]any{"message": map[string]any{
 		"id": id, "type": "message", "role": "assistant", "model": req.Model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil, "usage": usage,
-	}}) != nil || sw.write(pingFrame) != nil {
+	}}) != nil {
 		return
 	}
 	block := 0

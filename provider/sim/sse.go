@@ -16,7 +16,7 @@ var errFaulted = errors.New("sim: connection ended by a fault")
 var keepaliveFrame = []byte(": keepalive\n\n")
 
 // pingFrame is Anthropic's keepalive: a ping event, which the Messages API
-// sends after message_start and while a stream is quiet
+// sends after the first content_block_start and while a stream is quiet
 // (https://platform.claude.com/docs/en/build-with-claude/streaming, "Ping
 // events"). It is not counted among a stream's events (Fault.AfterEvents
 // counts what carries the answer).
