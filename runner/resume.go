@@ -170,11 +170,14 @@ func (r *runState) entryFor(ctx context.Context, n *Node, force bool) (*entry, r
 	if e.streamed, err = r.j.StreamedChunks(ctx, r.id, n.ID, last.N); err != nil {
 		return nil, resume.Decision{}, err
 	}
-	// The provider's own name for a point at or before the cursor, if it
-	// gave one: a re-attach goes on from there, not from the start.
+	// The provider's own name for the newest point it journaled, if it
+	// gave one: a re-attach goes on from there, not from the start. Past
+	// the cursor too: a mark is journaled after the data before it, and
+	// the cursor counts only what was journaled with its sequence, so
+	// what lies between them is progress (issue 43).
 	if b, err := r.j.LastMark(ctx, r.id, n.ID, last.N); err != nil {
 		return nil, resume.Decision{}, err
-	} else if m := new(provider.Mark); b != nil && json.Unmarshal(b, m) == nil && m.Seq <= e.cur.Seq {
+	} else if m := new(provider.Mark); b != nil && json.Unmarshal(b, m) == nil {
 		e.cur.Mark = m
 	}
 	// Whatever ended the attempt (a crash, Ctrl-C, an error the operator may

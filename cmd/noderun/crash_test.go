@@ -5,10 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -396,4 +402,86 @@ func lastEvent(t *testing.T, bin, db, kind string, code ...string) map[string]an
 		last = e.Payload
 	}
 	return last
+}
+
+// Issue 43: kill -9 a runner whose journal's newest mark is past its cursor
+// (the interaction had started, its first events carried event_ids, and no
+// data had come yet: the model was silent), then resume: the re-attach goes
+// on after the mark (the server sees last_event_id), not from the first
+// event, and the output is the simulator's, none of it generated twice.
+func TestKill9GeminiResumesFromAMarkPastTheCursor(t *testing.T) {
+	bin := noderunBinary(t)
+	const T = 40
+	srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: T, TokensPerSecond: 400, Silence: 3 * time.Second})
+	var mu sync.Mutex
+	var resumedWith []string // the last_event_id of each stream re-attach the server saw
+	target := &url.URL{Scheme: "http", Host: srv.Addr()}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.FlushInterval = -1
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Query().Get("stream") == "true" {
+			mu.Lock()
+			resumedWith = append(resumedWith, r.URL.Query().Get("last_event_id"))
+			mu.Unlock()
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	dir := t.TempDir()
+	cmd, db := startRun(t, dir, fmt.Sprintf("name: gemini-mark\nprofile: ci\nproviders:\n  gem: {kind: gemini, base_url: '%s', model: sim}\nnodes:\n  - {id: g1, provider: gem, prompt: think first}\n", front.URL))
+	var mark map[string]any
+	for deadline := time.Now().Add(10 * time.Second); mark == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the runner journaled no mark while the model was silent")
+		}
+		if runs(t, db) > 0 { // the run is journaled: events can be asked for
+			mark = lastEvent(t, bin, db, "mark")
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	mark = lastEvent(t, bin, db, "mark") // the newest: another may have come before the kill
+	if deltas := lastEvent(t, bin, db, "delta"); deltas != nil {
+		t.Fatalf("data was journaled before the kill (%v): the cursor is not behind the mark, this test tests nothing", deltas)
+	}
+	mu.Lock()
+	before := len(resumedWith) // the killed runner's own re-attaches, if any
+	mu.Unlock()
+	if out, err := exec.Command(bin, "resume", "--db", db, "last").CombinedOutput(); err != nil {
+		t.Fatalf("resume: %v\n%s", err, out)
+	}
+	// The resume's first re-attach goes on after the mark (later ones, while
+	// the model is still silent, after the events it read since).
+	from := fmt.Sprintf("from event %v (event_id %v)", mark["seq"], mark["token"])
+	if diags, _ := exec.Command(bin, "events", "last", "--db", db, "--kind", "diagnostic", "--json").Output(); !strings.Contains(string(diags), from) {
+		t.Errorf("no NR201 of the resume says it re-attached %s:\n%s", from, diags)
+	}
+	mu.Lock()
+	seen := slices.Clone(resumedWith[before:])
+	mu.Unlock()
+	if len(seen) == 0 || seen[0] != fmt.Sprint(mark["token"]) {
+		t.Errorf("the server saw the resume re-attach with last_event_id %q, want the first %v", seen, mark["token"])
+	}
+	run, got := nodeOutputs(t, db)
+	if want := strings.Join(sim.Text("sim", "think first", 5, T), ""); run.Status != journal.RunCompleted || got["g1"] != want {
+		t.Fatalf("run %s; output %q, want %q", run.Status, got["g1"], want)
+	}
+	if st := srv.Stats(); st.InteractionsCreated != 1 || st.TokensGenerated != T {
+		t.Fatalf("sim: %d interactions, %d tokens; want 1 and %d", st.InteractionsCreated, st.TokensGenerated, T)
+	}
+}
+
+// runs is how many runs the journal db holds, 0 while it does not exist.
+func runs(t *testing.T, db string) int {
+	t.Helper()
+	if _, err := os.Stat(db); err != nil {
+		return 0
+	}
+	j, err := journal.OpenReadOnly(context.Background(), db)
+	if err != nil {
+		return 0
+	}
+	defer j.Close()
+	rs, _ := j.Runs(context.Background(), 1)
+	return len(rs)
 }
