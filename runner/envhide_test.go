@@ -8,7 +8,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -61,14 +60,8 @@ func TestHarnessEnvIsNeverJournaled(t *testing.T) {
 	if src == string(rig.g.Source) {
 		t.Fatal("the rig's graph no longer sets SIM_KEY as this test expects")
 	}
-	path := filepath.Join(t.TempDir(), "graph.yaml")
-	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	g, err := LoadGraph(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := parseTestGraph(t, src) // from a file: the resume below removes it
+	path := g.Path
 	j := openJournal(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -311,16 +311,14 @@ func completedNodes(db string) map[string]string {
 func TestConcurrentRunsPayOnce(t *testing.T) {
 	srv := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: 80, TokensPerSecond: 400})
 	dir := t.TempDir()
-	graph := cacheGraph(t, dir, srv.BaseURL(), "expand")
-	db := filepath.Join(dir, "j.db")
+	src, err := os.ReadFile(cacheGraph(t, dir, srv.BaseURL(), "expand"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var db string
 	start := func() (*exec.Cmd, *testkit.Buffer) {
-		cmd := exec.Command(noderunBinary(t), "run", "--db", db, graph)
-		out := new(testkit.Buffer)
-		cmd.Stderr = out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		cmd, path, out := startRunOut(t, dir, string(src)) // one graph, one journal: dir's
+		db = path
 		return cmd, out
 	}
 	first, firstErr := start()
