@@ -3,6 +3,7 @@ package anthropic
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,22 +12,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
 )
-
-// transcript is testdata/fidelity/anthropic-messages.sse: the basic
-// streaming example of Anthropic's reference, event for event
-// (https://platform.claude.com/docs/en/build-with-claude/streaming,
-// "Basic streaming request").
-func transcript(t *testing.T) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "fidelity", "anthropic-messages.sse"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // skeleton is a stream's event names with runs of one name folded into one:
 // its shape, whatever the answer's length.
@@ -47,7 +36,9 @@ func skeleton(stream []byte) []string {
 // simulator's stream for the same request has the documented shape, so
 // what the chaos matrix tests is what users meet.
 func TestFidelityWithTheDocumentedStream(t *testing.T) {
-	doc := transcript(t)
+	// The basic streaming example of Anthropic's reference, event for event
+	// (https://platform.claude.com/docs/en/build-with-claude/streaming).
+	doc := fixture(t, "anthropic-messages.sse")
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = w.Write(doc)
@@ -69,5 +60,109 @@ func TestFidelityWithTheDocumentedStream(t *testing.T) {
 	_, _ = got.ReadFrom(resp.Body)
 	if want, have := skeleton(doc), skeleton(got.Bytes()); !slices.Equal(want, have) {
 		t.Errorf("the simulator's stream has the shape %v; the documented one %v", have, want)
+	}
+}
+
+// keyPaths are a JSON document's object keys, as dotted paths (an array's
+// elements under "[]"), sorted: its shape, whatever its values.
+func keyPaths(t *testing.T, doc []byte) []string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(doc, &v); err != nil {
+		t.Fatalf("%v: %s", err, doc)
+	}
+	var out []string
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				out = append(out, prefix+k)
+				walk(prefix+k+".", e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(prefix+"[].", e)
+			}
+		}
+	}
+	walk("", v)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func fixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "fidelity", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// lastData is the data of a stream's last event named name.
+func lastData(stream []byte, name string) []byte {
+	var out []byte
+	sc := bufio.NewScanner(bytes.NewReader(stream))
+	sc.Buffer(nil, 1<<20)
+	in := false
+	for sc.Scan() {
+		l := sc.Text()
+		if n, ok := strings.CutPrefix(l, "event: "); ok {
+			in = n == name
+		} else if d, ok := strings.CutPrefix(l, "data: "); ok && in {
+			out = []byte(d)
+		}
+	}
+	return out
+}
+
+// Issue 43: Anthropic's documented error shapes (a 429 body, an
+// overloaded_error event mid-stream), replayed over real sockets, are
+// classified as the reference says (rate limited; transient, the text
+// before it kept), and the simulator's answers for the same faults have
+// the same shape, key for key.
+func TestFidelityWithTheDocumentedErrors(t *testing.T) {
+	body := fixture(t, "anthropic-error-429.json")
+	events := fixture(t, "anthropic-error-event.sse")
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write(events)
+	}))
+	defer ts.Close()
+	limited := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write(body)
+	}))
+	defer limited.Close()
+	r := stream(t, New(Config{BaseURL: limited.URL, APIKey: "k"}), req)
+	if ce := diagnostics.Classify(r.err); ce.Class != diagnostics.ClassRateLimited || ce.Status != 429 || !strings.Contains(r.err.Error(), "rate_limit_error") {
+		t.Errorf("the documented 429: %v (class %s)", r.err, ce.Class)
+	}
+	r = stream(t, New(Config{BaseURL: ts.URL, APIKey: "k"}), req)
+	if ce := diagnostics.Classify(r.err); ce.Class != diagnostics.ClassServer || r.out != "Hello" || !strings.Contains(r.err.Error(), "overloaded_error") {
+		t.Errorf("the documented overloaded_error event: out %q, %v (class %s)", r.out, r.err, ce.Class)
+	}
+
+	srv := simtest.Start(t, sim.Config{Seed: 3, Tokens: 12})
+	srv.AddFault(sim.Fault{Endpoint: sim.EndpointMessages, Requests: []int{1}, Kind: sim.FaultStatus, Status: 429})
+	srv.AddFault(sim.Fault{Endpoint: sim.EndpointMessages, Requests: []int{2}, Kind: sim.FaultErrorEvent, Status: 529, AfterEvents: 3})
+	post := func() []byte {
+		resp, err := http.Post(srv.BaseURL()+"/messages", "application/json", strings.NewReader(
+			`{"model":"claude-opus-4-5","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		return b.Bytes()
+	}
+	if want, have := keyPaths(t, body), keyPaths(t, post()); !slices.Equal(want, have) {
+		t.Errorf("the simulator's 429 body has the keys %v; the documented one %v", have, want)
+	}
+	if want, have := keyPaths(t, lastData(events, "error")), keyPaths(t, lastData(post(), "error")); !slices.Equal(want, have) {
+		t.Errorf("the simulator's error event has the keys %v; the documented one %v", have, want)
 	}
 }

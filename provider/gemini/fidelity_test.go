@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/sim"
 )
@@ -86,5 +90,55 @@ func TestFidelityWithTheDocumentedStream(t *testing.T) {
 	want, have := shape(t, doc), shape(t, b.String())
 	if !slices.Equal(want, have) {
 		t.Errorf("the simulator's stream has the shape\n%v\nthe documented one\n%v", have, want)
+	}
+}
+
+// Issue 43: Google's documented 429 (RESOURCE_EXHAUSTED with QuotaFailure,
+// Help and RetryInfo details, testdata/fidelity/gemini-error-429.json),
+// replayed over a real socket on create, is rate limited with the body's
+// retryDelay and names the spent quota; the simulator's 429 on the same
+// endpoint has the shape of its error object (code, message, status).
+func TestFidelityWithTheDocumentedErrors(t *testing.T) {
+	body, err := os.ReadFile(filepath.Join("..", "..", "testdata", "fidelity", "gemini-error-429.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write(body)
+	}))
+	defer ts.Close()
+	p, err := New(Config{BaseURL: ts.URL, APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	err = p.Stream(t.Context(), simRequest("doc"), (&recorder{}).emit)
+	ce := diagnostics.Classify(err)
+	if ce.Class != diagnostics.ClassRateLimited || ce.RetryAfter != 3*time.Second || !strings.Contains(err.Error(), "GenerateRequestsPerMinutePerProjectPerModel-FreeTier") {
+		t.Errorf("the documented 429: %v (class %s, retry after %s)", err, ce.Class, ce.RetryAfter)
+	}
+
+	s := startSim(t, sim.Config{Tokens: 12})
+	s.AddFault(sim.Fault{Endpoint: sim.EndpointInteractionsCreate, Kind: sim.FaultStatus, Status: 429})
+	resp, err := http.Post("http://"+s.Addr()+"/v1beta/interactions", "application/json", strings.NewReader(`{"model":"sim","input":"hi","stream":true,"background":true,"store":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc, got struct {
+		Error map[string]any `json:"error"`
+	}
+	if json.Unmarshal(body, &doc) != nil || json.NewDecoder(resp.Body).Decode(&got) != nil || resp.StatusCode != 429 {
+		t.Fatalf("the simulator's 429: %d", resp.StatusCode)
+	}
+	for _, k := range []string{"code", "message", "status"} {
+		if _, ok := got.Error[k]; !ok {
+			t.Errorf("the simulator's error object lacks %q, which Google's has: %v", k, got.Error)
+		}
+	}
+	if got.Error["status"] != doc.Error["status"] {
+		t.Errorf("the simulator's 429 says status %v, Google's %v", got.Error["status"], doc.Error["status"])
 	}
 }

@@ -27,6 +27,10 @@ type apiError struct {
 	StatusCode int
 	Status     string // e.g. RESOURCE_EXHAUSTED, from the body
 	Message    string
+	// Quotas are the quotas a 429's QuotaFailure detail says were spent
+	// (their quotaId, e.g. GenerateRequestsPerMinutePerProjectPerModel):
+	// an operator tells a per-minute blip from a per-day wall by them.
+	Quotas []string
 
 	retryDelay time.Duration // RetryInfo.retryDelay from the body, 0 if none
 }
@@ -38,6 +42,9 @@ func (e *apiError) Error() string {
 	}
 	if e.Message != "" {
 		s += ": " + e.Message
+	}
+	if len(e.Quotas) > 0 {
+		s += " (quota " + strings.Join(e.Quotas, ", ") + ")"
 	}
 	return s
 }
@@ -59,13 +66,23 @@ func statusError(op string, resp *http.Response) error {
 			Details []struct {
 				Type       string `json:"@type"`
 				RetryDelay string `json:"retryDelay"`
+				Violations []struct {
+					QuotaID string `json:"quotaId"`
+				} `json:"violations"`
 			} `json:"details"`
 		}
 		if json.Unmarshal(eb.Error, &e) == nil {
 			ae.Message, ae.Status = e.Message, e.Status
 			for _, d := range e.Details {
-				if d.Type == retryInfoType {
+				switch d.Type {
+				case retryInfoType:
 					ae.retryDelay = retryDelay(d.RetryDelay)
+				case quotaFailureType:
+					for _, v := range d.Violations {
+						if v.QuotaID != "" && len(ae.Quotas) < 4 {
+							ae.Quotas = append(ae.Quotas, v.QuotaID)
+						}
+					}
 				}
 			}
 		} else {
@@ -95,6 +112,10 @@ func statusError(op string, resp *http.Response) error {
 // https://cloud.google.com/apis/design/errors#retryinfo): a 429's
 // "details": [{"@type": retryInfoType, "retryDelay": "3s"}].
 const retryInfoType = "type.googleapis.com/google.rpc.RetryInfo"
+
+// quotaFailureType is the error detail that names the quotas a 429 spent
+// (google.rpc.QuotaFailure, https://ai.google.dev/gemini-api/docs/rate-limits).
+const quotaFailureType = "type.googleapis.com/google.rpc.QuotaFailure"
 
 // retryDelay reads a RetryInfo's retryDelay, a protobuf Duration in JSON
 // ("3s", "0.500s", "12.5s"); 0 when it is not one, and at most a day.
