@@ -271,62 +271,46 @@ func (j *Journal) rebuild(ctx context.Context, runID, nodeID string, attempt int
 	return b.String(), nil
 }
 
-// streamedQuery is how many chunks of output an attempt's chain has
-// streamed since its last reset. Arguments: run id, node id, first and
+// streamedQuery is how many chunks and bytes of output an attempt's chain
+// has streamed since its last reset. Arguments: run id, node id, first and
 // last attempt.
-const streamedQuery = `SELECT COALESCE(SUM(chunks), 0) FROM events INDEXED BY events_by_node
+const streamedQuery = `SELECT COALESCE(SUM(chunks), 0), COALESCE(SUM(length(payload)), 0) FROM events INDEXED BY events_by_node
 	WHERE run = (SELECT key FROM runs WHERE id = ?1) AND node = ?2 AND attempt BETWEEN ?3 AND ?4 AND kind = 'delta'
 		AND seq > COALESCE((SELECT MAX(seq) FROM events INDEXED BY events_by_node
 			WHERE run = (SELECT key FROM runs WHERE id = ?1) AND node = ?2 AND attempt BETWEEN ?3 AND ?4 AND kind = 'reset'), 0)`
 
-// StreamedChunks counts the chunks of output an attempt (and the attempts
-// it continues, as RebuildOutput) has streamed since its last reset: the
-// tokens of the output RebuildOutput returns, counted as they came (a token
-// a chunk), not estimated from the text. A crash resume reads it. The rows
-// of an attempt folded by Fold (a completed node's) count one each.
-func (j *Journal) StreamedChunks(ctx context.Context, runID, nodeID string, attempt int) (int, error) {
-	start, err := j.chainStart(ctx, runID, nodeID, attempt)
-	if err != nil {
-		return 0, j.errorf("streamed chunks of %s/%s#%d: %w", runID, nodeID, attempt, err)
-	}
-	var n int
-	if err := j.queryRow(ctx, streamedQuery, runID, nodeID, start, attempt).Scan(&n); err != nil {
-		return 0, j.errorf("streamed chunks of %s/%s#%d: %w", runID, nodeID, attempt, err)
-	}
-	folded, err := j.foldedRebuildRows(ctx, runID, nodeID, start, attempt, KindDelta)
-	if err != nil {
-		return 0, j.errorf("streamed chunks of %s/%s#%d: %w", runID, nodeID, attempt, err)
-	}
-	return n + len(folded), nil
+// Streamed is what an attempt's chain streamed since its last reset (see
+// Journal.Streamed).
+type Streamed struct {
+	// Chunks are the output's tokens as they came (a token a chunk), not
+	// estimated from the text; a row folded by Fold counts one.
+	Chunks int
+	// Bytes is len(RebuildOutput(...)), counted without reading the text
+	// into memory (a 32 MiB partial answer is 32 MiB less to hold).
+	Bytes int
 }
 
-// streamedBytesQuery is how many bytes of output an attempt's chain has
-// streamed since its last reset; arguments as streamedQuery's.
-const streamedBytesQuery = `SELECT COALESCE(SUM(length(payload)), 0) FROM events INDEXED BY events_by_node
-	WHERE run = (SELECT key FROM runs WHERE id = ?1) AND node = ?2 AND attempt BETWEEN ?3 AND ?4 AND kind = 'delta'
-		AND seq > COALESCE((SELECT MAX(seq) FROM events INDEXED BY events_by_node
-			WHERE run = (SELECT key FROM runs WHERE id = ?1) AND node = ?2 AND attempt BETWEEN ?3 AND ?4 AND kind = 'reset'), 0)`
-
-// StreamedBytes is len(RebuildOutput(...)) without reading the text into
-// memory: what an account that shows an unfinished node's size needs (a
-// 32 MiB partial answer is 32 MiB less to hold).
-func (j *Journal) StreamedBytes(ctx context.Context, runID, nodeID string, attempt int) (int, error) {
+// Streamed counts the output an attempt (and the attempts it continues, as
+// RebuildOutput) has streamed since its last reset: what a crash resume
+// goes on from, and an unfinished node's size in an account.
+func (j *Journal) Streamed(ctx context.Context, runID, nodeID string, attempt int) (Streamed, error) {
+	var st Streamed
 	start, err := j.chainStart(ctx, runID, nodeID, attempt)
 	if err != nil {
-		return 0, j.errorf("streamed bytes of %s/%s#%d: %w", runID, nodeID, attempt, err)
+		return st, j.errorf("streamed output of %s/%s#%d: %w", runID, nodeID, attempt, err)
 	}
-	var n int
-	if err := j.queryRow(ctx, streamedBytesQuery, runID, nodeID, start, attempt).Scan(&n); err != nil {
-		return 0, j.errorf("streamed bytes of %s/%s#%d: %w", runID, nodeID, attempt, err)
+	if err := j.queryRow(ctx, streamedQuery, runID, nodeID, start, attempt).Scan(&st.Chunks, &st.Bytes); err != nil {
+		return st, j.errorf("streamed output of %s/%s#%d: %w", runID, nodeID, attempt, err)
 	}
 	folded, err := j.foldedRebuildRows(ctx, runID, nodeID, start, attempt, KindDelta)
 	if err != nil {
-		return 0, j.errorf("streamed bytes of %s/%s#%d: %w", runID, nodeID, attempt, err)
+		return st, j.errorf("streamed output of %s/%s#%d: %w", runID, nodeID, attempt, err)
 	}
 	for _, r := range folded {
-		n += len(r.payload)
+		st.Chunks++
+		st.Bytes += len(r.payload)
 	}
-	return n, nil
+	return st, nil
 }
 
 // LastMark returns the payload of the last mark (KindMark) journaled for an

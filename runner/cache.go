@@ -219,7 +219,6 @@ func (r *runState) awaitInFlight(ctx context.Context, n *Node, key string) *Node
 	if !r.reuses(n) {
 		return nil
 	}
-	var waited *journal.InFlight
 	start := time.Now()
 	for {
 		other, err := r.j.ClaimKey(bg(ctx), r.id, n.ID, key)
@@ -227,20 +226,21 @@ func (r *runState) awaitInFlight(ctx context.Context, n *Node, key string) *Node
 			r.log.Warn("in-flight claim failed; the node is called", "node", n.ID, "err", err)
 			return nil
 		}
+		if other == nil {
+			return nil // claimed: this node computes it
+		}
+		from := *other
+		r.log.Info("waiting for another run's node computing the same request", "node", n.ID,
+			"in_flight_run", from.Run, "in_flight_node", from.Node, "runner", from.Owner.String())
 		for other != nil {
-			if waited == nil || *waited != *other {
-				r.log.Info("waiting for another run's node computing the same request", "node", n.ID,
-					"in_flight_run", other.Run, "in_flight_node", other.Node, "runner", other.Owner.String())
-			}
-			waited = other
 			select {
 			case <-ctx.Done():
 				return r.notStarted(ctx, n, context.Cause(ctx))
 			case <-time.After(inFlightPoll):
 			}
 			if hit := r.fromCache(ctx, n, key); hit != nil {
-				r.log.Info("reused the answer of another run's node", "node", n.ID, "from_run", waited.Run,
-					"from_node", waited.Node, "waited", time.Since(start).Round(time.Millisecond))
+				r.log.Info("reused the answer of another run's node", "node", n.ID, "from_run", from.Run,
+					"from_node", from.Node, "waited", time.Since(start).Round(time.Millisecond))
 				return hit
 			}
 			if other, err = r.j.InFlightOf(ctx, r.id, key); err != nil {
@@ -248,12 +248,8 @@ func (r *runState) awaitInFlight(ctx context.Context, n *Node, key string) *Node
 				return nil
 			}
 		}
-		if waited == nil {
-			return nil // claimed at once
-		}
 		// What it waited for ended without an answer: claim again (another
 		// waiting run may have claimed it first).
-		waited = nil
 	}
 }
 

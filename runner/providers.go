@@ -194,9 +194,9 @@ func keyDocs(kind string) string {
 }
 
 // secrets lists the credentials a run of g may send or hand to a harness:
-// each provider's API key, and the values of harness environment variables
-// whose names say they are credentials. They are masked before anything is
-// journaled or logged.
+// each provider's API key, and every value of a provider's or node's env
+// (a CLI's login token goes by many names). They are masked before
+// anything is journaled or logged.
 func secrets(g *Graph, getenv func(string) string) []string {
 	var out []string
 	for _, name := range sortedProviderNames(g) {

@@ -167,9 +167,11 @@ func (r *runState) entryFor(ctx context.Context, n *Node, force bool) (*entry, r
 	}
 	// What it streamed, as counted when it came: what a continue goes on
 	// from, and what its usage counts before the continuation's.
-	if e.streamed, err = r.j.StreamedChunks(ctx, r.id, n.ID, last.N); err != nil {
+	st, err := r.j.Streamed(ctx, r.id, n.ID, last.N)
+	if err != nil {
 		return nil, resume.Decision{}, err
 	}
+	e.streamed = st.Chunks
 	// The provider's own name for the newest point it journaled, if it
 	// gave one: a re-attach goes on from there, not from the start. Past
 	// the cursor too: a mark is journaled after the data before it, and

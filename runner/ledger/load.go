@@ -298,28 +298,23 @@ func (run *Run) finishNode(ctx context.Context, j *journal.Journal, nd *Node, la
 		if a.UsageRecorded && !last {
 			continue
 		}
-		switch {
-		case last && opts.NoPartial:
-			n, err := j.StreamedBytes(ctx, run.ID, nd.ID, a.N)
-			if err != nil {
-				return err
+		// One count serves both: an unfinished attempt's size, and, when
+		// its runner died before the attempt ended, what it streamed,
+		// counted a token a chunk.
+		st, err := j.Streamed(ctx, run.ID, nd.ID, a.N)
+		if err != nil {
+			return err
+		}
+		if last {
+			nd.PartialBytes = st.Bytes
+			if !opts.NoPartial {
+				if nd.Partial, err = j.RebuildOutput(ctx, run.ID, nd.ID, a.N); err != nil {
+					return err
+				}
 			}
-			nd.PartialBytes = n
-		case last:
-			out, err := j.RebuildOutput(ctx, run.ID, nd.ID, a.N)
-			if err != nil {
-				return err
-			}
-			nd.Partial, nd.PartialBytes = out, len(out)
 		}
 		if !a.UsageRecorded {
-			// Its runner died before the attempt ended: what the journal
-			// holds is what it streamed, counted a token a chunk.
-			n, err := j.StreamedChunks(ctx, run.ID, nd.ID, a.N)
-			if err != nil {
-				return err
-			}
-			a.Usage = journal.Usage{OutputTokens: n, StreamedTokens: n, Estimated: true}
+			a.Usage = journal.Usage{OutputTokens: st.Chunks, StreamedTokens: st.Chunks, Estimated: true}
 		}
 	}
 	if n := len(nd.Attempts); opts.Thinking && n > 0 {
