@@ -274,7 +274,7 @@ func (j *Journal) rebuild(ctx context.Context, runID, nodeID string, attempt int
 // streamedQuery is how many chunks and bytes of output an attempt's chain
 // has streamed since its last reset. Arguments: run id, node id, first and
 // last attempt.
-const streamedQuery = `SELECT COALESCE(SUM(chunks), 0), COALESCE(SUM(length(payload)), 0) FROM events INDEXED BY events_by_node
+const streamedQuery = `SELECT COALESCE(SUM(chunks), 0), COALESCE(SUM(length(CAST(payload AS BLOB))), 0) FROM events INDEXED BY events_by_node
 	WHERE run = (SELECT key FROM runs WHERE id = ?1) AND node = ?2 AND attempt BETWEEN ?3 AND ?4 AND kind = 'delta'
 		AND seq > COALESCE((SELECT MAX(seq) FROM events INDEXED BY events_by_node
 			WHERE run = (SELECT key FROM runs WHERE id = ?1) AND node = ?2 AND attempt BETWEEN ?3 AND ?4 AND kind = 'reset'), 0)`

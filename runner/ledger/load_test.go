@@ -33,7 +33,7 @@ func TestNoPartialKeepsTheSize(t *testing.T) {
 			if n == "cut" && i == 10 {
 				check(j.Append(journal.Event{RunID: "r", NodeID: n, Attempt: a, Kind: journal.KindReset, ProviderSeq: -1}))
 			}
-			check(j.Append(journal.Event{RunID: "r", NodeID: n, Attempt: a, Kind: journal.KindDelta, ProviderSeq: -1, Payload: fmt.Appendf(nil, "%s-%d ", n, i)}))
+			check(j.Append(journal.Event{RunID: "r", NodeID: n, Attempt: a, Kind: journal.KindDelta, ProviderSeq: -1, Payload: fmt.Appendf(nil, "%s-%d naïve €5 日本 🚀 ", n, i)}))
 		}
 		if n == "done" {
 			out, err := j.RebuildOutput(ctx, "r", n, a)
