@@ -215,7 +215,7 @@ func Run(ctx context.Context, g *runner.Graph, opts Options) (*Report, error) {
 		}
 	}
 	rep.Parallel = min(opts.Parallel, len(jobs))
-	results, err := x.runAll(ctx, jobs, opts)
+	results, err := x.runAll(ctx, jobs, opts, rep.Started)
 	for _, r := range results {
 		if r == nil {
 			continue // not run: ctx ended or another run failed first
@@ -228,7 +228,7 @@ func Run(ctx context.Context, g *runner.Graph, opts Options) (*Report, error) {
 		}
 	}
 	rep.Runs = len(rep.Results)
-	rep.Seconds = time.Since(rep.Started).Seconds()
+	rep.Seconds = time.Since(rep.Started).Seconds() // monotonic, as runAll's instants
 	return rep, err
 }
 
@@ -256,7 +256,13 @@ type job struct {
 // kept): the wall time then approaches the longest case's, rather than a
 // long case starting last and running alone. The first error a run returns
 // (the journal, the simulator; not a case that failed) stops the others.
-func (x *caseRun) runAll(ctx context.Context, jobs []job, opts Options) ([]*Result, error) {
+//
+// Every instant is origin plus the monotonic time since it: the report's
+// times then lie on one line, so that a case ends within the report's span
+// in its JSON and JUnit too, even if the wall clock is stepped mid-run (a
+// VM's clock sync was seen to move it 10 ms).
+func (x *caseRun) runAll(ctx context.Context, jobs []job, opts Options, origin time.Time) ([]*Result, error) {
+	now := func() time.Time { return origin.Add(time.Since(origin)) }
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	order := slices.Clone(jobs)
@@ -276,7 +282,7 @@ dispatch:
 			break dispatch
 		}
 		// Taken in the dispatch order, so that the runs' start times keep it.
-		start := time.Now()
+		start := now()
 		if opts.Started != nil {
 			mu.Lock()
 			opts.Started(Start{Case: jb.c.Name, Node: jb.n.ID, Total: len(jobs), At: start, Expected: jb.expected})
@@ -285,7 +291,7 @@ dispatch:
 		wg.Go(func() {
 			defer func() { <-slot }()
 			r, err := x.run(ctx, jb.c, jb.n, opts.Logger.With("case", jb.c.Name, "target", jb.n.ID))
-			r.Started, r.Ended = start, time.Now()
+			r.Started, r.Ended = start, now()
 			r.Time = r.Ended.Sub(start)
 			r.Seconds = r.Time.Seconds()
 			mu.Lock()
