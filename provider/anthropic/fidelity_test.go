@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -164,5 +165,84 @@ func TestFidelityWithTheDocumentedErrors(t *testing.T) {
 	}
 	if want, have := keyPaths(t, lastData(events, "error")), keyPaths(t, lastData(post(), "error")); !slices.Equal(want, have) {
 		t.Errorf("the simulator's error event has the keys %v; the documented one %v", have, want)
+	}
+}
+
+// Issue 43: every error type Anthropic documents
+// (testdata/fidelity/anthropic-errors.json, from
+// https://platform.claude.com/docs/en/api/errors and the SDK's ErrorObject
+// types), answered to a request over a real socket, is classified as the
+// reference implies (4xx deterministic, 429 rate limited, 500 and 529 a
+// server error, 504 a cut), its type and message kept in the error; the
+// simulator's status fault of the same status answers the same type in the
+// same shape, with a request-id header equal to the body's request_id.
+func TestFidelityWithEveryDocumentedError(t *testing.T) {
+	var docs []struct {
+		Status int
+		Body   json.RawMessage
+	}
+	if err := json.Unmarshal(fixture(t, "anthropic-errors.json"), &docs); err != nil {
+		t.Fatal(err)
+	}
+	classes := map[string]diagnostics.Class{
+		"invalid_request_error": diagnostics.ClassDeterministic,
+		"authentication_error":  diagnostics.ClassDeterministic,
+		"billing_error":         diagnostics.ClassDeterministic,
+		"permission_error":      diagnostics.ClassDeterministic,
+		"not_found_error":       diagnostics.ClassDeterministic,
+		"request_too_large":     diagnostics.ClassDeterministic,
+		"rate_limit_error":      diagnostics.ClassRateLimited,
+		"api_error":             diagnostics.ClassServer,
+		"timeout_error":         diagnostics.ClassDisconnect,
+		"overloaded_error":      diagnostics.ClassServer,
+	}
+	if len(docs) != len(classes) {
+		t.Fatalf("%d documented errors in the fixture, %d types expected", len(docs), len(classes))
+	}
+	srv := simtest.Start(t, sim.Config{Seed: 3, Tokens: 12})
+	for i, d := range docs {
+		var doc struct {
+			Error struct{ Type, Message string }
+		}
+		if err := json.Unmarshal(d.Body, &doc); err != nil {
+			t.Fatal(err)
+		}
+		want, ok := classes[doc.Error.Type]
+		if !ok {
+			t.Fatalf("fixture entry %d: type %q has no expected class", i, doc.Error.Type)
+		}
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(d.Status)
+			_, _ = w.Write(d.Body)
+		}))
+		r := stream(t, New(Config{BaseURL: ts.URL, APIKey: "k"}), req)
+		ts.Close()
+		ce := diagnostics.Classify(r.err)
+		if ce.Class != want || ce.Status != d.Status || !strings.Contains(r.err.Error(), doc.Error.Type) || !strings.Contains(r.err.Error(), doc.Error.Message) {
+			t.Errorf("documented %d %s: %v (class %s, status %d), want class %s naming the type and message", d.Status, doc.Error.Type, r.err, ce.Class, ce.Status, want)
+		}
+
+		srv.AddFault(sim.Fault{Endpoint: sim.EndpointMessages, Requests: []int{i + 1}, Kind: sim.FaultStatus, Status: d.Status})
+		resp, err := http.Post(srv.BaseURL()+"/messages", "application/json", strings.NewReader(
+			`{"model":"claude-opus-4-5","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var got struct {
+			Error     struct{ Type string }
+			RequestID string `json:"request_id"`
+		}
+		if resp.StatusCode != d.Status || json.Unmarshal(body, &got) != nil || got.Error.Type != doc.Error.Type {
+			t.Errorf("the simulator's %d: %d %s, want type %s", d.Status, resp.StatusCode, body, doc.Error.Type)
+		}
+		if want, have := keyPaths(t, d.Body), keyPaths(t, body); !slices.Equal(want, have) {
+			t.Errorf("the simulator's %d body has the keys %v; the documented one %v", d.Status, have, want)
+		}
+		if h := resp.Header.Get("request-id"); h == "" || h != got.RequestID {
+			t.Errorf("the simulator's %d: request-id header %q, body request_id %q", d.Status, h, got.RequestID)
+		}
 	}
 }

@@ -46,6 +46,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -57,8 +59,19 @@ import (
 	"github.com/noderun/noderun/provider/idle"
 )
 
-// DefaultBaseURL is the Gemini API root; paths below it start with /v1beta.
+// DefaultBaseURL is the Gemini API root; paths below it start with
+// DefaultAPIVersion.
 const DefaultBaseURL = "https://generativelanguage.googleapis.com"
+
+// DefaultAPIVersion is the version path a base URL without one gets: the
+// one the Interactions API reference addresses
+// (https://ai.google.dev/api/interactions-api). The @google/genai SDK
+// (3.3.0) addresses v1 by default; a base URL ending in /v1 follows it.
+const DefaultAPIVersion = "v1beta"
+
+// apiVersion matches a Google API version path segment: v1, v1beta,
+// v1alpha, v1beta1, v2…
+var apiVersion = regexp.MustCompile(`^v[0-9]+((alpha|beta)[0-9]*)?$`)
 
 // Errors of interactions that ended without completing, returned inside a
 // *diagnostics.Error that carries their class.
@@ -87,7 +100,9 @@ var (
 
 // Config configures a Provider.
 type Config struct {
-	// BaseURL is the API root (DefaultBaseURL when empty), without /v1beta.
+	// BaseURL is the API root (DefaultBaseURL when empty). If its last path
+	// segment is an API version (/v1, /v1beta, /v1alpha) requests go below
+	// it; otherwise below its /DefaultAPIVersion.
 	BaseURL string
 	// APIKey is sent as x-goog-api-key; empty sends none.
 	APIKey string
@@ -148,7 +163,11 @@ func New(cfg Config) (*Provider, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{base: strings.TrimRight(base, "/"), key: cfg.APIKey, agent: cfg.Agent,
+	base = strings.TrimRight(base, "/")
+	if !apiVersion.MatchString(path.Base(u.Path)) {
+		base += "/" + DefaultAPIVersion
+	}
+	return &Provider{base: base, key: cfg.APIKey, agent: cfg.Agent,
 		hc: guard.Client(hc), log: log, own: own, marks: map[string]mark{}}, nil
 }
 
@@ -214,9 +233,9 @@ func (p *Provider) Check(ctx context.Context, ref string) (provider.Status, erro
 	return st, nil
 }
 
-// Cancel stops background interaction ref (POST /v1beta/interactions/{id}/cancel).
+// Cancel stops background interaction ref (POST {version}/interactions/{id}/cancel).
 func (p *Provider) Cancel(ctx context.Context, ref string) error {
-	resp, err := p.do(ctx, http.MethodPost, "/v1beta/interactions/"+url.PathEscape(ref)+"/cancel", nil, nil)
+	resp, err := p.do(ctx, http.MethodPost, "/interactions/"+url.PathEscape(ref)+"/cancel", nil, nil)
 	if err != nil {
 		return err
 	}
@@ -228,7 +247,7 @@ func (p *Provider) Cancel(ctx context.Context, ref string) error {
 	return nil
 }
 
-// createRequest is the body of POST /v1beta/interactions.
+// createRequest is the body of POST {version}/interactions.
 type createRequest struct {
 	Model             string            `json:"model,omitempty"`
 	Agent             string            `json:"agent,omitempty"`
@@ -287,7 +306,7 @@ func (p *Provider) create(ctx context.Context, req provider.Request) (*conn, err
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	dog := idle.NewWatchdog(req.Policy.PollAfter.D(), cancel)
-	resp, err := p.do(cctx, http.MethodPost, "/v1beta/interactions", b, http.Header{"Accept": {"text/event-stream"}})
+	resp, err := p.do(cctx, http.MethodPost, "/interactions", b, http.Header{"Accept": {"text/event-stream"}})
 	if err != nil {
 		dog.Stop()
 		cancel()
@@ -311,7 +330,7 @@ func (p *Provider) create(ctx context.Context, req provider.Request) (*conn, err
 
 // get reads an interaction without streaming.
 func (p *Provider) get(ctx context.Context, ref string) (*interaction, error) {
-	resp, err := p.do(ctx, http.MethodGet, "/v1beta/interactions/"+url.PathEscape(ref), nil, nil)
+	resp, err := p.do(ctx, http.MethodGet, "/interactions/"+url.PathEscape(ref), nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -153,7 +153,7 @@ func (c *conn) close() {
 	c.cancel()
 }
 
-// Attach opens GET /v1beta/interactions/{id}?stream=true[&last_event_id=…].
+// Attach opens GET {version}/interactions/{id}?stream=true[&last_event_id=…].
 func (s *session) Attach(ctx context.Context) (*conn, error) {
 	p := s.p
 	q := url.Values{"stream": {"true"}}
@@ -182,7 +182,7 @@ func (s *session) Attach(ctx context.Context) (*conn, error) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	dog := idle.NewWatchdog(s.req.Policy.PollAfter.D(), cancel)
-	resp, err := p.do(cctx, http.MethodGet, "/v1beta/interactions/"+url.PathEscape(s.ref)+"?"+q.Encode(), nil,
+	resp, err := p.do(cctx, http.MethodGet, "/interactions/"+url.PathEscape(s.ref)+"?"+q.Encode(), nil,
 		http.Header{"Accept": {"text/event-stream"}, "Cache-Control": {"no-cache"}})
 	if err != nil {
 		dog.Stop()

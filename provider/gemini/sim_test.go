@@ -3,6 +3,10 @@ package gemini
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -429,7 +433,7 @@ func TestAgentRequest(t *testing.T) {
 	if b.Model != "gemini-3-pro" || b.Agent != "" {
 		t.Fatalf("model: %+v", b)
 	}
-	if p.base != DefaultBaseURL {
+	if p.base != DefaultBaseURL+"/v1beta" {
 		t.Fatal(p.base)
 	}
 }
@@ -481,4 +485,72 @@ func TestReattachAfterAMarkPastTheCursor(t *testing.T) {
 		return
 	}
 	t.Fatal("no cut left the journal's mark past its cursor: this test tests nothing")
+}
+
+// A base URL ending in an API version is used as is (the @google/genai SDK
+// addresses v1 by default); any other gets /v1beta, the reference's. Over a
+// real socket, a base ending in /v1 sends every request below /v1.
+func TestBaseURLVersion(t *testing.T) {
+	for base, want := range map[string]string{
+		"https://g.example":           "https://g.example/v1beta",
+		"https://g.example/":          "https://g.example/v1beta",
+		"https://g.example/v1":        "https://g.example/v1",
+		"https://g.example/v1alpha/":  "https://g.example/v1alpha",
+		"https://g.example/v1beta1":   "https://g.example/v1beta1",
+		"https://g.example/proxy":     "https://g.example/proxy/v1beta",
+		"https://g.example/proxy/v1":  "https://g.example/proxy/v1",
+		"https://g.example/version1":  "https://g.example/version1/v1beta",
+		"https://g.example/v1/gemini": "https://g.example/v1/gemini/v1beta",
+	} {
+		p, err := New(Config{BaseURL: base})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.base != want {
+			t.Errorf("base %q: requests below %q, want %q", base, p.base, want)
+		}
+		_ = p.Close()
+	}
+
+	s := startSim(t, sim.Config{Tokens: 30, TokensPerSecond: 2000})
+	s.AddFault(sim.Fault{Endpoint: sim.EndpointInteractionsCreate, Kind: sim.FaultCut, AfterEvents: 6, Times: 1})
+	target, err := url.Parse("http://" + s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		paths []string
+	)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.FlushInterval = -1
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	p, err := New(Config{BaseURL: front.URL + "/v1", APIKey: "sim-key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	rec := &recorder{}
+	if _, err := drive(t.Context(), p, simRequest("v1"), rec, nil); err != nil {
+		t.Fatal(err, rec.kinds())
+	}
+	if got, w := rec.text(provider.KindDelta), want("v1", 30); got != w {
+		t.Fatalf("output %q, want %q", got, w)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(paths) < 2 {
+		t.Fatalf("paths %v: want the create and a re-attach", paths)
+	}
+	for _, path := range paths {
+		if !strings.Contains(path, " /v1/interactions") {
+			t.Errorf("request %s, not below /v1", path)
+		}
+	}
 }

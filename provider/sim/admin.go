@@ -17,10 +17,14 @@ func (s *Server) routes() *http.ServeMux {
 	m.HandleFunc("POST /v1/responses/{id}/cancel", s.handleCancel)
 	m.HandleFunc("GET /v1/models", s.handleModels)
 	m.HandleFunc("POST /v1/messages", s.handleMessages)
-	m.HandleFunc("POST /v1beta/models/{call}", s.handleGemini)
-	m.HandleFunc("POST /v1beta/interactions", s.handleCreateInteraction)
-	m.HandleFunc("GET /v1beta/interactions/{id}", s.handleGetInteraction)
-	m.HandleFunc("POST /v1beta/interactions/{id}/cancel", s.handleCancelInteraction)
+	// Google's API under both versions: the references address v1beta, the
+	// @google/genai SDK (3.3.0) v1 by default.
+	for _, v := range []string{"/v1beta", "/v1"} {
+		m.HandleFunc("POST "+v+"/models/{call}", s.handleGemini)
+		m.HandleFunc("POST "+v+"/interactions", s.handleCreateInteraction)
+		m.HandleFunc("GET "+v+"/interactions/{id}", s.handleGetInteraction)
+		m.HandleFunc("POST "+v+"/interactions/{id}/cancel", s.handleCancelInteraction)
+	}
 	m.HandleFunc("GET /sim/stats", s.handleStats)
 	m.HandleFunc("POST /sim/faults", s.handleAddFault)
 	m.HandleFunc("POST /sim/outage", s.handleOutage)

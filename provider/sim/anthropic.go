@@ -4,6 +4,7 @@
 package sim
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -90,6 +91,8 @@ func anthropicErrorType(status int) string {
 		return "invalid_request_error"
 	case http.StatusUnauthorized:
 		return "authentication_error"
+	case http.StatusPaymentRequired:
+		return "billing_error"
 	case http.StatusForbidden:
 		return "permission_error"
 	case http.StatusNotFound:
@@ -98,6 +101,8 @@ func anthropicErrorType(status int) string {
 		return "request_too_large"
 	case http.StatusTooManyRequests:
 		return "rate_limit_error"
+	case http.StatusGatewayTimeout:
+		return "timeout_error"
 	case 529:
 		return "overloaded_error"
 	}
@@ -107,10 +112,14 @@ func anthropicErrorType(status int) string {
 	return "invalid_request_error"
 }
 
-// writeAnthropicError answers {"type":"error","error":{"type","message"}}.
+// writeAnthropicError answers {"type":"error","error":{"type","message"},
+// "request_id"}, the id also in the request-id header, as the API does
+// (https://platform.claude.com/docs/en/api/errors).
 func writeAnthropicError(w http.ResponseWriter, status int, msg string) {
+	id := "req_sim" + rand.Text()
+	w.Header().Set("request-id", id)
 	writeJSON(w, status, map[string]any{"type": "error",
-		"error": map[string]any{"type": anthropicErrorType(status), "message": msg}})
+		"error": map[string]any{"type": anthropicErrorType(status), "message": msg}, "request_id": id})
 }
 
 // anthropicStatusFault answers a status fault in Anthropic's error shape,

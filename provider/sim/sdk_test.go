@@ -14,9 +14,10 @@ import (
 // sdk runs testdata/sdk/fidelity.cjs: the official JavaScript SDK of a
 // provider (@anthropic-ai/sdk, @google/genai, pinned in the Makefile and
 // installed by `make tools` into .tools/node_modules) reading base in mode,
-// and decodes the JSON line it prints into out. A missing SDK fails the
-// test, never skips it.
-func sdk(t *testing.T, mode, base string, out any) {
+// and decodes the JSON line it prints into out. args are passed after base
+// (@google/genai's API version). A missing SDK fails the test, never skips
+// it.
+func sdk(t *testing.T, mode, base string, out any, args ...string) {
 	t.Helper()
 	root, err := testkit.RepoRoot()
 	if err != nil {
@@ -28,7 +29,7 @@ func sdk(t *testing.T, mode, base string, out any) {
 			t.Fatalf("%s is missing: run `make tools` (it installs it): %v", pkg, err)
 		}
 	}
-	cmd := exec.CommandContext(t.Context(), "node", filepath.Join(root, "testdata", "sdk", "fidelity.cjs"), mode, base)
+	cmd := exec.CommandContext(t.Context(), "node", append([]string{filepath.Join(root, "testdata", "sdk", "fidelity.cjs"), mode, base}, args...)...)
 	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -45,7 +46,8 @@ func sdk(t *testing.T, mode, base string, out any) {
 // answers without error, as they read the services': a Messages stream
 // (text, stop reason, usage), an Anthropic error body (its type), an
 // Interactions stream, the interaction's status body in the steps shape,
-// and a Google error body.
+// and a Google error body. @google/genai is read both at its default path
+// version (v1 in 3.3.0) and at the reference's v1beta, noderun's default.
 func TestOfficialSDKsReadTheSimulator(t *testing.T) {
 	s := start(t, Config{Tokens: 24})
 	root := strings.TrimSuffix(s.BaseURL(), "/v1")
@@ -62,17 +64,23 @@ func TestOfficialSDKsReadTheSimulator(t *testing.T) {
 		t.Errorf("@anthropic-ai/sdk stream: %+v, want %q, end_turn, 24 output tokens", msg, want)
 	}
 
-	var it struct {
-		Text, ID, Last, Status, StepsText string
-		Steps                             []string
-		Usage                             struct {
-			Output int `json:"total_output_tokens"`
-		}
-	}
-	sdk(t, "genai-stream", root, &it)
 	want := strings.Join(Text("sim", "fidelity", 0, 24), "")
-	if it.Text != want || it.StepsText != want || it.Status != "completed" || it.Usage.Output != 24 || !strings.HasPrefix(it.Last, "interaction.completed") {
-		t.Errorf("@google/genai interaction: %+v, want %q streamed and in its steps", it, want)
+	for _, version := range []string{"", "v1beta"} {
+		var it struct {
+			Text, ID, Last, Status, StepsText string
+			Steps                             []string
+			Usage                             struct {
+				Output int `json:"total_output_tokens"`
+			}
+		}
+		before := s.Stats().Requests[EndpointInteractionsCreate]
+		sdk(t, "genai-stream", root, &it, version)
+		if it.Text != want || it.StepsText != want || it.Status != "completed" || it.Usage.Output != 24 || !strings.HasPrefix(it.Last, "interaction.completed") {
+			t.Errorf("@google/genai interaction (version %q): %+v, want %q streamed and in its steps", version, it, want)
+		}
+		if n := s.Stats().Requests[EndpointInteractionsCreate] - before; n != 1 {
+			t.Errorf("@google/genai (version %q): the simulator created %d interactions, want 1", version, n)
+		}
 	}
 
 	s.AddFault(Fault{Endpoint: EndpointMessages, Kind: FaultStatus, Status: 429, RetryAfter: "1"})
@@ -89,7 +97,7 @@ func TestOfficialSDKsReadTheSimulator(t *testing.T) {
 		Status        int
 		Message, Name string
 	}
-	sdk(t, "genai-429", root, &gerr)
+	sdk(t, "genai-429", root, &gerr, "v1beta")
 	if gerr.Status != 429 || !strings.Contains(gerr.Message, "RESOURCE_EXHAUSTED") && !strings.Contains(gerr.Message, "injected HTTP 429") {
 		t.Errorf("@google/genai on a 429: %+v", gerr)
 	}

@@ -1,9 +1,11 @@
 // Reads the simulator with the official JavaScript SDKs, as their users
-// would: node fidelity.cjs MODE BASE_URL prints one JSON line of what the
-// SDK gave back, or exits 1 with the SDK's error. Run by
+// would: node fidelity.cjs MODE BASE_URL [API_VERSION] prints one JSON line
+// of what the SDK gave back, or exits 1 with the SDK's error. API_VERSION
+// pins @google/genai's path version; without it the SDK's default (v1 in
+// 3.3.0) is used. Run by
 // provider/sim/sdk_test.go with NODE_PATH at .tools/node_modules.
 'use strict';
-const [mode, base] = process.argv.slice(2);
+const [mode, base, apiVersion] = process.argv.slice(2);
 
 async function anthropic() {
   const Anthropic = require('@anthropic-ai/sdk');
@@ -25,7 +27,9 @@ async function anthropic() {
 
 async function genai() {
   const { GoogleGenAI } = require('@google/genai');
-  const ai = new GoogleGenAI({ apiKey: 'sim-key', httpOptions: { baseUrl: base, apiVersion: 'v1beta' } }); // the path the API documents (and noderun uses)
+  const httpOptions = { baseUrl: base };
+  if (apiVersion) httpOptions.apiVersion = apiVersion; // v1beta: the path the API reference documents (noderun's default)
+  const ai = new GoogleGenAI({ apiKey: 'sim-key', httpOptions });
   const params = { model: 'sim', input: 'fidelity', stream: true, background: true, store: true };
   if (mode === 'genai-stream') {
     const stream = await ai.interactions.create(params);
