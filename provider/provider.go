@@ -12,6 +12,57 @@
 // with its node (NodeHeader) and shows the response to the context's
 // ResponseObserver (the runner's pacer). A program plugs in its own adapter
 // as a provider kind: runner.Options.Kinds, runner.ProviderFunc.
+//
+// # The contract
+//
+// The runner's recovery loop owns every decision (reconnect, resume,
+// continue, retry, fail); an adapter only translates its protocol and says
+// what happened. Every adapter, built-in or custom, keeps these rules, and
+// package providertest checks them against the adapter's own server, cut
+// for real:
+//
+//  1. Stream, Resume and Continue return nil only after emitting KindDone
+//     on the protocol's terminal evidence; KindDone is their last event. A
+//     stream that ended without it, however cleanly, is an error wrapping
+//     diagnostics.ErrDisconnected (a disconnect, never a completion).
+//  2. Errors are classified (diagnostics.Classify, or a *diagnostics.Error
+//     with its Class): an HTTP status by diagnostics.FromStatus, a
+//     protocol violation diagnostics.ErrProtocol. An adapter does not retry
+//     by itself, and turns off its SDK's retries: one layer owns retrying.
+//  3. Work that can be resumed, checked or cancelled is named by KindRef
+//     before the first delta, so that the journal holds its id before
+//     anything else can go wrong. Seq is the provider's cursor and never
+//     goes back (-1 where the protocol has none).
+//  4. Resume emits only what follows the cursor (after cur.Seq, or after
+//     cur.Mark's token), regenerating nothing and never emitting KindReset;
+//     it may be called by an adapter that never saw the work (another
+//     process resuming a journaled run). It may emit a
+//     diagnostics.Reattached diagnostic once the re-attached stream is
+//     open; the runner journals its own recovery step either way.
+//  5. Continue emits only what follows have, byte for byte (SplitWhole).
+//  6. An error returned by Emit ends the call at once and is returned
+//     unchanged: it is the journal refusing to record, and nothing may be
+//     received that cannot be journaled.
+//  7. When ctx ends, the call returns promptly, without waiting on the
+//     server. The runner reads ctx itself (an interruption is never the
+//     node's failure, whatever the error says); returning an error that
+//     wraps context.Cause(ctx) keeps the caller's cause in the journal.
+//  8. Check reports completed work with its whole output; Cancel is
+//     idempotent (cancelling twice, or cancelling finished work, succeeds).
+//
+// A custom kind proves it in its own test:
+//
+//	func TestMyKindConforms(t *testing.T) {
+//		srv := startMyServer(t) // can cut its next stream mid-body
+//		providertest.Test(t, providertest.Config{
+//			New:     func() provider.Provider { return mykind.New(srv.URL) },
+//			Request: provider.Request{Prompt: "p"},
+//			Want:    srv.Answer("p"),
+//			CutNext: srv.CutNextAfter,
+//		})
+//	}
+//
+// examples/embed in the repository is a complete custom kind that does.
 package provider
 
 import (

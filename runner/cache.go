@@ -14,6 +14,7 @@ import (
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/runner/graph"
 )
 
 // CacheOptions say how a run reuses the outputs of nodes completed by
@@ -91,7 +92,7 @@ func newRunCache(g *Graph, opts *Options) (*runCache, error) {
 	}
 	for _, id := range opts.Cache.Refresh {
 		if g.Node(id) == nil {
-			return nil, fmt.Errorf("--refresh %s: graph %s has no node %q", id, g.Name, id)
+			return nil, fmt.Errorf("Options.Cache.Refresh: graph %s has no node %q: %w", g.Name, id, graph.ErrUnknownNode)
 		}
 		down(id)
 	}

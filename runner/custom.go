@@ -50,8 +50,7 @@ func ParseGraphWith(path string, src []byte, opts Options) (*Graph, error) {
 // checkKinds refuses a registered kind that shadows a built-in one.
 func checkKinds(kinds map[string]ProviderFunc) error {
 	for _, k := range kindNames(kinds) {
-		switch k {
-		case ProviderKindSim, ProviderKindOpenAI, ProviderKindResponses, ProviderKindHarness, ProviderKindGemini:
+		if slices.Contains(graph.BuiltinKinds(), k) {
 			return fmt.Errorf("runner: Options.Kinds: %q is %w", k, ErrBuiltinKind)
 		}
 		if kinds[k] == nil {

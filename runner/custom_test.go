@@ -2,17 +2,20 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/harness"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
 	"github.com/noderun/noderun/runner/graph"
+	"github.com/noderun/noderun/runner/ledger"
 )
 
 // halfway is a custom provider that says it can continue a dropped answer
@@ -90,5 +93,43 @@ func TestBuiltinProvidersKeepTheirPromises(t *testing.T) {
 			t.Errorf("simulated %v: %d of %d providers built, with capabilities %+v: the check did not meet every flag",
 				simOpt != nil, len(provs), len(g.Providers), all)
 		}
+	}
+}
+
+// Issue 44, one registry: a kind registered once, in Options.Kinds, serves
+// parsing, running, resuming and loading. A graph that uses a kind the run
+// was not given is an error naming it (graph.ErrUnknownKind), never a nil
+// provider or graph; a registered kind that shadows any built-in one
+// (anthropic included) is refused; and the ledger reads the journaled graph
+// of a run that used a custom kind without being told of it.
+func TestOneRegistryOfKinds(t *testing.T) {
+	echo := &echoProvider{prompts: map[string]string{}, env: map[string]map[string]string{}}
+	opts := Options{Kinds: map[string]ProviderFunc{"echo": func(*graph.ProviderSpec) (provider.Provider, error) { return echo, nil }}}
+	src := []byte("name: t\nprofile: ci\nproviders:\n  e: {kind: echo, model: m}\nnodes:\n  - {id: a, prompt: hi}\n")
+	g, err := ParseGraphWith("g.yaml", src, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := openJournal(t)
+	if _, err := Run(context.Background(), g, Options{Journal: j}); !errors.Is(err, graph.ErrUnknownKind) || !strings.Contains(err.Error(), `"echo"`) {
+		t.Fatalf("a kind the run was not given: %v", err)
+	}
+	if _, err := ParseGraph("g.yaml", src); !errors.Is(err, graph.ErrUnknownKind) {
+		t.Fatalf("parsed without the kind: %v", err)
+	}
+	for _, k := range graph.BuiltinKinds() {
+		shadow := Options{Journal: j, Kinds: map[string]ProviderFunc{k: opts.Kinds["echo"]}}
+		if _, err := Run(context.Background(), g, shadow); !errors.Is(err, ErrBuiltinKind) {
+			t.Errorf("registering %q: %v", k, err)
+		}
+	}
+	opts.Journal = j
+	res, err := Run(context.Background(), g, opts)
+	if err != nil || res.Status != journal.RunCompleted {
+		t.Fatalf("run: %v", err)
+	}
+	run, err := ledger.Load(context.Background(), j, res.RunID, ledger.LoadOptions{})
+	if err != nil || run.Graph == nil || run.Graph.Providers["e"].Kind != "echo" {
+		t.Fatalf("ledger.Load of a custom kind's run: %v, graph %v", err, run.Graph)
 	}
 }

@@ -42,6 +42,10 @@ var (
 	ErrNoProviderFunc = errors.New("no ProviderFunc")
 	// ErrNoGraph: the graph is nil.
 	ErrNoGraph = errors.New("runner: no graph")
+	// ErrNotSimulated: Options.Sim points a graph at the simulator, and one
+	// of its providers cannot be pointed there (a harness noderun does not
+	// know how to aim at a base URL).
+	ErrNotSimulated = errors.New("cannot be pointed at the simulator")
 	// ErrUnbuiltGraph: the graph was filled in by hand and never checked:
 	// load it (LoadGraph, ParseGraph) or build it (graph.Build) first.
 	ErrUnbuiltGraph = errors.New("runner: the graph is not built (LoadGraph, ParseGraph or graph.Build make one)")

@@ -21,6 +21,7 @@ import (
 	"github.com/noderun/noderun/provider/openai"
 	"github.com/noderun/noderun/provider/responses"
 	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/runner/graph"
 	"github.com/noderun/noderun/runner/quota"
 )
 
@@ -304,6 +305,10 @@ func buildProviders(ctx context.Context, g *Graph, getenv func(string) string, l
 				return fail(err)
 			}
 			continue
+		}
+		if !slices.Contains(graph.BuiltinKinds(), spec.Kind) {
+			// Parsed or built with kinds this run was not given.
+			return fail(fmt.Errorf("kind %q is not registered with the runner (Options.Kinds): %w", spec.Kind, graph.ErrUnknownKind))
 		}
 		var baseURL, key string
 		api := spec.Kind

@@ -16,8 +16,9 @@
 // recovery did and cost, in sum, is package runner/ledger (ledger.Load,
 // ledger.AccountOf). A run that is interrupted (ctx canceled) returns its
 // Result with an error matching ErrInterrupted and the context's cause;
-// setup errors are sentinels (ErrNoJournal, ErrBuiltinKind,
-// ErrNoProviderFunc). The examples show each, and examples/embed in the
+// setup errors are sentinels (ErrNoJournal, ErrNoGraph, ErrUnbuiltGraph,
+// ErrBuiltinKind, ErrNoProviderFunc, ErrNotSimulated; a graph's problems
+// are graph.ErrUnknownKind and its friends, inside a *graph.Error). The examples show each, and examples/embed in the
 // repository is a program that does them all.
 //
 // A program adds its own providers by kind name (Options.Kinds): anything
@@ -92,9 +93,11 @@ type Options struct {
 	// graph.DefaultMaxInputBytes); past it the run does not start.
 	MaxInputBytes int64
 	// Kinds registers provider kinds beyond the built-in ones: a graph's
-	// provider whose kind is a key here is built by its function. Parse such
-	// graphs with ParseGraphWith(..., graph.Options{Kinds: ...}), or build
-	// them in code; Resume needs the same Kinds.
+	// provider whose kind is a key here is built by its function. This map
+	// is the one registry: ParseGraphWith parses with it, Run and Resume
+	// build with it, and a graph using a kind it lacks is an error matching
+	// graph.ErrUnknownKind (graph.Build takes KindNames of it). Reading a
+	// run (ledger.Load) needs no registration.
 	Kinds map[string]ProviderFunc
 	// JournalArg is how the commands a message suggests name the journal
 	// (`--db ci.db`), so that what the run prints can be pasted as is;

@@ -87,8 +87,7 @@ func simulateHarness(spec, cp *ProviderSpec, srv *sim.Server) (string, *Provider
 		name = "codex"
 	}
 	if !slices.Contains(simulatedHarnesses, name) {
-		return "", nil, nil, fmt.Errorf("harness %q cannot be pointed at the simulator: only the built-in %v can; run this graph without --sim",
-			spec.Harness, simulatedHarnesses)
+		return "", nil, nil, fmt.Errorf("harness %q %w: only the built-in %v can", spec.Harness, ErrNotSimulated, simulatedHarnesses)
 	}
 	home, err := os.MkdirTemp("", "noderun-sim-"+name+"-")
 	if err != nil {

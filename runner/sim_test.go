@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -65,8 +66,8 @@ func TestSimulate(t *testing.T) {
 			t.Errorf("%s: state dir %s left behind", name, out.StateDir)
 		}
 	}
-	if _, _, _, err := simulate(&ProviderSpec{Kind: ProviderKindHarness, Harness: "other.yaml"}, srv); err == nil ||
-		!strings.Contains(err.Error(), "cannot be pointed at the simulator") {
+	if _, _, _, err := simulate(&ProviderSpec{Kind: ProviderKindHarness, Harness: "other.yaml"}, srv); !errors.Is(err, ErrNotSimulated) ||
+		strings.Contains(err.Error(), "--sim") {
 		t.Errorf("other harness: %v", err)
 	}
 }

@@ -70,13 +70,37 @@ func maxInputOf(c *cli.Context) (int64, error) {
 	return int64(n), nil
 }
 
-// inputHint says how to raise the bound an input is past.
+// inputHint adds the flags' words to an input's error, which the graph
+// package leaves to its caller: how to pass a missing input, how to raise
+// the bound an input is past.
 func inputHint(err error) error {
+	if missing := missingInputs(err); len(missing) > 0 {
+		var pass []string
+		for _, name := range missing {
+			pass = append(pass, "--input "+name+"=VALUE")
+		}
+		err = fmt.Errorf("%w\n  (pass it with %s)", err, strings.Join(pass, " "))
+	}
 	var big *graph.InputTooLargeError
 	if errors.As(err, &big) {
 		return fmt.Errorf("%w\n  (raise the bound with --max-input, e.g. --max-input %s)", err, strings.ReplaceAll(humanize.IBytes(uint64(2*big.Limit)), " ", ""))
 	}
 	return err
+}
+
+// missingInputs names the required inputs err says were not given.
+func missingInputs(err error) []string {
+	ge, ok := errors.AsType[*graph.Error](err)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, p := range ge.Problems {
+		if mi, ok := p.Err.(*graph.MissingInputError); ok {
+			out = append(out, mi.Name)
+		}
+	}
+	return out
 }
 
 // schemaCommand prints the JSON Schema of graph files.

@@ -58,7 +58,7 @@ func TestRunInputErrorsWriteNothing(t *testing.T) {
 			"raise the bound with --max-input, e.g. --max-input 16MiB"}},
 		{"past --max-input", []string{"--input", "goal=@" + big, "--max-input", "1KiB"}, []string{"big.txt is larger than 1 KiB", "--max-input 2.0KiB"}},
 		{"bad --max-input", []string{"--input", "goal=x", "--max-input", "lots"}, []string{`--max-input "lots": give a size such as 8MiB`}},
-		{"missing", nil, []string{"goal.yaml:7: missing input \"goal\": pass --input goal=VALUE (What the study is about)"}},
+		{"missing", nil, []string{"goal.yaml:7: missing input \"goal\" (What the study is about)", "(pass it with --input goal=VALUE)"}},
 		{"unknown", []string{"--input", "goal=x", "--input", "gaol=y"}, []string{"goal.yaml:6: unknown input \"gaol\" (declared: goal, depth) (did you mean \"goal\"?)"}},
 		{"ill-typed", []string{"--input", "goal=x", "--input", "depth=deep"}, []string{"goal.yaml:9: input \"depth\": \"deep\" is not a whole number"}},
 		{"no file", []string{"--input", "goal=@" + filepath.Join(dir, "nope.txt")}, []string{"--input goal=@", "nope.txt: no such file"}},

@@ -35,6 +35,9 @@ func report(c *cli.Context, opts runner.Options, res *runner.Result, err error) 
 		// interrupted before the run began (reading a file input): nothing ran
 		return &exitError{exitInterrupted, fmt.Errorf("%w; the run did not start", err)}
 	}
+	if errors.Is(err, runner.ErrNotSimulated) {
+		err = fmt.Errorf("%w; run this graph without --sim", err)
+	}
 	if err != nil {
 		return &exitError{exitFailed, err}
 	}

@@ -124,19 +124,19 @@ var lines = []string{"sockets close;", "gateways cut idle streams;", "the work g
 
 // lineServer serves lines as "SEQ TEXT" after a first line "REF ID", and
 // the lines after ?after=SEQ of a response on ?ref=ID: a resumable
-// protocol. It cuts the connection of its first stream after two lines.
-func lineServer() *httptest.Server {
-	var requests atomic.Int32
+// protocol. cut, when above 0, cuts the connection of the next stream
+// after that many lines (and is reset): the program cuts its first stream
+// after two; its test (providertest) cuts where it likes.
+func lineServer(cut *atomic.Int32) *httptest.Server {
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		first := requests.Add(1) == 1
-		after := -1
+		after, n := -1, int(cut.Swap(0))
 		if ref := r.URL.Query().Get("ref"); ref == "" {
 			fmt.Fprintln(w, "REF resp_1")
 		} else {
 			after, _ = strconv.Atoi(r.URL.Query().Get("after"))
 		}
-		for i := after + 1; i < len(lines); i++ {
-			if first && i == 2 {
+		for i, sent := after+1, 0; i < len(lines); i, sent = i+1, sent+1 {
+			if n > 0 && sent == n {
 				panic(http.ErrAbortHandler) // the connection is cut mid-body
 			}
 			fmt.Fprintf(w, "%d %s\n", i, lines[i])
@@ -202,7 +202,9 @@ func (p *lineProvider) get(ctx context.Context, url string, emit provider.Emit) 
 }
 
 func custom(ctx context.Context, w io.Writer, j *journal.Journal) error {
-	srv := lineServer()
+	var cut atomic.Int32
+	cut.Store(2)
+	srv := lineServer(&cut)
 	defer srv.Close()
 	kinds := map[string]runner.ProviderFunc{
 		"lines": func(*graph.ProviderSpec) (provider.Provider, error) {

@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/noderun/noderun/provider"
+	"github.com/noderun/noderun/provider/providertest"
 )
 
 // The program does what the README's Embedding section promises; its
@@ -34,4 +38,20 @@ func TestEmbed(t *testing.T) {
 			t.Errorf("line %d: %q\nwant %q...", i+1, got[i], w)
 		}
 	}
+}
+
+// The custom kind keeps the adapter contract: the conformance suite every
+// built-in adapter passes (package providertest), against its own server,
+// cut for real.
+func TestCustomKindConforms(t *testing.T) {
+	var cut atomic.Int32
+	srv := lineServer(&cut)
+	defer srv.Close()
+	providertest.Test(t, providertest.Config{
+		New:      func() provider.Provider { return &lineProvider{url: srv.URL, client: srv.Client()} },
+		Request:  provider.Request{Node: "essay", Prompt: "Why do streams drop?"},
+		Want:     strings.Join(lines, "\n") + "\n",
+		CutNext:  func(after int) { cut.Store(int32(after)) },
+		CutAfter: 2,
+	})
 }

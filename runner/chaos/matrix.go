@@ -386,7 +386,11 @@ func Select(defaults []Case, m *Matrix) ([]Case, error) {
 		for _, name := range m.Defaults {
 			i := slices.IndexFunc(defaults, func(c Case) bool { return c.Name == name })
 			if i < 0 {
-				return nil, fmt.Errorf("defaults: no default case %q (noderun chaos --list)", name)
+				var names []string
+				for _, c := range defaults {
+					names = append(names, c.Name)
+				}
+				return nil, fmt.Errorf("defaults: no default case %q (they are %s)", name, strings.Join(names, ", "))
 			}
 			out = append(out, defaults[i])
 		}

@@ -367,3 +367,7 @@ func fieldNames(fs []Field) []string {
 	}
 	return out
 }
+
+// BuiltinKinds are the provider kinds noderun itself provides, which no
+// registered kind may shadow.
+func BuiltinKinds() []string { return slices.Clone(graphProviderKinds) }

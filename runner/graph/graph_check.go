@@ -19,7 +19,7 @@ func (p *graphParser) crossCheck(g *Graph) {
 			continue
 		}
 		if f, dup := first[id]; dup {
-			p.report(pn.scope, pn.n.Line, "id", "duplicate node id %s (lines %d and %d)", graphQuote(id), f.n.Line, pn.n.Line)
+			p.reportAs(pn.scope, pn.n.Line, "id", ErrDuplicateNode, "duplicate node id %s (lines %d and %d)", graphQuote(id), f.n.Line, pn.n.Line)
 			continue
 		}
 		first[id] = pn
@@ -36,7 +36,7 @@ func (p *graphParser) crossCheck(g *Graph) {
 	for _, pn := range p.nodes {
 		for i, need := range pn.n.Needs {
 			if _, ok := first[need]; !ok {
-				p.report(pn.scope, pn.needLines[i], "needs", "needs %s, which is not defined%s", graphQuote(need), graphSuggest(need, ids))
+				p.reportAs(pn.scope, pn.needLines[i], "needs", ErrUnknownNode, "needs %s, which is not defined%s", graphQuote(need), graphSuggest(need, ids))
 			}
 		}
 	}
@@ -69,7 +69,7 @@ func (p *graphParser) crossCheck(g *Graph) {
 			}
 			msg += "; also caught in it: " + strings.Join(more, ", ")
 		}
-		p.report(graphScope{}, line, "needs", "%s)", msg)
+		p.reportAs(graphScope{}, line, "needs", ErrCycle, "%s)", msg)
 	}
 }
 

@@ -61,6 +61,10 @@ type Options struct {
 	// only the fields of every kind: kind, model, limits and fallback. For
 	// fallback it counts as a model API, not an agent harness.
 	Kinds []string
+	// AnyKind takes every kind that is not built in as registered: for
+	// reading a graph that was valid when it ran (a journaled one) in a
+	// program that does not run it, and so need not know its kinds.
+	AnyKind bool
 }
 
 // Parse parses and validates a graph file's text. path is used in
@@ -80,7 +84,7 @@ func ParseWith(path string, src []byte, opts Options) (*Graph, error) {
 		Providers: map[string]*ProviderSpec{},
 	}
 	p := &graphParser{dir: filepath.Dir(path), mergeBudget: graphMergeBudget, inputs: map[string]*Input{},
-		kinds: append(slices.Clone(graphProviderKinds), opts.Kinds...), fallbackLines: map[*ProviderSpec][]int{}}
+		kinds: append(slices.Clone(graphProviderKinds), opts.Kinds...), anyKind: opts.AnyKind, fallbackLines: map[*ProviderSpec][]int{}}
 	if root := p.document(src); root != nil {
 		p.graph(g, root)
 	}
@@ -97,6 +101,7 @@ func ParseWith(path string, src []byte, opts Options) (*Graph, error) {
 
 type graphParser struct {
 	dir         string
+	anyKind     bool // Options.AnyKind
 	problems    []Problem
 	mergeBudget int
 	// mergeReported: the merge budget's exhaustion is reported once.
@@ -329,10 +334,10 @@ func (p *graphParser) mergePairs(s graphScope, key, v *yaml.Node, depth int) []g
 // one, which it returns ("" when none is close).
 func (p *graphParser) unknownField(s graphScope, key *yaml.Node, known []string) string {
 	if c := graphClosest(key.Value, known); c != "" {
-		p.report(s, key.Line, key.Value, "unknown field %s (did you mean %q?)", graphQuote(key.Value), c)
+		p.reportAs(s, key.Line, key.Value, ErrUnknownField, "unknown field %s (did you mean %q?)", graphQuote(key.Value), c)
 		return c
 	}
-	p.report(s, key.Line, key.Value, "unknown field %s (known fields: %s)", graphQuote(key.Value), strings.Join(known, ", "))
+	p.reportAs(s, key.Line, key.Value, ErrUnknownField, "unknown field %s (known fields: %s)", graphQuote(key.Value), strings.Join(known, ", "))
 	return ""
 }
 
@@ -506,7 +511,7 @@ func (p *graphParser) graph(g *Graph, root *yaml.Node) {
 
 	if f, ok := fields["name"]; !ok {
 		if !suggested["name"] {
-			p.report(top, root.Line, "name", "missing name")
+			p.reportAs(top, root.Line, "name", ErrMissingField, "missing name")
 		}
 	} else if v, ok := p.filled(top, f, "name", ""); ok {
 		g.Name = v
@@ -557,14 +562,14 @@ func (p *graphParser) graph(g *Graph, root *yaml.Node) {
 	f, ok := fields["nodes"]
 	if !ok {
 		if !suggested["nodes"] {
-			p.report(top, root.Line, "nodes", "no nodes: a graph needs at least one node under nodes:")
+			p.reportAs(top, root.Line, "nodes", ErrMissingField, "no nodes: a graph needs at least one node under nodes:")
 		}
 		return
 	}
 	v := graphResolve(f.val)
 	switch {
 	case v != nil && (graphIsNull(v) || v.Kind == yaml.SequenceNode && len(v.Content) == 0):
-		p.report(top, f.key.Line, "nodes", "no nodes: a graph needs at least one node under nodes:")
+		p.reportAs(top, f.key.Line, "nodes", ErrMissingField, "no nodes: a graph needs at least one node under nodes:")
 		return
 	case v == nil || v.Kind != yaml.SequenceNode:
 		p.report(top, f.val.Line, "nodes", "nodes must be a list of nodes (each entry starting with \"- id: ...\")")
@@ -639,7 +644,7 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 	}
 	v := graphResolve(val)
 	if v == nil || graphIsNull(v) {
-		p.report(s, key.Line, "kind", "missing kind (one of %s)", strings.Join(p.kinds, ", "))
+		p.reportAs(s, key.Line, "kind", ErrMissingField, "missing kind (one of %s)", strings.Join(p.kinds, ", "))
 		return spec
 	}
 	if v.Kind != yaml.MappingNode {
@@ -653,15 +658,18 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 			kindLine = f.key.Line
 			if k, ok := p.str(s, f); ok {
 				spec.Kind = k
+				if !slices.Contains(p.kinds, k) && p.anyKind && k != "" {
+					p.kinds = append(p.kinds, k)
+				}
 				if !slices.Contains(p.kinds, k) {
-					p.report(s, f.val.Line, "kind", "unknown kind %s (want one of %s)", graphQuote(k), strings.Join(p.kinds, ", "))
+					p.reportAs(s, f.val.Line, "kind", ErrUnknownKind, "unknown kind %s (want one of %s)", graphQuote(k), strings.Join(p.kinds, ", "))
 				}
 			}
 		}
 	}
 	kindKnown := slices.Contains(p.kinds, spec.Kind)
 	if spec.Kind == "" && !graphMisspelt(fields, "kind", p.providerFieldsFor("")) {
-		p.report(s, kindLine, "kind", "missing kind (one of %s)", strings.Join(p.kinds, ", "))
+		p.reportAs(s, kindLine, "kind", ErrMissingField, "missing kind (one of %s)", strings.Join(p.kinds, ", "))
 	}
 	for _, f := range fields {
 		name := f.key.Value
@@ -671,7 +679,7 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 			continue
 		}
 		if kinds != nil && kindKnown && !slices.Contains(kinds, spec.Kind) {
-			p.report(s, f.key.Line, name, "field %q is not valid for kind %q (it is for %s)", name, spec.Kind, strings.Join(kinds, ", "))
+			p.reportAs(s, f.key.Line, name, ErrUnknownField, "field %q is not valid for kind %q (it is for %s)", name, spec.Kind, strings.Join(kinds, ", "))
 			continue
 		}
 		switch name {
@@ -840,7 +848,7 @@ func (p *graphParser) node(g *Graph, idx int, item *yaml.Node) {
 	// id
 	if f, ok := byName["id"]; !ok {
 		if !suggested["id"] {
-			p.report(s, item.Line, "id", "missing id")
+			p.reportAs(s, item.Line, "id", ErrMissingField, "missing id")
 		}
 	} else if id, ok := p.str(s, f); ok {
 		switch {
@@ -880,10 +888,10 @@ func (p *graphParser) node(g *Graph, idx int, item *yaml.Node) {
 			case name == "":
 				p.report(s, f.val.Line, "provider", "provider is empty")
 			case spec == nil && len(g.Providers) > 0:
-				p.report(s, f.val.Line, "provider", "unknown provider %s (defined: %s)%s",
+				p.reportAs(s, f.val.Line, "provider", ErrUnknownProvider, "unknown provider %s (defined: %s)%s",
 					graphQuote(name), strings.Join(graphSortedKeys(g.Providers), ", "), graphSuggest(name, graphSortedKeys(g.Providers)))
 			case spec == nil:
-				p.report(s, f.val.Line, "provider", "unknown provider %s (the graph defines none)", graphQuote(name))
+				p.reportAs(s, f.val.Line, "provider", ErrUnknownProvider, "unknown provider %s (the graph defines none)", graphQuote(name))
 			}
 		}
 	} else {
@@ -1012,7 +1020,7 @@ func (p *graphParser) node(g *Graph, idx int, item *yaml.Node) {
 	}
 	if f, ok := byName["prompt"]; !ok {
 		if !suggested["prompt"] {
-			p.report(s, item.Line, "prompt", "missing prompt")
+			p.reportAs(s, item.Line, "prompt", ErrMissingField, "missing prompt")
 		}
 	} else if v, ok := p.str(s, f); ok {
 		n.Prompt = v
@@ -1100,7 +1108,7 @@ func (p *graphParser) checkFallbacks(s graphScope, g *Graph, own *ProviderSpec, 
 		fb := g.Providers[name]
 		switch {
 		case fb == nil:
-			p.report(s, lines[i], "fallback", "fallback: unknown provider %s (defined: %s)%s",
+			p.reportAs(s, lines[i], "fallback", ErrUnknownProvider, "fallback: unknown provider %s (defined: %s)%s",
 				graphQuote(name), strings.Join(defined, ", "), graphSuggest(name, defined))
 		case own != nil && name == own.Name && forNode:
 			p.report(s, lines[i], "fallback", "fallback: %s is the node's own provider (list the providers it moves to when that one is unavailable)", graphQuote(name))

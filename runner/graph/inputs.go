@@ -199,11 +199,8 @@ func (g *Graph) resolveInputs(ctx context.Context, given map[string]string, maxB
 		if !ok {
 			if !in.HasDefault {
 				if in.Required {
-					msg := fmt.Sprintf("missing input %s: pass --input %s=VALUE", graphQuote(in.Name), in.Name)
-					if in.Description != "" {
-						msg += " (" + in.Description + ")"
-					}
-					probs = append(probs, Problem{Line: in.Line, Field: "inputs", Msg: msg})
+					mi := &MissingInputError{Name: in.Name, Description: in.Description}
+					probs = append(probs, Problem{Line: in.Line, Field: "inputs", Msg: mi.Error(), Err: mi})
 				}
 				continue
 			}

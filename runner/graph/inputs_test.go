@@ -40,7 +40,7 @@ func TestResolveInputs(t *testing.T) {
 		{"defaults", map[string]string{"goal": "x"}, map[string]string{"goal": "x", "depth": "3"}, ""},
 		{"canonical forms", map[string]string{"goal": "x", "depth": " 07 ", "strict": "T"}, map[string]string{"goal": "x", "depth": "7", "strict": "true"}, ""},
 		{"file content", map[string]string{"goal": "x", "spec": spec}, map[string]string{"goal": "x", "depth": "3", "spec": "the spec\n"}, ""},
-		{"missing", map[string]string{}, nil, `g.yaml:4: missing input "goal": pass --input goal=VALUE (What to study)`},
+		{"missing", map[string]string{}, nil, `g.yaml:4: missing input "goal" (What to study)`},
 		{"unknown", map[string]string{"goal": "x", "gaol": "y"}, nil, `g.yaml:2: unknown input "gaol" (declared: goal, depth, strict, spec) (did you mean "goal"?)`},
 		{"bad int", map[string]string{"goal": "x", "depth": "deep"}, nil, `g.yaml:5: input "depth": "deep" is not a whole number`},
 		{"bad bool", map[string]string{"goal": "x", "strict": "sure"}, nil, `g.yaml:6: input "strict": "sure" is not true or false`},

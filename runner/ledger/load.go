@@ -25,8 +25,10 @@ import (
 // Run is a journaled run, as Load reads it.
 type Run struct {
 	journal.Run
-	// Graph is the run's graph as journaled; nil if it no longer parses (a
-	// provider kind this program does not register: see LoadOptions.Kinds).
+	// Graph is the run's graph as journaled, whatever kinds it uses: they
+	// need not be registered to be read (graph.Options.AnyKind). Nil only
+	// if its text no longer parses (a journal of an older noderun whose
+	// graph language has since changed).
 	Graph *graph.Graph
 	// Nodes are in the order the run registered them (graph order).
 	Nodes []*Node
@@ -104,10 +106,6 @@ func (s Span) D() time.Duration { return max(s.To.Sub(s.From), 0) }
 
 // LoadOptions are the options of Load.
 type LoadOptions struct {
-	// Kinds are the provider kinds registered beyond the built-in ones
-	// (runner.KindNames of the run's Options.Kinds), so that a graph using
-	// them parses.
-	Kinds []string
 	// Thinking also rebuilds each node's thinking (Node.Thinking): what the
 	// report shows, and nothing else needs (one more query a node).
 	Thinking bool
@@ -124,7 +122,7 @@ func Load(ctx context.Context, j *journal.Journal, runID string, opts LoadOption
 		return nil, err
 	}
 	run := &Run{Run: jr, Abandoned: j.Abandoned(jr)}
-	if g, err := graph.ParseWith(jr.GraphPath, jr.GraphText, graph.Options{Kinds: opts.Kinds}); err == nil {
+	if g, err := graph.ParseWith(jr.GraphPath, jr.GraphText, graph.Options{AnyKind: true}); err == nil {
 		run.Graph = g
 	}
 	nodes, err := j.Nodes(ctx, runID)
