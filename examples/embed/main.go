@@ -7,8 +7,11 @@
 //  2. a custom provider kind on an httptest server that cuts its stream;
 //     the runner re-attaches through the kind's provider.Resumer, and the
 //     output is byte-identical to the server's undisturbed text;
-//  3. a run cancelled mid-stream returns runner.ErrInterrupted with its
-//     result, and runner.Resume finishes it.
+//  3. a run cancelled mid-stream (with a cause) returns
+//     runner.ErrInterrupted and the cause with its result, and runner.Resume
+//     finishes it byte-identical to an undisturbed run;
+//  4. a nil graph, one filled in by hand and never built, and an unknown
+//     kind are errors (sentinels), not panics.
 //
 // It prints one line per fact and exits 1 if one does not hold.
 package main
@@ -55,7 +58,7 @@ func run(ctx context.Context, w io.Writer) error {
 		return err
 	}
 	defer j.Close()
-	for _, part := range []func(context.Context, io.Writer, *journal.Journal) error{simulated, custom, cancelled} {
+	for _, part := range []func(context.Context, io.Writer, *journal.Journal) error{simulated, custom, cancelled, misuse} {
 		if err := part(ctx, w, j); err != nil {
 			return err
 		}
@@ -244,21 +247,38 @@ func cancelled(ctx context.Context, w io.Writer, j *journal.Journal) error {
 	if err != nil {
 		return err
 	}
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// Cancelled with a cause, as a program that stops a run for its own
+	// reason would: the cause comes back with the interruption.
+	cause := errors.New("the operator went home")
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	res, err := runner.Run(cctx, g, runner.Options{Journal: j, OnProgress: func(p runner.Progress) {
 		if p.State == runner.ProgressData && p.Bytes > 0 {
-			cancel() // Ctrl-C
+			cancel(cause)
 		}
 	}})
-	if !errors.Is(err, runner.ErrInterrupted) || !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("cancelled run: err %v, want runner.ErrInterrupted", err)
+	if !errors.Is(err, runner.ErrInterrupted) || !errors.Is(err, cause) {
+		return fmt.Errorf("cancelled run: err %v, want runner.ErrInterrupted and the cause", err)
 	}
-	fmt.Fprintf(w, "cancel: run %s, node %s, errors.Is(err, context.Canceled) %t\n", res.Status, res.Nodes[0].State, errors.Is(err, context.Canceled))
+	fmt.Fprintf(w, "cancel: run %s, node %s, errors.Is(err, cause) %t\n", res.Status, res.Nodes[0].State, errors.Is(err, cause))
 	res, err = runner.Resume(ctx, res.RunID, nil, runner.Options{Journal: j})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "resume: run %s, node %s\n", res.Status, res.Nodes[0].State)
+	want := strings.Join(sim.Text("sim", "Take your time.", 0, 200), "")
+	fmt.Fprintf(w, "resume: run %s, node %s, identical to an undisturbed run %t\n", res.Status, res.Nodes[0].State, res.Nodes[0].Output == want)
+	return nil
+}
+
+// misuse gives runner.Run what a program should not: errors, not panics.
+func misuse(ctx context.Context, w io.Writer, j *journal.Journal) error {
+	_, errNil := runner.Run(ctx, nil, runner.Options{Journal: j})
+	unbuilt := &graph.Graph{Name: "by hand", Providers: map[string]*graph.ProviderSpec{"s": {Name: "s", Kind: graph.ProviderKindSim}},
+		Nodes: []*graph.Node{{ID: "a", Provider: "s", Prompt: "hi"}}}
+	_, errUnbuilt := runner.Run(ctx, unbuilt, runner.Options{Journal: j})
+	_, errKind := graph.Build(&graph.Graph{Name: "mine", Providers: map[string]*graph.ProviderSpec{"s": {Kind: "mine"}},
+		Nodes: []*graph.Node{{ID: "a", Prompt: "hi"}}}, graph.Options{})
+	fmt.Fprintf(w, "misuse: nil graph %t, unbuilt graph %t, unknown kind %t\n", errors.Is(errNil, runner.ErrNoGraph),
+		errors.Is(errUnbuilt, runner.ErrUnbuiltGraph), errors.Is(errKind, graph.ErrUnknownKind))
 	return nil
 }

@@ -26,8 +26,9 @@ func TestEmbed(t *testing.T) {
 		"sim outline: completed, 2 attempt(s), faults [disconnect_detected], steps [retry_started], ",
 		"sim summary: completed, 1 attempt(s), faults [], steps [], ",
 		"custom essay: completed, 1 attempt(s) on resp_1, recovered by [reconnect], 104 bytes identical",
-		"cancel: run interrupted, node canceled, errors.Is(err, context.Canceled) true",
-		"resume: run completed, node completed",
+		"cancel: run interrupted, node canceled, errors.Is(err, cause) true",
+		"resume: run completed, node completed, identical to an undisturbed run true",
+		"misuse: nil graph true, unbuilt graph true, unknown kind true",
 	}
 	got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	if len(got) != len(want) {
