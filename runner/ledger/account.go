@@ -182,7 +182,7 @@ func (na *NodeAccount) tokens(nd *Node, prices Prices) {
 			knownInput = max(knownInput, a.Usage.InputTokens)
 		}
 	}
-	p, priced := prices[nd.Model]
+	p, priced := prices.Lookup(nd.Model) // the name as requested: a dated snapshot finds its base price
 	var cost, wasted float64
 	t := &na.Tokens
 	kept := map[int]bool{} // attempts whose answer a failover continued
@@ -255,7 +255,7 @@ func (na *NodeAccount) saved(nd *Node, prices Prices) {
 		if na.Model == "" {
 			na.Model = model
 		}
-		if p, ok := prices[model]; ok {
+		if p, ok := prices.Lookup(model); ok {
 			c := p.cost(u, visible)
 			na.Saved.CostUSD = &c
 		}
