@@ -184,7 +184,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzInteractionsStream$$' -fuzztime $(FUZZTIME) ./provider/gemini/
 	$(GO) test -run '^$$' -fuzz '^FuzzString$$' -fuzztime $(FUZZTIME) ./internal/redact/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEvent$$' -fuzztime $(FUZZTIME) ./provider/harness/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./provider/sim/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./provider/sim/simconfig/
 	$(GO) test -run '^$$' -fuzz '^FuzzChatInput$$' -fuzztime $(FUZZTIME) ./provider/sim/
 	$(GO) test -run '^$$' -fuzz '^FuzzResponsesInput$$' -fuzztime $(FUZZTIME) ./provider/sim/
 	$(GO) test -run '^$$' -fuzz '^FuzzMessagesInput$$' -fuzztime $(FUZZTIME) ./provider/sim/

@@ -86,7 +86,16 @@ nodes:
 func (rig *agentRig) run(t *testing.T) (*journal.Journal, *Result, []diagRec) {
 	t.Helper()
 	j := openJournal(t)
-	res := runGraph(t, rig.g, j)
+	// Not runGraph's minute: a node that runs the CLI a dozen times
+	// (TestHarnessGeminiNodeOutageIsBounded/retries) has taken more on a
+	// loaded machine. The bounds a test checks are its profile's, within
+	// this.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, rig.g, Options{Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return j, res, diagRecs(t, j, res.RunID, "agent")
 }
 
@@ -145,6 +154,7 @@ func TestHarnessAgentNodeCleanTurn(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			cpus.Take(t)
 			srv := simtest.Start(t, sim.Config{})
 			rig := agentGraph(t, tc.name, simRoot(srv), agentProf)
 			j, res, ds := rig.run(t)
@@ -174,6 +184,10 @@ func TestHarnessClaudeNodeResumesCutSession(t *testing.T) {
 	for _, kind := range []sim.FaultKind{sim.FaultClose, sim.FaultReset} {
 		t.Run(string(kind), func(t *testing.T) {
 			t.Parallel()
+			if kind == sim.FaultReset {
+				soak(t, "the close row: the same resume of the same session")
+			}
+			cpus.Take(t)
 			srv := simtest.Start(t, sim.Config{Faults: []sim.Fault{
 				{Endpoint: sim.EndpointMessages, Requests: []int{1, 2}, Kind: kind, AfterEvents: 4}}})
 			rig := agentGraph(t, "claude", simRoot(srv), agentProf)
@@ -235,12 +249,14 @@ func TestHarnessClaudeNodeResumesCutSession(t *testing.T) {
 // credentials were rejected.
 func TestHarnessAgentNode401(t *testing.T) {
 	t.Parallel()
+	soak(t, "TestHarnessCodexNode401 (a harness's 401 fails at once, not resumed) and provider/harness's TestFakeClaudeFailures")
 	for _, tc := range []struct{ name, endpoint, says string }{
 		{"claude", sim.EndpointMessages, "claude: the provider rejected the credentials (401)"},
 		{"gemini", sim.EndpointGeminiStream, "gemini: the provider rejected the credentials (401)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			cpus.Take(t)
 			srv := simtest.Start(t, sim.Config{Faults: []sim.Fault{{Endpoint: tc.endpoint, Kind: sim.FaultStatus, Status: 401}}})
 			rig := agentGraph(t, tc.name, simRoot(srv), agentProf)
 			_, res, ds := rig.run(t)
@@ -267,6 +283,8 @@ func TestHarnessAgentNode401(t *testing.T) {
 // by a wrapper around the real CLI just before a resume runs it: no race.
 func TestHarnessClaudeNodeSessionGone(t *testing.T) {
 	t.Parallel()
+	soak(t, "provider/harness's TestFakeClaudeResumeNoSession (Claude Code's answer) and TestHarnessCodexNodeThreadMismatch/new_thread (NR304 through Run)")
+	cpus.Take(t)
 	srv := simtest.Start(t, sim.Config{Faults: []sim.Fault{
 		{Endpoint: sim.EndpointMessages, Requests: []int{1, 2}, Kind: sim.FaultClose, AfterEvents: 4}}})
 	rig := agentGraph(t, "claude", simRoot(srv), agentProf)
@@ -298,6 +316,10 @@ func TestHarnessGeminiNodeRestartsDroppedSession(t *testing.T) {
 	for _, kind := range []sim.FaultKind{sim.FaultClose, sim.FaultReset} {
 		t.Run(string(kind), func(t *testing.T) {
 			t.Parallel()
+			if kind == sim.FaultReset {
+				soak(t, "the close row: the same restart of the same dropped session")
+			}
+			cpus.Take(t)
 			srv := simtest.Start(t, sim.Config{Faults: []sim.Fault{
 				{Endpoint: sim.EndpointGeminiStream, Requests: []int{1}, Kind: kind, AfterEvents: 3}}})
 			rig := agentGraph(t, "gemini", simRoot(srv), agentProf)
@@ -381,6 +403,7 @@ func geminiWrapper(t *testing.T, script string) string {
 // (NR905); an idempotent one is.
 func TestHarnessGeminiNodeDroppedAfterToolCall(t *testing.T) {
 	t.Parallel()
+	soak(t, "provider/harness's TestFakeGeminiDroppedSessionRestarts (a dropped record with and without a tool call) and TestHarnessGeminiNodeRestartsDroppedSession/close")
 	// Appended to the record before the resume runs.
 	const toolCall = `{"id":"nr-tool-1","timestamp":"2026-11-30T00:00:00.000Z","type":"gemini","content":"","toolCalls":[{"id":"c1","name":"write_file","args":{},"status":"success"}]}`
 	const rollback = `{"$set":{"messages":[]}}`
@@ -388,6 +411,7 @@ func TestHarnessGeminiNodeDroppedAfterToolCall(t *testing.T) {
 	for _, side := range []graph.SideEffects{graph.SideUnsafe, graph.SideIdempotent} {
 		t.Run(string(side), func(t *testing.T) {
 			t.Parallel()
+			cpus.TakeFirst(t) // among the longest: never last
 			srv := simtest.Start(t, sim.Config{Faults: []sim.Fault{
 				{Endpoint: sim.EndpointGeminiStream, Requests: []int{1}, Kind: sim.FaultClose, AfterEvents: 3}}})
 			rig := agentGraph(t, "gemini", simRoot(srv), agentProf)
@@ -426,6 +450,8 @@ func TestHarnessGeminiNodeDroppedAfterToolCall(t *testing.T) {
 // never carries on in a new session.
 func TestHarnessGeminiNodeSessionGone(t *testing.T) {
 	t.Parallel()
+	soak(t, "provider/harness's fake Gemini CLI tests (its \"No previous sessions found\") and TestHarnessCodexNodeThreadMismatch/new_thread (NR304 through Run)")
+	cpus.Take(t)
 	srv := simtest.Start(t, sim.Config{Faults: []sim.Fault{
 		{Endpoint: sim.EndpointGeminiStream, Requests: []int{1}, Kind: sim.FaultClose, AfterEvents: 3}}})
 	rig := agentGraph(t, "gemini", simRoot(srv), agentProf)
@@ -445,6 +471,7 @@ func TestHarnessGeminiNodeSessionGone(t *testing.T) {
 // the recovery deadline) ends it.
 func TestHarnessGeminiNodeOutageIsBounded(t *testing.T) {
 	t.Parallel()
+	soak(t, "TestHarnessGeminiNodeRestartsDroppedSession/close (the restart each cycle makes) and TestHarnessCodexNodeResumesAreBounded/reconnects/unsafe (a harness's recovery bounded)")
 	for _, tc := range []struct {
 		name string
 		prof harnessProfile
@@ -459,6 +486,7 @@ func TestHarnessGeminiNodeOutageIsBounded(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			cpus.TakeFirst(t) // the longest of all: up to 30 s of Gemini CLI runs
 			srv := simtest.Start(t, sim.Config{})
 			if err := srv.SetOutage(true); err != nil {
 				t.Fatal(err)
@@ -540,8 +568,10 @@ func checkAgentMismatch(t *testing.T, j *journal.Journal, res *Result, ds []diag
 // profile's reconnect budget, or cut by its recovery deadline.
 func TestHarnessClaudeNodeResumesAreBounded(t *testing.T) {
 	t.Parallel()
+	soak(t, "TestHarnessCodexNodeResumesAreBounded/reconnects/unsafe (a harness's resumes bounded by the reconnect budget)")
 	t.Run("reconnects", func(t *testing.T) {
 		t.Parallel()
+		cpus.Take(t)
 		srv := simtest.Start(t, sim.Config{Faults: []sim.Fault{
 			{Endpoint: sim.EndpointMessages, Kind: sim.FaultClose, AfterEvents: 4}}})
 		prof := harnessProfile{reconnects: 2, deadline: 60 * time.Second}
@@ -560,6 +590,7 @@ func TestHarnessClaudeNodeResumesAreBounded(t *testing.T) {
 	})
 	t.Run("deadline", func(t *testing.T) {
 		t.Parallel()
+		cpus.Take(t)
 		srv := simtest.Start(t, sim.Config{})
 		if err := srv.SetOutage(true); err != nil {
 			t.Fatal(err)
@@ -581,6 +612,8 @@ func TestHarnessClaudeNodeResumesAreBounded(t *testing.T) {
 // id; all three complete.
 func TestAgentsExampleGraph(t *testing.T) {
 	t.Parallel()
+	soak(t, "each CLI's own resume test (TestHarnessCodexNodeResumesDroppedThread, TestHarnessClaudeNodeResumesCutSession, TestHarnessGeminiNodeRestartsDroppedSession)")
+	cpus.TakeFirst(t) // three CLIs: among the longest, never last
 	cfg, err := sim.LoadConfig(filepath.Join("..", "testdata", "faults", "agents.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -654,6 +687,8 @@ func TestGraphStateDir(t *testing.T) {
 // the simulator's text, each request named by its node.
 func TestRunSimPointsEveryHarnessAtTheSimulator(t *testing.T) {
 	t.Parallel()
+	soak(t, "TestSimulate (--sim points a harness at the simulator) and each CLI's TestHarnessAgentNodeCleanTurn and TestHarnessCodexNodeResumesDroppedThread")
+	cpus.Take(t)
 	srv := simtest.Start(t, sim.Config{})
 	g, err := LoadGraph(filepath.Join("..", "testdata", "graphs", "agents.yaml"))
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"github.com/noderun/noderun/diagnostics"
@@ -53,6 +52,8 @@ func attr(ds []diagRec, code diagnostics.Code, key string) (any, bool) {
 // simulator generated each token of the answer exactly once (nothing
 // regenerated), in two requests: the dropped one and its continuation.
 func TestChatNodeContinuesDroppedAnswer(t *testing.T) {
+	t.Parallel()
+	cpus.Take(t)
 	srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: contTokens})
 	j := openJournal(t)
 	for _, form := range contForms {
@@ -369,12 +370,20 @@ func TestGraphContinuationForms(t *testing.T) {
 // Ctrl-C, then `noderun resume`: the interrupted chat answer is continued
 // from its journaled output, not generated again.
 func TestResumeContinuesInterruptedChatNode(t *testing.T) {
+	t.Parallel()
+	cpus.Take(t)
 	srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: contTokens, TokensPerSecond: 40})
 	g := contGraph(t, srv.BaseURL(), "continue_final_message", "slow", "")
 	j := openJournal(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(400*time.Millisecond, cancel)
-	res, err := Run(ctx, g, Options{Journal: j})
+	defer cancel()
+	// Interrupted once the answer has begun (not after a fixed time, which a
+	// busy machine may spend before the first token).
+	res, err := Run(ctx, g, Options{Journal: j, OnProgress: func(p Progress) {
+		if p.State == ProgressData && p.Bytes > 0 {
+			cancel()
+		}
+	}})
 	if !errors.Is(err, ErrInterrupted) || res.Status != journal.RunInterrupted {
 		t.Fatalf("run %v %v", res, err)
 	}

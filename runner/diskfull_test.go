@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
@@ -53,6 +54,13 @@ func fill(t *testing.T, dir string, free int64) string {
 // an error naming the journal; the response is left running. After space is
 // freed, resume completes the node byte-identical, from the one response.
 func TestDiskFullStopsTheNodeAndResumeCompletes(t *testing.T) {
+	t.Parallel()
+	// Under the race detector, 40,000 events streamed and journaled keep a
+	// CPU busy for seconds: among the longest, never last. Without it the
+	// test mostly waits on the simulator's pace.
+	if testkit.Race {
+		cpus.TakeFirst(t)
+	}
 	const T = 40000 // ~200 KB of output: more than the disk has left
 	srv := simtest.Start(t, sim.Config{Seed: respSeed, Tokens: T, TokensPerSecond: 20000})
 	want := strings.Join(sim.Text("sim", respPrompt, respSeed, T), "")

@@ -27,7 +27,7 @@ import (
 // it, and one with it completes, Codex sending the token. No 12 characters
 // of the token are anywhere in the journal's files.
 func TestHarnessEnvIsNeverJournaled(t *testing.T) {
-	t.Parallel()
+	t.Parallel() // no CPU slot: Codex mostly waits on the paced simulator here
 	const token = "sk-cli-login-7f3a9c2e5b8d1f4a6c0e9b2d7a5f3c1e8b6d4a2f"
 	srv := simtest.Start(t, sim.Config{Tokens: 400, TokensPerSecond: 100})
 	var mu sync.Mutex

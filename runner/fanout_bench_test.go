@@ -42,8 +42,20 @@ func TestMain(m *testing.M) {
 	if os.Getenv(simChildEnv) != "" {
 		os.Exit(serveSimChild())
 	}
+	// Some of this package's parallel tests only wait (out minutes of
+	// silence behind nginx, a Retry-After): they may all run at once,
+	// beside the others. Every other parallel test takes one of cpus'
+	// slots.
+	testkit.ParallelUnlessSet(64)
 	os.Exit(m.Run())
 }
+
+// cpus bounds the parallel tests that keep a CPU busy to one a CPU, as the
+// default -parallel did (testkit.CPUs): the agent CLIs' (seconds of CPU
+// each), and those that stream and check what the stream's pace implies (a
+// reference run journaling no recovery, a re-attach within the tokens left
+// to generate), which a burst of tests starting at once could starve.
+var cpus testkit.CPUs
 
 // serveSimChild serves a simulator until its stdin closes, and prints its
 // base URL on stdout.

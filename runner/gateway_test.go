@@ -64,6 +64,7 @@ func upstreamOf(t *testing.T, srv *sim.Server) string {
 }
 
 func TestGatewayNginxSilence(t *testing.T) {
+	t.Parallel() // it waits out a silence: beside the other tests
 	const T = 100
 	const silence = 10 * time.Second // reasoning silence, five times nginx's timeout
 	const effort = "    reasoning_effort: low\n"
@@ -167,6 +168,8 @@ nodes:
 // in progress is healthy progress, so nothing is spent, nothing cancelled and
 // nothing regenerated, however long the silence.
 func TestGatewayShorterThanPollAfter(t *testing.T) {
+	t.Parallel() // minutes of silence, waited out beside the other tests
+	soak(t, "TestGatewayNginxSilence (a silent stream polled through nginx's idle cut)")
 	cases := []struct {
 		name    string
 		gateway time.Duration
@@ -247,6 +250,7 @@ func TestGatewayShorterThanPollAfter(t *testing.T) {
 // parallel tests: its minute is mostly waiting.
 func TestGatewayGeminiDropsAroundLongSilence(t *testing.T) {
 	t.Parallel()
+	soak(t, "TestGeminiNodeSurvivesThreeDrops and TestGatewayNginxSilence")
 	const T = 60
 	const silence = 60 * time.Second
 	srv := simtest.Start(t, sim.Config{Seed: respSeed, Tokens: T, TokensPerSecond: 10, Silence: silence, Faults: []sim.Fault{

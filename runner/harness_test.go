@@ -206,6 +206,7 @@ func codexContinuePrompt(t *testing.T) string {
 // with the answer to the continue prompt, in one attempt.
 func TestHarnessCodexNodeResumesDroppedThread(t *testing.T) {
 	t.Parallel()
+	cpus.Take(t)
 	srv := simtest.Start(t, sim.Config{Faults: []sim.Fault{
 		{Endpoint: sim.EndpointResponsesCreate, Requests: []int{1, 2}, Kind: sim.FaultClose, AfterEvents: 2}}})
 	rig := codexGraph(t, srv.BaseURL(), harnessProfile{reconnects: 3, deadline: 60 * time.Second}, "", "")
@@ -292,6 +293,7 @@ func TestHarnessCodexNodeResumesDroppedThread(t *testing.T) {
 // that the credentials were rejected.
 func TestHarnessCodexNode401(t *testing.T) {
 	t.Parallel()
+	cpus.Take(t)
 	srv := simtest.Start(t, sim.Config{Faults: []sim.Fault{
 		{Endpoint: sim.EndpointResponsesCreate, Kind: sim.FaultStatus, Status: 401}}})
 	rig := codexGraph(t, srv.BaseURL(), harnessProfile{reconnects: 3, deadline: 60 * time.Second}, "", "")
@@ -348,6 +350,7 @@ func TestHarnessCodexNodeThreadMismatch(t *testing.T) {
 	// real Codex do exactly that: the resume comes back with another thread.
 	t.Run("new thread", func(t *testing.T) {
 		t.Parallel()
+		cpus.Take(t)
 		srv := simtest.Start(t, sim.Config{Faults: drops})
 		rig := codexGraph(t, srv.BaseURL(), prof, newThreadDescriptor(t), "")
 		j := openJournal(t)
@@ -374,6 +377,8 @@ func TestHarnessCodexNodeThreadMismatch(t *testing.T) {
 	// before noderun's resume starts: no race.
 	t.Run("rollout gone", func(t *testing.T) {
 		t.Parallel()
+		soak(t, "new thread (NR304 from the same resume)")
+		cpus.Take(t)
 		s := sim.New(sim.Config{Faults: drops})
 		t.Cleanup(func() { _ = s.Close() })
 		var sessions atomic.Pointer[string]
@@ -495,6 +500,10 @@ func TestHarnessCodexNodeResumesAreBounded(t *testing.T) {
 	} {
 		t.Run("reconnects/"+tc.name, func(t *testing.T) {
 			t.Parallel()
+			if tc.code != diagnostics.UnsafeReplayRefused {
+				soak(t, "reconnects/unsafe (the same resumes, until the same budget)")
+			}
+			cpus.Take(t)
 			srv := simtest.Start(t, sim.Config{Faults: []sim.Fault{
 				{Endpoint: sim.EndpointResponsesCreate, Kind: sim.FaultClose, AfterEvents: 2}}})
 			prof := harnessProfile{reconnects: 2, deadline: 60 * time.Second}
@@ -519,7 +528,8 @@ func TestHarnessCodexNodeResumesAreBounded(t *testing.T) {
 	// notices (~5 s), so the recovery deadline (8 s) ends it first, with a
 	// large reconnect budget left.
 	t.Run("deadline", func(t *testing.T) {
-		t.Parallel()
+		t.Parallel() // no CPU slot: Codex mostly waits for the network here
+		soak(t, "TestFailedNodeLeavesNothingRunning/deadline (the recovery deadline ends a node) and reconnects/unsafe")
 		srv := simtest.Start(t, sim.Config{})
 		if err := srv.SetOutage(true); err != nil {
 			t.Fatal(err)

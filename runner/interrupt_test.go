@@ -17,6 +17,8 @@ import (
 // cause); the stopped node's error says interrupted, not failed; Resume
 // then finishes it.
 func TestRunInterruptedIsMatchable(t *testing.T) {
+	t.Parallel()
+	cpus.Take(t)
 	g := parseTestGraph(t, "name: t\nprofile: ci\nproviders:\n  s:\n    kind: sim\n    sim: {tokens: 400, tokens_per_second: 200}\nnodes:\n  - id: a\n    prompt: x\n")
 	j := openJournal(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -85,7 +85,7 @@ func RunNode(ctx context.Context, g *Graph, nodeID string, opts NodeOptions) (*N
 	}
 	n := g.Node(nodeID)
 	if n == nil {
-		return nil, &UnknownNodeError{Flag: "node", RunID: opts.RunID, Node: nodeID}
+		return nil, &UnknownNodeError{Op: "node", RunID: opts.RunID, Node: nodeID}
 	}
 	if opts.RunID == "" {
 		return nil, errors.New("runner: RunNode needs a run id")

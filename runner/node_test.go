@@ -20,6 +20,7 @@ import (
 // CLI against the simulator.
 func TestRunNodeHarnessThreadFromLostWorker(t *testing.T) {
 	t.Parallel()
+	cpus.Take(t)
 	srv := simtest.Start(t, sim.Config{TokensPerSecond: 200, Tokens: 400})
 	rig := codexGraph(t, srv.BaseURL(), harnessProfile{reconnects: 3, deadline: 60 * time.Second}, "", "")
 

@@ -144,6 +144,8 @@ func TestRecoveryStepJSON(t *testing.T) {
 // every diagnostic with its code, and its figures as they grow: throttled,
 // and complete when it ends.
 func TestOnProgress(t *testing.T) {
+	t.Parallel()
+	cpus.Take(t)
 	const tokens = 1000
 	srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: tokens, TokensPerSecond: 5000,
 		Faults: []sim.Fault{{Endpoint: sim.EndpointChat, Requests: []int{1}, Kind: sim.FaultReset, AfterEvents: 300}}})

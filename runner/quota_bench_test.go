@@ -51,7 +51,7 @@ func BenchmarkQuota(b *testing.B) {
 func quotaRun(b *testing.B, nodes, tokens, rpm, tpm int, paced bool, runners int) {
 	b.Helper()
 	window := time.Minute
-	srv := sim.New(sim.Config{Seed: 1, Tokens: tokens, Limits: &sim.Limits{RequestsPerMinute: rpm, TokensPerMinute: tpm, Window: window}})
+	srv := sim.New(sim.Config{Seed: 1, Tokens: tokens, Limits: &sim.Limits{RequestsPerWindow: rpm, TokensPerWindow: tpm, Window: window}})
 	if err := srv.Start(""); err != nil {
 		b.Fatal(err)
 	}

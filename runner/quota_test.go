@@ -40,12 +40,14 @@ func runOwn(t *testing.T, g *Graph, opts Options) (*Result, *journal.Journal) {
 // takes at least as long as the limit allows; the journal counts the time
 // spent waiting for quota apart from time lost.
 func TestPacingKeepsAWideGraphWithinItsLimits(t *testing.T) {
+	t.Parallel()
+	cpus.Take(t)
 	const nodes, perWindow, window = 30, 10, 2 * time.Second
 	free := simtest.Start(t, sim.Config{Seed: 7, Tokens: 30})
 	want, _ := runOwn(t, wideGraph(t, free.BaseURL(), nodes, ""), Options{Parallel: nodes})
 
 	srv := simtest.Start(t, sim.Config{Seed: 7, Tokens: 30,
-		Limits: &sim.Limits{RequestsPerMinute: perWindow, TokensPerMinute: 1_000_000, Window: window}})
+		Limits: &sim.Limits{RequestsPerWindow: perWindow, TokensPerWindow: 1_000_000, Window: window}})
 	start := time.Now()
 	res, j := runOwn(t, wideGraph(t, srv.BaseURL(), nodes, ""), Options{Parallel: nodes})
 	wall := time.Since(start)
@@ -95,9 +97,11 @@ func TestPacingKeepsAWideGraphWithinItsLimits(t *testing.T) {
 // The same graph without pacing meets the limit: the simulator refuses
 // requests, and each refusal costs its node a retry.
 func TestWithoutPacingA429SpendsARetry(t *testing.T) {
+	t.Parallel()
+	cpus.Take(t)
 	const nodes = 30
 	srv := simtest.Start(t, sim.Config{Seed: 7, Tokens: 30,
-		Limits: &sim.Limits{RequestsPerMinute: 10, TokensPerMinute: 1_000_000, Window: 2 * time.Second}})
+		Limits: &sim.Limits{RequestsPerWindow: 10, TokensPerWindow: 1_000_000, Window: 2 * time.Second}})
 	res, j := runOwn(t, wideGraph(t, srv.BaseURL(), nodes, ""), Options{Parallel: nodes, Quota: QuotaOptions{Off: true}})
 	st := srv.Stats()
 	if st.RateLimited == 0 {
@@ -121,6 +125,7 @@ func TestWithoutPacingA429SpendsARetry(t *testing.T) {
 // A 429 parks the node until its Retry-After and sends the same request
 // again: no retry spent, one attempt, the undisturbed output.
 func TestA429ParksTheNode(t *testing.T) {
+	t.Parallel()
 	want := undisturbed(t, "essay")
 	srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: 200, Faults: []sim.Fault{
 		{Endpoint: sim.EndpointChat, Requests: []int{1}, Kind: sim.FaultStatus, Status: 429, RetryAfter: "2"}}})
@@ -300,6 +305,8 @@ func TestFailoverContinuesThePartialAnswer(t *testing.T) {
 // journal says where its attempt ran, and its own provider is not asked
 // again (it stays down).
 func TestResumeGoesOnOnTheFallback(t *testing.T) {
+	t.Parallel()
+	cpus.Take(t)
 	up := simtest.Start(t, sim.Config{Seed: 3, Tokens: 200, TokensPerSecond: 400})
 	want := fallbackAlone(t, up.BaseURL(), 2)
 	down := simtest.Start(t, sim.Config{Seed: 3})

@@ -63,6 +63,7 @@ func (rf *refuseFirst) requests() []time.Time {
 // ~1 s, earning another 429). Over real sockets, the simulator answering
 // the request that goes again.
 func TestAnthropicWaitsForTheSpentLimitsReset(t *testing.T) {
+	t.Parallel()
 	srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: 20})
 	var rf refuseFirst
 	var reset time.Time
@@ -94,6 +95,7 @@ func TestAnthropicWaitsForTheSpentLimitsReset(t *testing.T) {
 // (google.rpc.RetryInfo retryDelay "3s", no Retry-After header): the node
 // is parked and its request goes again 3 s later, not before.
 func TestGeminiWaitsForRetryInfo(t *testing.T) {
+	t.Parallel()
 	srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: 20})
 	var rf refuseFirst
 	base := rf.start(t, srv, "/v1beta/interactions", func(w http.ResponseWriter) {

@@ -21,6 +21,7 @@ import (
 // deadline, while the response goes on generating at the provider. The
 // executor cancels it (NR208) and the simulator stops generating.
 func TestFailedNodeLeavesNothingRunning(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		profiles string // overrides of the ci profile
@@ -72,6 +73,7 @@ func TestFailedNodeLeavesNothingRunning(t *testing.T) {
 // would in an outage (full jitter over base*2^step, step 0, 1, 2 with the
 // default profile) instead of starting over at the smallest delay each time.
 func TestFlappingUpstreamBacksOff(t *testing.T) {
+	t.Parallel()
 	srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: 200, Faults: []sim.Fault{
 		{Endpoint: sim.EndpointChat, Kind: sim.FaultCut, AfterEvents: 60},
 	}})

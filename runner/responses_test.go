@@ -220,7 +220,13 @@ func checkReattachCursors(t *testing.T, ds []diagRec) {
 }
 
 func TestResponsesNodeSurvivesDisconnects(t *testing.T) {
-	const T = 200
+	t.Parallel()
+	cpus.Take(t)
+	// The response is still generating when an early drop is recovered: the
+	// re-attach must come within T/2 tokens. 500 a second leaves it 200 ms
+	// on a machine that runs other tests meanwhile (this one runs beside
+	// them, one drop at a time).
+	const T, tps = 200, 500
 	want := undisturbedResponses(t, T, "")
 	type drop struct {
 		name   string
@@ -255,7 +261,7 @@ func TestResponsesNodeSurvivesDisconnects(t *testing.T) {
 		for _, kind := range p.kinds {
 			drops = append(drops, drop{name: fmt.Sprintf("%s_%s_%d", kind, p.name, p.after),
 				faults: []sim.Fault{{Endpoint: sim.EndpointResponsesCreate, Requests: []int{1}, Kind: kind, AfterEvents: p.after}},
-				// at least T/2 tokens (100 ms) still to generate at the drop
+				// at least T/2 tokens (200 ms at tps) still to generate at the drop
 				reattach: p.after <= 5+T/2})
 		}
 	}
@@ -276,7 +282,7 @@ func TestResponsesNodeSurvivesDisconnects(t *testing.T) {
 	)
 	for _, d := range drops {
 		t.Run(d.name, func(t *testing.T) {
-			srv := simtest.Start(t, sim.Config{Seed: respSeed, Tokens: T, TokensPerSecond: 1000, Faults: d.faults})
+			srv := simtest.Start(t, sim.Config{Seed: respSeed, Tokens: T, TokensPerSecond: tps, Faults: d.faults})
 			j := openJournal(t)
 			res := runGraph(t, responsesGraph(t, srv.BaseURL(), ""), j)
 			checkOutput(t, j, res, want)
@@ -381,6 +387,8 @@ func waitCompleted(t *testing.T, baseURL, ref string) {
 // The generator is unpaced, and the test holds the executor at its NR101
 // until the simulator says completed, so the path is deterministic.
 func TestResponsesNodeOutputFromStatus(t *testing.T) {
+	t.Parallel()
+	cpus.Take(t)
 	const T = 200
 	want := undisturbedResponses(t, T, "")
 	tokens := sim.Text("sim", respPrompt, respSeed, T)
@@ -442,6 +450,8 @@ func TestResponsesNodeOutputFromStatus(t *testing.T) {
 // retried from scratch (which consumes the retry budget), and the node
 // completes within the profile's deadline.
 func TestResponsesNodeStuckQueuedIsCancelledAndRetried(t *testing.T) {
+	t.Parallel()
+	cpus.Take(t)
 	const T = 100
 	want := undisturbedResponses(t, T, "")
 	prof := ciProfile()
@@ -589,6 +599,8 @@ func TestResponsesNodeSilenceWithKeepalivesPolls(t *testing.T) {
 // must not cut that polling: a stall is declared only when the status says
 // the response is not progressing, never from silence alone (issue 4).
 func TestResponsesNodeDropBeforeLongSilence(t *testing.T) {
+	t.Parallel()
+	cpus.Take(t)
 	const T = 50
 	want := undisturbedResponses(t, T, "")
 	prof := ciProfile()

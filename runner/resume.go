@@ -29,7 +29,7 @@ import (
 // Its result and errors are Run's: ErrInterrupted (with the Result) when it
 // is interrupted again.
 func Resume(ctx context.Context, runID string, force []string, opts Options) (*Result, error) {
-	r, release, err := reopen(ctx, runID, "--retry", force, &opts)
+	r, release, err := reopen(ctx, runID, "retry", force, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func Resume(ctx context.Context, runID string, force []string, opts Options) (*R
 // opts names another, its providers) and takes its lock. nodes must all be
 // nodes of the graph; flag names them in the error. release closes the
 // providers and releases the lock.
-func reopen(ctx context.Context, runID, flag string, nodes []string, opts *Options) (r *runState, release func(), err error) {
+func reopen(ctx context.Context, runID, op string, nodes []string, opts *Options) (r *runState, release func(), err error) {
 	if opts.Journal == nil {
 		return nil, nil, ErrNoJournal
 	}
@@ -116,7 +116,7 @@ func reopen(ctx context.Context, runID, flag string, nodes []string, opts *Optio
 	}
 	for _, id := range nodes {
 		if g.Node(id) == nil {
-			return nil, nil, &UnknownNodeError{Flag: flag, RunID: runID, Node: id}
+			return nil, nil, &UnknownNodeError{Op: op, RunID: runID, Node: id}
 		}
 	}
 	if opts.Profile == "" {
@@ -135,13 +135,15 @@ func reopen(ctx context.Context, runID, flag string, nodes []string, opts *Optio
 	return r, func() { _ = j.ReleaseRun(bg(ctx), runID, r.owner); closeProvs() }, nil
 }
 
-// UnknownNodeError: a command named a node the run's graph does not have.
+// UnknownNodeError: a caller named a node the run's graph does not have.
+// Op is what named it (retry, cancel, node: Resume's force list, Cancel's
+// nodes, RunNode's node; a CLI puts its own flag there).
 type UnknownNodeError struct {
-	Flag, RunID, Node string
+	Op, RunID, Node string
 }
 
 func (e *UnknownNodeError) Error() string {
-	return fmt.Sprintf("%s %s: run %s has no node %q", e.Flag, e.Node, e.RunID, e.Node)
+	return fmt.Sprintf("%s %s: run %s has no node %q", e.Op, e.Node, e.RunID, e.Node)
 }
 
 // entryFor works out where node n picks up from what its journal holds.

@@ -131,6 +131,8 @@ func undisturbed(t *testing.T, node string) string {
 // the node completed with exactly the undisturbed output, and the journal
 // shows the disconnect and the retry under their codes.
 func TestChatNodeSurvivesDisconnects(t *testing.T) {
+	t.Parallel()
+	cpus.Take(t)
 	want := undisturbed(t, "essay")
 	if len(want) < 500 {
 		t.Fatalf("undisturbed output too short to test with: %d bytes", len(want))
@@ -175,6 +177,7 @@ func TestChatNodeSurvivesDisconnects(t *testing.T) {
 }
 
 func TestChatNodeIdleSilenceIsADisconnect(t *testing.T) {
+	t.Parallel()
 	want := undisturbed(t, "essay")
 	// ci's idle window is 2s: a 30s silence on the first request must be cut, not waited out.
 	srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: 200, Faults: []sim.Fault{
@@ -249,9 +252,11 @@ func TestUnauthorizedIsNotRetried(t *testing.T) {
 // Without pacing, a 429 is retried after its Retry-After, in both forms:
 // delay-seconds and HTTP-date (with pacing it parks: TestA429ParksTheNode).
 func TestRateLimitWaitsRetryAfter(t *testing.T) {
+	t.Parallel()
 	want := undisturbed(t, "essay")
 	for _, form := range []string{"seconds", "http-date"} {
 		t.Run(form, func(t *testing.T) {
+			t.Parallel() // each waits out its Retry-After
 			ra := "2"
 			if form == "http-date" {
 				ra = time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat) // whole seconds: waits 2-3s

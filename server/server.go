@@ -384,7 +384,7 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	// The report is a page of its own, whole in itself: it loads nothing.
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:")
-	if err := ledger.WriteReport(w, lr, ledger.AccountOf(lr, s.opts.Prices), ledger.ReportOptions{}); err != nil {
+	if err := ledger.WriteReport(w, lr, ledger.AccountOf(lr, ledger.PricesFor(lr, s.opts.Prices)), ledger.ReportOptions{}); err != nil {
 		s.log.Warn("serve: report: "+err.Error(), slog.String("run", run.ID))
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -98,7 +97,7 @@ func chaosAction(c *cli.Context) error {
 		return usageErr(fmt.Errorf("%s: %w", c.String("faults"), err))
 	}
 	if c.Bool("list") {
-		return printCases(c, cases, prof)
+		return chaos.WriteCases(c.App.Writer, cases, prof.Name)
 	}
 
 	// Progress on stderr: a line redrawn in place on a terminal, one line
@@ -182,60 +181,19 @@ func chaosAction(c *cli.Context) error {
 	return nil
 }
 
-func printCases(c *cli.Context, cases []chaos.Case, prof profile.Profile) error {
-	fmt.Fprintf(c.App.Writer, "fault cases (profile %s), each aimed at every node in turn:\n", prof.Name)
-	tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CASE\tEXPECT\tFAULT\tDESCRIPTION")
-	for _, cs := range cases {
-		f := string(cs.Fault.Kind)
-		if cs.At != "" {
-			f += "@" + string(cs.At)
-		}
-		expect := string(cs.Expect)
-		if len(cs.Outcomes) > 0 { // how a failure may end
-			names := make([]string, len(cs.Outcomes))
-			for i, o := range cs.Outcomes {
-				names[i] = string(o)
-			}
-			expect += ": " + strings.Join(names, "|")
-		}
-		desc := cs.Description
-		if len(cs.Kinds) > 0 {
-			desc += " [" + strings.Join(cs.Kinds, ", ") + " nodes only]"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cs.Name, expect, f, desc)
-	}
-	return tw.Flush()
-}
-
 // profileHint suggests the ci profile when the run spent most of its wall
 // time waiting only for silence cases, which wait out the profile's idle
-// window (90 s for default), and ci would at least halve it. What ci would
-// take is bounded from this run: the time the other cases needed (ci's
-// shorter backoffs and cool-downs make them faster still), or a silence
-// case under ci, whichever is longer.
+// window, and ci would at least halve it (chaos.Report.IdleHint).
 func profileHint(rep *chaos.Report, prof profile.Profile, set profile.Set, graph string) string {
-	if set == nil {
-		set = profile.Builtins()
-	}
-	ci, err := set.Get("ci")
-	if err != nil || prof.Name == ci.Name || prof.IdleTimeout <= ci.IdleTimeout {
-		return ""
-	}
-	tail, names := rep.SilenceTail()
-	wall := time.Duration(rep.Seconds * float64(time.Second))
-	if tail <= wall/2 {
-		return ""
-	}
-	estimate := max(wall-tail, ci.IdleTimeout.D()+500*time.Millisecond)
-	if estimate > wall/2 {
+	h, ok := rep.IdleHint(prof, set)
+	if !ok {
 		return ""
 	}
 	return fmt.Sprintf("hint: %s waits out the idle window (%s: %s, ci: %s),\n"+
 		"      %s of this run's %s; with --profile ci it takes %s or less:\n"+
 		"      noderun chaos %s --profile ci",
-		strings.Join(names, ", "), prof.Name, roundDuration(prof.IdleTimeout.D()), roundDuration(ci.IdleTimeout.D()),
-		roundDuration(tail), roundDuration(wall), roundDuration(estimate), shell.Quote(graph))
+		strings.Join(h.Cases, ", "), prof.Name, roundDuration(h.Idle), roundDuration(h.Shorter),
+		roundDuration(h.Tail), roundDuration(h.Wall), roundDuration(h.Estimate), shell.Quote(graph))
 }
 
 // roundDuration prints d to the second as people write it: 45s, 90s,

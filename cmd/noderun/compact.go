@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/urfave/cli/v2"
 
@@ -49,7 +48,7 @@ func compactCommand() *cli.Command {
 			} else if runs, err = j.Runs(c.Context, 0); err != nil {
 				return err
 			}
-			before := fileSize(j.Path())
+			before := journal.DiskSize(j.Path())
 			for _, r := range runs {
 				if r.Status == journal.RunRunning && !j.Abandoned(r) {
 					// Its runner writes it now; folding its finished nodes
@@ -80,19 +79,8 @@ func compactCommand() *cli.Command {
 			if err := j.Close(); err != nil { // and its WAL with it
 				return err
 			}
-			fmt.Fprintf(c.App.Writer, "journal %s: %s before, %s after\n", j.Path(), ledger.Size(before), ledger.Size(fileSize(j.Path())))
+			fmt.Fprintf(c.App.Writer, "journal %s: %s before, %s after\n", j.Path(), ledger.Size(before), ledger.Size(journal.DiskSize(j.Path())))
 			return nil
 		},
 	}
-}
-
-// fileSize is a journal's bytes on disk: the file and its WAL.
-func fileSize(path string) int64 {
-	var n int64
-	for _, suffix := range []string{"", "-wal"} {
-		if st, err := os.Stat(path + suffix); err == nil {
-			n += st.Size()
-		}
-	}
-	return n
 }

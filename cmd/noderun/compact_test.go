@@ -78,8 +78,8 @@ func TestCompactedRunReadsTheSame(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, "rows of 4 nodes folded") {
 		t.Fatalf("compact: exit %d\n%s%s", code, stdout, stderr)
 	}
-	if fileSize(compacted) >= fileSize(db) {
-		t.Errorf("compacted journal %d bytes, the original %d", fileSize(compacted), fileSize(db))
+	if journal.DiskSize(compacted) >= journal.DiskSize(db) {
+		t.Errorf("compacted journal %d bytes, the original %d", journal.DiskSize(compacted), journal.DiskSize(db))
 	}
 	checkFolded(t, compacted)
 	want, got := inspect(t, db, nodes), inspect(t, compacted, nodes)

@@ -1,18 +1,13 @@
 package main
 
 import (
-	"context"
+	"errors"
 	"fmt"
-	"io"
-	"maps"
-	"slices"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner/ledger"
+	"github.com/noderun/noderun/runner/view"
 )
 
 // pricesOf reads the command's --prices table; nil without one.
@@ -29,15 +24,6 @@ func pricesOf(c *cli.Context) (ledger.Prices, error) {
 		return nil, usageErr(fmt.Errorf("--prices: %w", err))
 	}
 	return prices, nil
-}
-
-// diagnose loads a run and accounts for it (package ledger holds both).
-func diagnose(ctx context.Context, j *journal.Journal, runID string, prices ledger.Prices) (*ledger.Account, error) {
-	run, err := ledger.Load(ctx, j, runID, ledger.LoadOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return ledger.AccountOf(run, prices), nil
 }
 
 func diagnoseCommand() *cli.Command {
@@ -76,64 +62,44 @@ func diagnoseCommand() *cli.Command {
 					return err
 				}
 			}
-			d, err := diagnose(c.Context, j, r.ID, prices)
+			d, err := view.Diagnose(c.Context, j, r.ID, node, prices)
 			if err != nil {
 				return &exitError{exitFailed, err}
-			}
-			if node != "" {
-				for _, nd := range d.Nodes {
-					if nd.ID == node {
-						d.Nodes = []ledger.NodeAccount{nd}
-					}
-				}
 			}
 			if c.Bool("json") {
 				return writeJSON(c.App.Writer, d)
 			}
-			printDiagnosis(c.App.Writer, outWidth(c.App.Writer), d, c.Bool("table"))
+			if err := ledger.WriteText(c.App.Writer, d, ledger.TextOptions{Width: outWidth(c.App.Writer), TableOnly: c.Bool("table")}); err != nil {
+				return &exitError{exitFailed, err}
+			}
 			return nil
 		},
 	}
 }
 
-// printDiagnosis prints the account: the run, a table of figures, a verdict
-// per node with its steps, and the totals; tableOnly prints the table alone
-// (what `make demo` adds to the run's own verdicts and totals). Lines fit
-// width (0: no limit).
-func printDiagnosis(w io.Writer, width int, d *ledger.Account, tableOnly bool) {
-	if !tableOnly {
-		fmt.Fprintf(w, "run %s (%s) %s, profile %s\n", d.RunID, d.Graph, d.Status, d.Profile)
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSTATE\tATTEMPTS\tSTEPS\tLOST\tQUOTA WAIT\tGENERATED\tREGENERATED\tPRESERVED\tCOST")
-	for _, n := range d.Nodes {
-		steps := n.Steps()
-		cost := "-"
-		if n.CostUSD != nil {
-			cost = fmt.Sprintf("$%.4f", *n.CostUSD)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.State, n.Attempts, steps, ledger.Seconds(n.TimeLostMS), ledger.Seconds(n.QuotaWaitMS),
-			ledger.Thousands(n.Tokens.Generated), ledger.Thousands(n.Tokens.Regenerated), ledger.Thousands(n.Tokens.Preserved), cost)
-	}
-	tw.Flush()
-	if !tableOnly {
-		fmt.Fprintln(w)
-		for _, n := range d.Nodes {
-			fmt.Fprintln(w, foldLine(n.ID+": "+n.Verdict, width))
-			if len(n.RecoverySteps) > 0 {
-				var parts []string
-				for _, k := range slices.Sorted(maps.Keys(n.RecoverySteps)) {
-					parts = append(parts, fmt.Sprintf("%s×%d", k, n.RecoverySteps[k]))
-				}
-				fmt.Fprintf(w, "  steps: %s\n", strings.Join(parts, ", "))
+// pricesCommand prints the table diagnose and report price runs by.
+func pricesCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "prices",
+		Usage: "print the dated price table diagnose and report cost runs by",
+		Description: "Examples:\n  noderun prices                          # the built-in table\n" +
+			"  noderun prices --prices mine.yaml --json   # yours over it, as JSON (docs/prices.md)",
+		Flags: []cli.Flag{jsonFlag, &cli.StringFlag{Name: "prices", Usage: "price table `FILE` to merge over the built-in one", TakesFile: true}},
+		Action: func(c *cli.Context) error {
+			given, err := pricesOf(c)
+			if err := errors.Join(err, wantArgs(c, 0, 0, "takes no arguments")); err != nil {
+				return err
 			}
-		}
-		fmt.Fprintln(w)
-		for _, l := range d.Summary {
-			fmt.Fprintln(w, foldLine(l, width))
-		}
-	}
-	for _, l := range d.Warnings {
-		fmt.Fprintln(w, foldLine("warning: "+l, width))
+			t := ledger.BuiltinPrices()
+			t.Prices = given.Over(t.Prices)
+			if c.Bool("json") {
+				return writeJSON(c.App.Writer, t)
+			}
+			if err := t.WriteText(c.App.Writer); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(c.App.Writer, "A table given with --prices overrides these, model by model.")
+			return err
+		},
 	}
 }

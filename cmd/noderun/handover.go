@@ -2,9 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
-	"io"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -14,33 +11,8 @@ import (
 )
 
 // diagnose --temporal: package runner/temporal accounts for the run from its
-// workflow history (ntemporal.Diagnose); this file prints it.
-
-// printHandovers prints the hand-overs as a table, after the diagnosis.
-func printHandovers(w io.Writer, hs []ntemporal.Handover) {
-	if len(hs) == 0 {
-		return
-	}
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "HAND-OVER\tLOST WORKER\tLAST HEARTBEAT\tTAKEN OVER BY\tRESUMED\tTOOK\tRECOVERY\tGENERATED\tREGENERATED\tPRESERVED")
-	for _, ho := range hs {
-		took := "-"
-		if ho.HandoverMS != nil {
-			took = ledger.Seconds(*ho.HandoverMS)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ho.Node, dash(ho.LostWorker), ntemporal.Clock(ho.LastHeartbeat), dash(ho.Worker), ntemporal.Clock(ho.Resumed),
-			took, ho.Recovery, ledger.Thousands(ho.Tokens.Generated), ledger.Thousands(ho.Tokens.Regenerated), ledger.Thousands(ho.Tokens.Preserved))
-	}
-	tw.Flush()
-}
-
-// printTemporalDiagnosis prints the diagnosis as local diagnose does, then
-// the hand-overs.
-func printTemporalDiagnosis(w io.Writer, width int, d *ntemporal.Diagnosis, tableOnly bool) {
-	printDiagnosis(w, width, d.Account, tableOnly)
-	printHandovers(w, d.Handovers)
-}
+// workflow history, hand-overs included (ntemporal.Diagnose), and writes it
+// (Diagnosis.WriteText); this file prints it.
 
 // diagnoseTemporalAction runs `diagnose --temporal HOST:PORT RUN [NODE]`.
 func diagnoseTemporalAction(c *cli.Context) error {
@@ -58,11 +30,13 @@ func diagnoseTemporalAction(c *cli.Context) error {
 		return &exitError{exitFailed, err}
 	}
 	if node := c.Args().Get(1); node != "" && !d.Only(node) {
-		return usageErr(&runner.UnknownNodeError{Flag: "diagnose", RunID: runID, Node: node})
+		return usageErr(&runner.UnknownNodeError{Op: "diagnose", RunID: runID, Node: node})
 	}
 	if c.Bool("json") {
 		return writeJSON(c.App.Writer, d)
 	}
-	printTemporalDiagnosis(c.App.Writer, outWidth(c.App.Writer), d, c.Bool("table"))
+	if err := d.WriteText(c.App.Writer, ledger.TextOptions{Width: outWidth(c.App.Writer), TableOnly: c.Bool("table")}); err != nil {
+		return &exitError{exitFailed, err}
+	}
 	return nil
 }

@@ -5,16 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/textfit"
 	"github.com/noderun/noderun/journal"
-	"github.com/noderun/noderun/runner/ledger"
 	"github.com/noderun/noderun/runner/view"
 )
 
@@ -80,24 +78,13 @@ func statusCommand() *cli.Command {
 			fmt.Fprintln(w, "NODE\tSTATE\tATTEMPTS\tBYTES\tNOTE")
 			var notes []string
 			for _, n := range st.Nodes {
-				note := n.Reason
-				if n.Error != "" {
-					note = n.ErrorClass + ": " + n.Error
-				}
-				if o := n.Cache; o != nil {
-					note = fmt.Sprintf("from the cache: node %s of run %s", o.Node, ledger.ShortRunID(o.Run))
-				}
-				whole := strings.Join(strings.Fields(note), " ")
-				short := fitText(whole, 80)
+				whole := n.Note()
+				short := textfit.Text(whole, 80)
 				if short != whole { // the table keeps its cause; the note is whole below
 					notes = append(notes, fmt.Sprintf("%s: %s", n.ID, whole))
-					short = fitText(whole, 60) + " (below)"
+					short = textfit.Text(whole, 60) + " (below)"
 				}
-				state := n.State
-				if n.State == string(journal.NodeCanceled) {
-					state = nodeStateText(journal.NodeCanceled, n.Detached)
-				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", n.ID, state, n.Attempts, n.Bytes, short)
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", n.ID, n.StateText(), n.Attempts, n.Bytes, short)
 			}
 			w.Flush()
 			for _, note := range notes {
@@ -143,68 +130,28 @@ func eventsCommand() *cli.Command {
 				}
 			}
 			f := journal.EventFilter{Node: c.String("node"), Kinds: c.StringSlice("kind"), AfterSeq: -1}
-			ended := false // the run was seen ended: one more read gets what it journaled last
-			for {
-				evs, err := j.Events(c.Context, r.ID, f)
-				if err != nil {
-					return err
-				}
-				for _, e := range evs {
-					if err := printEvent(c.App.Writer, e, c.Bool("json")); err != nil {
-						return err
-					}
-					f.AfterSeq = e.Seq
-				}
-				if !c.Bool("follow") {
-					return nil
-				}
-				if len(evs) == 0 {
-					if ended {
-						return nil
-					}
-					cur, err := j.Run(c.Context, r.ID)
-					if err != nil {
-						return err
-					}
-					if cur.Status != journal.RunRunning {
-						// Events read before the status may predate the run's
-						// last ones (NR402 is journaled just before it ends).
-						ended = true
-						continue
-					}
-					if j.Abandoned(cur) {
-						// Nothing more will come: say so rather than wait forever.
-						return &exitError{exitFailed, fmt.Errorf("run %s did not finish and its runner is gone; continue it with: %s",
-							cur.ID, resumeLine(c, cur.ID))}
-					}
-					select {
-					case <-c.Context.Done():
-						return nil
-					case <-time.After(200 * time.Millisecond):
-					}
-				}
+			poll := time.Duration(0) // read once
+			if c.Bool("follow") {
+				poll = 200 * time.Millisecond
 			}
+			err = view.Tail(c.Context, j, r.ID, f, poll, func(e journal.Event) error { return printEvent(c.App.Writer, e, c.Bool("json")) })
+			if ab, ok := errors.AsType[*view.AbandonedError](err); ok {
+				// Nothing more will come: say so rather than wait forever.
+				return &exitError{exitFailed, fmt.Errorf("%w; continue it with: %s", ab, resumeLine(c, ab.RunID))}
+			}
+			return err
 		},
 	}
 }
 
 // knownNode checks that a run has a node, else exit 2 naming the nodes it has.
 func knownNode(c *cli.Context, j *journal.Journal, runID, flag, id string) error {
-	nodes, err := j.Nodes(c.Context, runID)
-	if err != nil {
+	_, err := view.FindNode(c.Context, j, runID, id)
+	nf, ok := errors.AsType[*view.NodeNotFoundError](err)
+	if !ok {
 		return err
 	}
-	var ids []string
-	for _, n := range nodes {
-		if n.ID == id {
-			return nil
-		}
-		ids = append(ids, n.ID)
-	}
-	msg := fmt.Sprintf("%s %s: run %s has no node %q (its nodes: %s)", flag, id, runID, id, strings.Join(ids, ", "))
-	if s := suggestWord(id, ids); s != "" {
-		msg += fmt.Sprintf("; did you mean %q?", s)
-	}
+	msg := fmt.Sprintf("%s %s: %v%s", flag, id, nf, didYouMean(id, nf.Nodes))
 	return usageErr(errors.New(strings.TrimPrefix(msg, " ")))
 }
 
@@ -212,47 +159,8 @@ func printEvent(w io.Writer, e journal.Event, asJSON bool) error {
 	if asJSON {
 		return json.NewEncoder(w).Encode(view.EventOf(e))
 	}
-	where := e.NodeID
-	if where == "" {
-		where = "-"
-	} else if e.Attempt > 0 {
-		where = fmt.Sprintf("%s#%d", e.NodeID, e.Attempt)
-	}
-	what := e.Kind
-	if e.Code != "" {
-		what = e.Code
-	}
-	_, err := fmt.Fprintf(w, "%6d %s %-16s %-10s %s\n", e.Seq, e.Time.Format("15:04:05.000"), where, what, payloadText(e))
+	_, err := fmt.Fprintln(w, view.EventText(e))
 	return err
-}
-
-// payloadText renders a payload on one line, whole (an event is what an
-// operator inspects: nothing is cut): diagnostics as "name: message" and
-// their attributes, chunks quoted so whitespace is visible. A server's error
-// body is bounded when journaled.
-func payloadText(e journal.Event) string {
-	if e.Kind == journal.KindDiagnostic {
-		if d, err := diagnostics.Decode(e.Payload); err == nil {
-			s := d.Code.Name + ": " + d.Message
-			for _, a := range d.Attrs {
-				s += " " + a.Key + "=" + quoteValue(a.Value.String())
-			}
-			return strings.Join(strings.Fields(s), " ")
-		}
-	}
-	if e.Kind == journal.KindDelta || e.Kind == journal.KindReasoning {
-		return fmt.Sprintf("%q", string(e.Payload))
-	}
-	return strings.Join(strings.Fields(string(e.Payload)), " ")
-}
-
-// quoteValue quotes an attribute value that has spaces, as logfmt does, so
-// where one value ends and the next key starts stays plain.
-func quoteValue(s string) string {
-	if s == "" || strings.ContainsAny(s, " \t\n\"=") {
-		return strconv.Quote(s)
-	}
-	return s
 }
 
 func showCommand() *cli.Command {
@@ -315,7 +223,7 @@ func showCommand() *cli.Command {
 							tokens += " (est.)"
 						}
 					}
-					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.N, a.Mode, a.Provider, a.Ref, a.Cursor, a.Outcome, tokens, a.ErrClass, fitText(a.Error, 80))
+					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.N, a.Mode, a.Provider, a.Ref, a.Cursor, a.Outcome, tokens, a.ErrClass, textfit.Text(a.Error, 80))
 				}
 				return w.Flush()
 			}

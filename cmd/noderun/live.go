@@ -10,6 +10,7 @@ import (
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 
+	"github.com/noderun/noderun/internal/textfit"
 	"github.com/noderun/noderun/runner"
 	"github.com/noderun/noderun/runner/ledger"
 )
@@ -121,7 +122,7 @@ func (v *liveView) finish(node, state string) {
 	v.mu.Unlock()
 	// Keyed and folded as the log's lines are: they share the terminal.
 	prefix := fmt.Sprintf("%-*s ", keyWidth, node)
-	_, _ = v.Write([]byte(fold(prefix, text, v.width(), len(prefix)) + "\n"))
+	_, _ = v.Write([]byte(textfit.Fold(prefix, text, v.width(), len(prefix)) + "\n"))
 	if bar != nil {
 		bar.Abort(true) // the line goes; the scrolled-up one stays
 	}
@@ -193,7 +194,7 @@ func (v *liveView) line(id string, n *liveNode) string {
 		fmt.Fprintf(&b, "  reasoning %d", n.reasoning)
 	}
 	if w := v.width(); w > 0 {
-		return cutEnd(b.String(), w-1)
+		return textfit.CutEnd(b.String(), w-1)
 	}
 	return b.String()
 }

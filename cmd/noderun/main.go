@@ -18,6 +18,8 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
+
+	"github.com/noderun/noderun/internal/textfit"
 )
 
 // Exit codes.
@@ -71,7 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func printErr(stderr io.Writer, err error) {
 	width := outWidth(stderr)
 	for _, l := range strings.Split("noderun: "+err.Error(), "\n") {
-		fmt.Fprintln(stderr, foldLine(l, width))
+		fmt.Fprintln(stderr, textfit.Line(l, width))
 	}
 }
 
@@ -97,7 +99,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Commands: slices.Concat( // the groups of --help, in this order
 			group("Run", runCommand(), resumeCommand(), cancelCommand(), compactCommand()),
 			group("Inspect", serveCommand(), statusCommand(), eventsCommand(), showCommand(), diagnoseCommand(), reportCommand()),
-			group("Test", validateCommand(), schemaCommand(), profilesCommand(), simCommand(), chaosCommand()),
+			group("Test", validateCommand(), schemaCommand(), profilesCommand(), pricesCommand(), simCommand(), chaosCommand()),
 			group("Scale out", workerCommand()),
 			group("", versionCommand(), completionCommand()), // with help, under otherCategory
 		),

@@ -231,32 +231,6 @@ func TestHumanHandler(t *testing.T) {
 	}
 }
 
-func TestFitTextKeepsTheCause(t *testing.T) {
-	chain := `connect_failed: Post "http://127.0.0.1:9/v1/chat/completions": dial tcp 127.0.0.1:9: connect: connection refused`
-	cases := []struct {
-		s    string
-		n    int
-		want string
-	}{
-		{"short", 10, "short"},
-		{"a  b\n c", 10, "a b c"},
-		{chain, 200, chain},
-		{chain, 60, "connect_failed: …: connect: connection refused"},
-		{chain, 40, "connect_failed: …: connection refused"},
-		{chain, 30, "connect…: …: …nnection refused"},
-		{"one long segment without any separator at all", 20, "one long segment…"},
-	}
-	for _, c := range cases {
-		got := fitText(c.s, c.n)
-		if got != c.want {
-			t.Errorf("fitText(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
-		}
-		if utf8.RuneCountInString(got) > c.n {
-			t.Errorf("fitText(%q, %d) is %d columns", c.s, c.n, utf8.RuneCountInString(got))
-		}
-	}
-}
-
 func TestValidateAcceptsValidGraphs(t *testing.T) {
 	files, _ := filepath.Glob("../../testdata/graphs/valid/*.yaml")
 	files = append(files, "../../testdata/graphs/demo.yaml")

@@ -2,16 +2,13 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
-	"github.com/noderun/noderun/runner"
+	"github.com/noderun/noderun/runner/view"
 )
 
 func validateCommand() *cli.Command {
@@ -26,50 +23,30 @@ func validateCommand() *cli.Command {
 			if err := wantArgs(c, 1, -1, "give one or more graph files"); err != nil {
 				return err
 			}
-			type graphJSON struct {
-				Path     string   `json:"path"`
-				OK       bool     `json:"ok"`
-				Nodes    int      `json:"nodes"`
-				Errors   []string `json:"errors"`
-				Warnings []string `json:"warnings"`
-			}
-			var results []graphJSON
+			var results []view.GraphCheck
 			bad := 0
 			for _, path := range c.Args().Slice() {
-				res := graphJSON{Path: path, Errors: []string{}, Warnings: []string{}}
-				g, err := runner.LoadGraphContext(c.Context, path)
-				if c.Context.Err() != nil {
+				res, err := view.CheckGraph(c.Context, path)
+				if err != nil {
 					return interruptedLoad(path)
 				}
-				opts := runner.Options{}
-				if err == nil {
-					err = runner.Check(g, &opts)
-				}
-				if err != nil {
-					bad++
-					res.Errors = splitLines(err.Error())
-					results = append(results, res)
-					if !c.Bool("json") {
-						fmt.Fprintln(c.App.ErrWriter, err)
-					}
-					continue
-				}
-				res.OK, res.Nodes = true, len(g.Nodes)
-				if !c.Bool("json") {
-					fmt.Fprintf(c.App.Writer, "%s: ok (%d nodes)\n", path, len(g.Nodes))
-				}
-				if err := runner.CheckEnvironment(g, &opts); err != nil {
-					res.Warnings = splitLines(err.Error())
-					if !c.Bool("json") {
-						fmt.Fprintf(c.App.ErrWriter, "warning: `noderun run` on this machine would refuse it:\n%v\n", err)
-					}
-				}
 				results = append(results, res)
+				switch {
+				case c.Bool("json"):
+				case res.Err != nil:
+					fmt.Fprintln(c.App.ErrWriter, res.Err)
+				default:
+					fmt.Fprintf(c.App.Writer, "%s: ok (%d nodes)\n", path, res.Nodes)
+					if res.Env != nil {
+						fmt.Fprintf(c.App.ErrWriter, "warning: `noderun run` on this machine would refuse it:\n%v\n", res.Env)
+					}
+				}
+				if res.Err != nil {
+					bad++
+				}
 			}
 			if c.Bool("json") {
-				if err := writeJSON(c.App.Writer, struct {
-					Graphs []graphJSON `json:"graphs"`
-				}{results}); err != nil {
+				if err := writeJSON(c.App.Writer, view.Validation{Graphs: results}); err != nil {
 					return err
 				}
 			}
@@ -100,17 +77,9 @@ func profilesCommand() *cli.Command {
 				}
 			}
 			if c.Bool("json") {
-				return profilesJSON(c.App.Writer, set)
+				return writeJSON(c.App.Writer, view.ProfilesOf(set))
 			}
-			w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "PROFILE\tRETRIES\tRECONNECTS\tBACKOFF (full jitter)\tDEADLINE\tIDLE\tPOLL AFTER\tPOLL\tSTUCK AFTER\tMAX RETRY-AFTER\tBREAKER\tMAX OUTPUT")
-			for _, name := range set.Names() {
-				p := set[name]
-				fmt.Fprintf(w, "%s\t%d\t%d\t%s × %g, cap %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, p.Retries, p.Reconnects,
-					p.Backoff.Base, p.Backoff.Factor, p.Backoff.Cap, p.Deadline, p.IdleTimeout, p.PollAfter, p.PollInterval, p.StuckAfter, p.MaxRetryAfter, breakerText(p),
-					p.OutputBound())
-			}
-			return w.Flush()
+			return view.WriteProfiles(c.App.Writer, set)
 		},
 	}
 }
@@ -166,56 +135,4 @@ func simCommand() *cli.Command {
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
-}
-
-func breakerText(p profile.Profile) string {
-	if p.Breaker == 0 {
-		return "off"
-	}
-	return fmt.Sprintf("%d failures, %s cool-down", p.Breaker, p.BreakerCooldown)
-}
-
-func splitLines(s string) []string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.TrimSpace(l) != "" {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-// profilesJSON prints every profile; durations are in milliseconds.
-func profilesJSON(w io.Writer, set profile.Set) error {
-	type profileJSON struct {
-		Name              string  `json:"name"`
-		Retries           int     `json:"retries"`
-		Reconnects        int     `json:"reconnects"`
-		BackoffBaseMS     int64   `json:"backoff_base_ms"`
-		BackoffFactor     float64 `json:"backoff_factor"`
-		BackoffCapMS      int64   `json:"backoff_cap_ms"`
-		DeadlineMS        int64   `json:"deadline_ms"`
-		IdleTimeoutMS     int64   `json:"idle_timeout_ms"`
-		PollAfterMS       int64   `json:"poll_after_ms"`
-		PollIntervalMS    int64   `json:"poll_interval_ms"`
-		StuckAfterMS      int64   `json:"stuck_after_ms"`
-		MaxRetryAfterMS   int64   `json:"max_retry_after_ms"`
-		Breaker           int     `json:"breaker"`
-		BreakerCooldownMS int64   `json:"breaker_cooldown_ms"`
-		MaxOutputBytes    int64   `json:"max_output_bytes"`
-		MaxEvents         int     `json:"max_events"`
-	}
-	out := struct {
-		Profiles []profileJSON `json:"profiles"`
-	}{Profiles: []profileJSON{}}
-	for _, name := range set.Names() {
-		p := set[name]
-		out.Profiles = append(out.Profiles, profileJSON{Name: name, Retries: p.Retries, Reconnects: p.Reconnects,
-			BackoffBaseMS: p.Backoff.Base.D().Milliseconds(), BackoffFactor: p.Backoff.Factor, BackoffCapMS: p.Backoff.Cap.D().Milliseconds(),
-			DeadlineMS: p.Deadline.D().Milliseconds(), IdleTimeoutMS: p.IdleTimeout.D().Milliseconds(), PollAfterMS: p.PollAfter.D().Milliseconds(),
-			PollIntervalMS: p.PollInterval.D().Milliseconds(), StuckAfterMS: p.StuckAfter.D().Milliseconds(),
-			MaxRetryAfterMS: p.MaxRetryAfter.D().Milliseconds(), Breaker: p.Breaker, BreakerCooldownMS: p.BreakerCooldown.D().Milliseconds(),
-			MaxOutputBytes: int64(p.OutputBound()), MaxEvents: p.EventBound()})
-	}
-	return writeJSON(w, out)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -63,35 +64,38 @@ func reportCommand() *cli.Command {
 					return &exitError{exitFailed, err}
 				}
 			}
-			return writeReport(c, run, ledger.AccountOf(run, prices), opts)
+			return writeReport(c, run.ID, func(w io.Writer) error {
+				return ledger.WriteReport(w, run, ledger.AccountOf(run, ledger.PricesFor(run, prices)), opts)
+			})
 		},
 	}
 }
 
-// writeReport writes the page to -o (- for stdout).
-func writeReport(c *cli.Context, run *ledger.Run, acct *ledger.Account, opts ledger.ReportOptions) error {
+// writeReport writes the page of run runID to -o (- for stdout) with write.
+func writeReport(c *cli.Context, runID string, write func(io.Writer) error) error {
 	out := c.String("output")
 	if out == "-" {
-		return ledger.WriteReport(c.App.Writer, run, acct, opts)
+		return write(c.App.Writer)
 	}
 	f, err := os.Create(out)
 	if err != nil {
 		return usageErr(fmt.Errorf("-o: %w", err))
 	}
-	if err := ledger.WriteReport(f, run, acct, opts); err != nil {
+	if err := write(f); err != nil {
 		f.Close()
 		return &exitError{exitFailed, err}
 	}
 	if err := f.Close(); err != nil {
 		return &exitError{exitFailed, err}
 	}
-	fmt.Fprintf(c.App.ErrWriter, "noderun: wrote %s (run %s)\n", out, run.ID)
+	fmt.Fprintf(c.App.ErrWriter, "noderun: wrote %s (run %s)\n", out, runID)
 	return nil
 }
 
 // reportTemporal writes the page of a run on Temporal from its workflow
-// history: what diagnose --temporal accounts, the nodes' outputs and the
-// diagnostics their finishing workers journaled, and the hand-overs.
+// history (ntemporal.Diagnosis.WriteReport): what diagnose --temporal
+// accounts, the nodes' outputs and the diagnostics their finishing workers
+// journaled, and the hand-overs.
 func reportTemporal(c *cli.Context) error {
 	if c.IsSet("prices") || c.IsSet("db") {
 		return usageErr(errors.New("report --temporal: --prices and --db are not supported (the workers' journals hold the models and attempts)"))
@@ -105,9 +109,9 @@ func reportTemporal(c *cli.Context) error {
 	if err != nil {
 		return &exitError{exitFailed, err}
 	}
-	opts := ledger.ReportOptions{MaxOutput: c.Int("max-output"), Temporal: c.String("temporal"), Handovers: ntemporal.ReportHandovers(d.Handovers)}
+	opts := ledger.ReportOptions{MaxOutput: c.Int("max-output"), Temporal: c.String("temporal")}
 	if opts.MaxOutput == 0 {
 		opts.MaxOutput = -1 // all of it
 	}
-	return writeReport(c, ntemporal.LedgerRun(h, ntemporal.InputOf(h), d, time.Now()), d.Account, opts)
+	return writeReport(c, h.WorkflowID, func(w io.Writer) error { return d.WriteReport(w, h, opts, time.Now()) })
 }

@@ -10,14 +10,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/textfit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner"
-	"github.com/noderun/noderun/runner/ledger"
+	"github.com/noderun/noderun/runner/view"
 )
 
 // report prints a run's result and maps it to an exit code.
@@ -44,21 +44,13 @@ func report(c *cli.Context, opts runner.Options, res *runner.Result, err error) 
 	// The run-level lines of noderun diagnose, a verdict per node, and what
 	// an unfinished node streamed; none for a run on Temporal, whose
 	// journals are the workers'.
-	var run *ledger.Run
-	var d *ledger.Account
-	if opts.Journal != nil {
-		if run, err = ledger.Load(bg(c.Context), opts.Journal, res.RunID, ledger.LoadOptions{NoPartial: true}); err == nil {
-			d = ledger.AccountOf(run, nil)
-		}
-	}
+	doc := view.ResultFrom(bg(c.Context), opts.Journal, res)
 	if c.Bool("json") {
-		err = printResultJSON(c.App.Writer, res, d)
+		if err := writeJSON(c.App.Writer, doc); err != nil {
+			return &exitError{exitFailed, err}
+		}
 	} else {
-		err = nil
-		printResult(c.App.Writer, outWidth(c.App.Writer), res, run, d, closingHint(c, res))
-	}
-	if err != nil {
-		return &exitError{exitFailed, err}
+		printResult(c.App.Writer, outWidth(c.App.Writer), doc, closingHint(c, res))
 	}
 	switch res.Status {
 	case journal.RunCompleted:
@@ -87,7 +79,7 @@ func interrupted(c *cli.Context, opts runner.Options, res *runner.Result) error 
 	}
 	// Commands on lines of their own: they are copied, and must not wrap.
 	width := outWidth(w)
-	fmt.Fprintln(w, foldLine(fmt.Sprintf("noderun: run %s interrupted; still running at the provider (and billing) until they finish:", res.RunID), width))
+	fmt.Fprintln(w, textfit.Line(fmt.Sprintf("noderun: run %s interrupted; still running at the provider (and billing) until they finish:", res.RunID), width))
 	for _, n := range res.Nodes {
 		if n.Running != "" {
 			fmt.Fprintf(w, "  %-*s response %s\n", keyWidth, n.ID, n.Running)
@@ -137,92 +129,18 @@ func progressLogger(log *slog.Logger) func(runner.Progress) {
 
 // printResult prints the run's table, a verdict per node and the run's
 // totals. Notes are whole on a pipe or in a file; on a terminal (width > 0)
-// each fits its line, keeping the cause (fitText).
-func printResult(w io.Writer, width int, res *runner.Result, run *ledger.Run, d *ledger.Account, hint string) {
-	verdicts := map[string]string{}
-	if d != nil {
-		for _, n := range d.Nodes {
-			verdicts[n.ID] = n.Verdict
-		}
-	}
-	partial := map[string]int{}
-	if run != nil {
-		for _, n := range run.Nodes {
-			partial[n.ID] = n.PartialBytes
-		}
-	}
+// each is folded under itself (textfit.Table).
+func printResult(w io.Writer, width int, res view.Result, hint string) {
 	fmt.Fprintf(w, "run %s %s\n", res.RunID, res.Status)
 	rows := [][]string{{"NODE", "STATE", "BYTES", "NOTE"}}
 	for _, n := range res.Nodes {
-		note := n.Reason
-		if note == "" || note == "interrupted" {
-			note = verdicts[n.ID]
-		}
-		bytes := len(n.Output)
-		if n.State != journal.NodeCompleted {
-			bytes = partial[n.ID] // what the journal holds: resume goes on from it
-		}
-		rows = append(rows, []string{n.ID, nodeStateText(n.State, n.Running), strconv.Itoa(bytes), strings.Join(strings.Fields(note), " ")})
+		rows = append(rows, []string{n.ID, n.StateText, strconv.Itoa(n.Bytes), n.Note})
 	}
-	writeTable(w, width, rows)
-	if d != nil {
-		for _, l := range d.Summary {
-			fmt.Fprintln(w, foldLine(l, width))
-		}
+	textfit.Table(w, width, rows)
+	for _, l := range res.Summary {
+		fmt.Fprintln(w, textfit.Line(l, width))
 	}
-	fmt.Fprintln(w, foldLine(hint, width))
-}
-
-// foldLine fits a line of text to width (0: no limit), folding at spaces
-// with continuation lines indented.
-func foldLine(s string, width int) string {
-	if width <= 0 {
-		return s
-	}
-	return fold("", s, width, 2)
-}
-
-// nodeStateText is a node's state as the table shows it: an interrupted node
-// is resumable, and one whose response goes on at the provider (detached:
-// its id) says so.
-func nodeStateText(state journal.NodeState, detached string) string {
-	switch {
-	case state != journal.NodeCanceled:
-		return string(state)
-	case detached != "":
-		return "interrupted (detached)"
-	}
-	return "interrupted"
-}
-
-// writeTable writes rows as aligned columns; the last column of each row is
-// folded to width (0: no limit) under itself, so nothing is cut.
-func writeTable(w io.Writer, width int, rows [][]string) {
-	if len(rows) == 0 {
-		return
-	}
-	cols := len(rows[0])
-	widths := make([]int, cols)
-	for _, r := range rows {
-		for i, cell := range r[:cols-1] {
-			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
-		}
-	}
-	lead := 0
-	for _, x := range widths[:cols-1] {
-		lead += x + 2
-	}
-	for _, r := range rows {
-		var b strings.Builder
-		for i, cell := range r[:cols-1] {
-			fmt.Fprintf(&b, "%-*s  ", widths[i], cell)
-		}
-		line := b.String() + r[cols-1]
-		if width > 0 {
-			line = fold(b.String(), r[cols-1], width, lead)
-		}
-		fmt.Fprintln(w, strings.TrimRight(line, " "))
-	}
+	fmt.Fprintln(w, textfit.Line(hint, width))
 }
 
 // closingHint is a command that shows an output, as it can be typed: the
@@ -245,30 +163,4 @@ func closingHint(c *cli.Context, res *runner.Result) string {
 		short = short[:8] // a unique prefix is enough, and easier to type
 	}
 	return fmt.Sprintf("output: %s show %s %s%s   (what recovery did: %s diagnose %s%s)", bin, short, node, db, bin, short, db)
-}
-
-func printResultJSON(w io.Writer, res *runner.Result, d *ledger.Account) error {
-	type node struct {
-		ID     string `json:"id"`
-		State  string `json:"state"`
-		Output string `json:"output,omitempty"`
-		Reason string `json:"reason,omitempty"`
-		// CachedFrom is "run/node" whose output a cache hit reused.
-		CachedFrom string `json:"cached_from,omitempty"`
-		// Provider is the fallback that completed the node (NR603).
-		Provider string `json:"provider,omitempty"`
-	}
-	out := struct {
-		RunID   string   `json:"run_id"`
-		Status  string   `json:"status"`
-		Nodes   []node   `json:"nodes"`
-		Summary []string `json:"summary"`
-	}{RunID: res.RunID, Status: string(res.Status), Nodes: []node{}, Summary: []string{}}
-	for _, n := range res.Nodes {
-		out.Nodes = append(out.Nodes, node{n.ID, string(n.State), n.Output, n.Reason, n.FromCache, n.Provider})
-	}
-	if d != nil {
-		out.Summary = d.Summary
-	}
-	return writeJSON(w, out)
 }

@@ -93,13 +93,13 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			defer o.lingerThenClose(c)
-			j, err := journal.Open(c.Context, c.String("db"), append([]journal.Option{journal.WithLogger(opts.Logger)}, o.journalOptions()...)...)
+			defer lingerThenClose(c, o)
+			j, err := journal.Open(c.Context, c.String("db"), append([]journal.Option{journal.WithLogger(opts.Logger)}, o.JournalOptions()...)...)
 			if err != nil {
 				return journalErr(err)
 			}
 			defer j.Close()
-			opts.Journal, opts.Observer = j, o.observer()
+			opts.Journal, opts.Observer = j, o.Observer()
 			if c.String("serve") != "" {
 				opts.RunID = uuid.NewString()
 				stop, err := startRunServer(c, opts.RunID)
@@ -146,13 +146,13 @@ func resumeCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			defer o.lingerThenClose(c)
-			j, err := openExisting(c, append([]journal.Option{journal.WithLogger(opts.Logger)}, o.journalOptions()...)...)
+			defer lingerThenClose(c, o)
+			j, err := openExisting(c, append([]journal.Option{journal.WithLogger(opts.Logger)}, o.JournalOptions()...)...)
 			if err != nil {
 				return err
 			}
 			defer j.Close()
-			opts.Observer = o.observer()
+			opts.Observer = o.Observer()
 			r, err := findRun(c.Context, j, c.Args().First())
 			if err != nil {
 				return err
@@ -281,6 +281,10 @@ func runErr(err error) error {
 		return nil
 	case errors.As(err, &locked):
 		return usageErr(fmt.Errorf("%w; one runner per run: wait for it, or stop it first", err))
+	case errors.As(err, &unknown) && unknown.Op == "retry":
+		named := *unknown // the CLI's word for what named it
+		named.Op = "--retry"
+		return usageErr(&named)
 	case errors.As(err, &unknown):
 		return usageErr(err)
 	case errors.As(err, new(*runner.MissingEnvError)):

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -120,7 +119,7 @@ func serveCommand() *cli.Command {
 			if token == "" {
 				fmt.Fprintf(c.App.ErrWriter, "noderun: writes (POST) need: Authorization: Bearer %s\n", srv.WriteToken())
 			}
-			err = serveUntilDone(c.Context, ln, srv)
+			err = srv.Serve(c.Context, ln)
 			if cerr := local.Close(); cerr != nil && err == nil {
 				err = cerr
 			}
@@ -168,27 +167,6 @@ func listen(c *cli.Context, addr string) (net.Listener, error) {
 		return nil, usageErr(fmt.Errorf("--addr %s: %w", addr, err))
 	}
 	return ln, nil
-}
-
-// serveUntilDone serves until ctx ends, then stops: the event streams end
-// (their clients reconnect later) and the requests under way finish.
-func serveUntilDone(ctx context.Context, ln net.Listener, srv *server.Server) error {
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		MaxHeaderBytes: 64 << 10}
-	done := make(chan error, 1)
-	go func() { done <- hs.Serve(ln) }()
-	select {
-	case err := <-done:
-		srv.Close()
-		return err
-	case <-ctx.Done():
-	}
-	srv.Close()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = hs.Shutdown(sctx)
-	<-done
-	return nil
 }
 
 // serveAddrRe is what `run --serve` takes for its address when one follows it.
@@ -243,7 +221,7 @@ func startRunServer(c *cli.Context, runID string) (stop func(), err error) {
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(c.Context))
 	done := make(chan error, 1)
-	go func() { done <- serveUntilDone(ctx, ln, srv) }()
+	go func() { done <- srv.Serve(ctx, ln) }()
 	fmt.Fprintf(c.App.ErrWriter, "noderun: watch the run at http://%s/runs/%s\n", ln.Addr(), runID)
 	return func() {
 		// The page hears the run's end: its poll reads the status a few

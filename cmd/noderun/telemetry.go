@@ -5,7 +5,6 @@ package main
 // they say nothing), metrics on --metrics ADDR.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,11 +13,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"go.opentelemetry.io/otel"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.temporal.io/sdk/interceptor"
 
-	"github.com/noderun/noderun/journal"
-	"github.com/noderun/noderun/runner"
 	"github.com/noderun/noderun/runner/telemetry"
 	ntemporal "github.com/noderun/noderun/runner/temporal"
 )
@@ -82,68 +78,33 @@ func checkLinger(c *cli.Context) error {
 	return nil
 }
 
-// obs is a command's telemetry: nil parts are off.
-type obs struct {
-	traces  *sdktrace.TracerProvider
-	metrics *telemetry.Metrics
-	tel     *telemetry.Telemetry
-	stop    func() // stops serving the metrics
-	log     *slog.Logger
-}
-
-// startTelemetry builds what the environment and --metrics ask for. Without
-// either it builds nothing: the run's hot path is the one without telemetry.
-func startTelemetry(c *cli.Context, log *slog.Logger) (*obs, error) {
-	o := &obs{log: log, stop: func() {}}
-	tp, err := telemetry.TracesFromEnv(c.Context, nil, versionText(), log)
+// startTelemetry sets up what the environment and --metrics ask for
+// (telemetry.Start). Without either it builds nothing: the run's hot path is
+// the one without telemetry.
+func startTelemetry(c *cli.Context, log *slog.Logger) (*telemetry.Setup, error) {
+	o, err := telemetry.Start(c.Context, telemetry.SetupOptions{Version: versionText(), MetricsAddr: c.String("metrics"), Logger: log})
+	if le, ok := errors.AsType[*telemetry.ListenError](err); ok {
+		return nil, usageErr(fmt.Errorf("--metrics %s: %w", le.Addr, le.Err))
+	}
 	if err != nil {
 		return nil, usageErr(err)
 	}
-	o.traces = tp
-	if tp != nil {
+	if o.Traces != nil {
 		otel.SetErrorHandler(telemetry.ErrorHandler(log, nil)) // the SDK's reports, in the log's format, redacted
 	}
-	if addr := c.String("metrics"); addr != "" {
-		o.metrics = telemetry.NewMetrics()
-		bound, stop, err := o.metrics.Serve(c.Context, addr)
-		if err != nil {
-			o.close()
-			return nil, usageErr(fmt.Errorf("--metrics %s: %w", addr, err))
-		}
-		o.stop = stop
-		fmt.Fprintf(c.App.ErrWriter, "noderun: metrics on http://%s/metrics\n", bound)
+	if o.MetricsAddr != "" {
+		fmt.Fprintf(c.App.ErrWriter, "noderun: metrics on http://%s/metrics\n", o.MetricsAddr)
 	}
-	opts := telemetry.Options{Metrics: o.metrics, Logger: log}
-	if tp != nil {
-		opts.Traces = tp
-	}
-	o.tel = telemetry.New(opts)
 	return o, nil
 }
 
-// observer is the runner's Observer: nil (untyped) when nothing is on.
-func (o *obs) observer() runner.Observer {
-	if o.tel == nil {
-		return nil
-	}
-	return o.tel
-}
-
-// journalOptions time the journal's writes when metrics are served.
-func (o *obs) journalOptions() []journal.Option {
-	if o.metrics == nil {
-		return nil
-	}
-	return []journal.Option{journal.WithWriteObserver(o.metrics.JournalWrites)}
-}
-
-// interceptors carry the trace context through Temporal: from run
+// temporalInterceptors carry the trace context through Temporal: from run
 // --temporal's span to the workflow and each node's activity on a worker.
-func (o *obs) interceptors() ([]interceptor.ClientInterceptor, error) {
-	if o.traces == nil {
+func temporalInterceptors(o *telemetry.Setup) ([]interceptor.ClientInterceptor, error) {
+	if o.Traces == nil {
 		return nil, nil
 	}
-	ti, err := ntemporal.TracingInterceptor(o.traces)
+	ti, err := ntemporal.TracingInterceptor(o.Traces)
 	if err != nil {
 		return nil, err
 	}
@@ -153,26 +114,13 @@ func (o *obs) interceptors() ([]interceptor.ClientInterceptor, error) {
 // lingerThenClose keeps /metrics up for --metrics-linger (a run's last
 // figures for a scrape that comes after it ends) unless interrupted, then
 // closes everything.
-func (o *obs) lingerThenClose(c *cli.Context) {
-	if d := c.Duration("metrics-linger"); o.metrics != nil && d > 0 && c.Context.Err() == nil {
+func lingerThenClose(c *cli.Context, o *telemetry.Setup) {
+	if d := c.Duration("metrics-linger"); o.Metrics != nil && d > 0 && c.Context.Err() == nil {
 		fmt.Fprintf(c.App.ErrWriter, "noderun: the run ended; /metrics stays up for %s (--metrics-linger; Ctrl-C stops it)\n", d)
 		select {
 		case <-time.After(d):
 		case <-c.Context.Done():
 		}
 	}
-	o.close()
-}
-
-// close stops serving the metrics and exports the spans still batched.
-func (o *obs) close() {
-	o.stop()
-	if o.traces == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := o.traces.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		o.log.Warn("traces: exporting the last spans", "error", err)
-	}
+	o.Close()
 }

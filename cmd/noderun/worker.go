@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 
+	"github.com/noderun/noderun/internal/textfit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner"
 	"github.com/noderun/noderun/runner/quota"
@@ -80,13 +81,13 @@ func workerCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			defer o.close()
-			j, err := journal.Open(c.Context, c.String("db"), append([]journal.Option{journal.WithLogger(log)}, o.journalOptions()...)...)
+			defer o.Close()
+			j, err := journal.Open(c.Context, c.String("db"), append([]journal.Option{journal.WithLogger(log)}, o.JournalOptions()...)...)
 			if err != nil {
 				return &exitError{exitFailed, err}
 			}
 			defer j.Close()
-			icp, err := o.interceptors()
+			icp, err := temporalInterceptors(o)
 			if err != nil {
 				return &exitError{exitFailed, err}
 			}
@@ -96,7 +97,7 @@ func workerCommand() *cli.Command {
 			}
 			defer tc.Close()
 			w, err := ntemporal.NewWorker(tc, c.String("task-queue"), &ntemporal.Activities{Journal: j, Logger: log, Identity: identity, Pacers: quota.NewRegistry(),
-				Observer: o.observer()},
+				Observer: o.Observer()},
 				ntemporal.WorkerOptions(c.Int("parallel")))
 			if err != nil {
 				return &exitError{exitFailed, err}
@@ -129,8 +130,8 @@ func runTemporal(c *cli.Context, g *runner.Graph, opts runner.Options) error {
 	if err != nil {
 		return err
 	}
-	defer o.close()
-	icp, err := o.interceptors()
+	defer o.Close()
+	icp, err := temporalInterceptors(o)
 	if err != nil {
 		return &exitError{exitFailed, err}
 	}
@@ -143,7 +144,7 @@ func runTemporal(c *cli.Context, g *runner.Graph, opts runner.Options) error {
 		Inputs: opts.Inputs, HeartbeatTimeout: c.Duration("heartbeat-timeout"), Pack: c.Int("pack")}
 	// The run's span is the trace's root; the interceptor carries it to
 	// the workflow and from there to each node's activity.
-	ctx, end := o.tel.StartRun(c.Context, in.RunID, g.Name)
+	ctx, end := o.Telemetry.StartRun(c.Context, in.RunID, g.Name)
 	if _, err := ntemporal.Submit(ctx, tc, c.String("task-queue"), in); err != nil {
 		end(journal.RunFailed)
 		return &exitError{exitFailed, fmt.Errorf("submit to Temporal: %w", err)}
@@ -196,23 +197,14 @@ func resumeTemporal(c *cli.Context, opts runner.Options) error {
 	}
 	defer tc.Close()
 	for _, node := range c.StringSlice("retry") {
-		if !hasNode(st, node) {
-			return usageErr(&runner.UnknownNodeError{Flag: "--retry", RunID: runID, Node: node})
+		if !st.Has(node) {
+			return usageErr(&runner.UnknownNodeError{Op: "--retry", RunID: runID, Node: node})
 		}
 		if err := ntemporal.Retry(c.Context, tc, runID, node); err != nil {
 			return &exitError{exitFailed, fmt.Errorf("signal %s: %w", node, err)}
 		}
 	}
 	return followTemporal(c, tc, runID, opts)
-}
-
-func hasNode(st ntemporal.RunResult, node string) bool {
-	for _, n := range st.Nodes {
-		if n.Node == node {
-			return true
-		}
-	}
-	return false
 }
 
 // statusTemporal prints a run as Temporal holds it: node states, the worker
@@ -232,29 +224,17 @@ func statusTemporal(c *cli.Context) error {
 		return err
 	}
 	defer tc.Close()
-	pend, _ := ntemporal.PendingNodes(c.Context, tc, runID)
-	live := map[string]ntemporal.PendingActivity{}
-	for _, p := range pend {
-		live[p.Node] = p
-	}
+	pend, _ := ntemporal.PendingNodes(c.Context, tc, runID) // unread, the table shows the workflow's state alone
 	w := c.App.Writer
 	fmt.Fprintf(w, "run %s %s (Temporal %s)\n", st.RunID, st.Status, c.String("temporal"))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSTATE\tBYTES\tWORKER\tACTIVITY ATTEMPT\tCURSOR\tNOTE")
-	for _, n := range st.Nodes {
-		worker, attempt, cur := n.Worker, n.TemporalAttempt, n.Cursor
-		if p, ok := live[n.Node]; ok {
-			worker, attempt, cur = p.Worker, p.Attempt, p.Beat.NodeCursor
-		}
+	for _, n := range ntemporal.Standing(st, pend) {
 		cursor := "-"
-		if cur.Ref != "" {
-			cursor = fmt.Sprintf("%s@%d", cur.Ref, cur.Seq)
+		if n.Cursor.Ref != "" {
+			cursor = fmt.Sprintf("%s@%d", n.Cursor.Ref, n.Cursor.Seq)
 		}
-		note := n.Verdict // the finishing worker's account of it (package ledger)
-		if note == "" {
-			note = n.Reason
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", n.Node, n.State, max(len(n.Output), cur.Bytes), dash(worker), attempt, cursor, fitText(note, 100))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", n.Node, n.State, n.Bytes, dash(n.Worker), n.Attempt, cursor, textfit.Text(n.Note, 100))
 	}
 	tw.Flush()
 	for _, n := range st.Nodes {
@@ -322,7 +302,7 @@ func showTemporal(c *cli.Context) error {
 		_, err := fmt.Fprint(c.App.Writer, n.Output)
 		return err
 	}
-	return usageErr(&runner.UnknownNodeError{Flag: "show", RunID: runID, Node: node})
+	return usageErr(&runner.UnknownNodeError{Op: "show", RunID: runID, Node: node})
 }
 
 func dash(s string) string {

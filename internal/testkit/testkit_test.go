@@ -2,12 +2,16 @@ package testkit
 
 import (
 	"context"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/noderun/noderun/journal"
 )
@@ -77,5 +81,104 @@ func TestRepoRoot(t *testing.T) {
 	}
 	if mod, err := os.ReadFile(filepath.Join(root, "go.mod")); err != nil || !strings.HasPrefix(string(mod), "module github.com/noderun/noderun\n") {
 		t.Errorf("%s/go.mod: %v\n%.60s", root, err, mod)
+	}
+}
+
+// At most GOMAXPROCS tests hold a slot of a CPUs at once, however many run
+// at once (here subtests run from goroutines of their own, which -parallel
+// does not bound); the slot is held through the cleanups registered after it.
+func TestCPUs(t *testing.T) {
+	var c CPUs
+	var mu sync.Mutex
+	running, most := 0, 0
+	var wg sync.WaitGroup
+	for i := range 4 * runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			t.Run(strconv.Itoa(i), func(t *testing.T) {
+				c.Take(t)
+				mu.Lock()
+				running++
+				most = max(most, running)
+				mu.Unlock()
+				t.Cleanup(func() {
+					time.Sleep(5 * time.Millisecond)
+					mu.Lock()
+					running--
+					mu.Unlock()
+				})
+			})
+		})
+	}
+	wg.Wait()
+	if most < 1 || most > runtime.GOMAXPROCS(0) {
+		t.Errorf("%d tests held a slot at once, want 1 to %d", most, runtime.GOMAXPROCS(0))
+	}
+}
+
+// A slot freed goes to the tests waiting in TakeFirst before those that
+// waited longer in Take.
+func TestCPUsTakeFirst(t *testing.T) {
+	var c CPUs
+	var mu sync.Mutex
+	var order []string
+	until := func(cond func() bool) {
+		for {
+			c.mu.Lock()
+			ok := cond()
+			c.mu.Unlock()
+			if ok {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	var wg sync.WaitGroup
+	release := make([]chan struct{}, runtime.GOMAXPROCS(0))
+	for i := range release { // every slot taken
+		release[i] = make(chan struct{})
+		wg.Go(func() {
+			t.Run("holder"+strconv.Itoa(i), func(t *testing.T) {
+				c.Take(t)
+				<-release[i]
+			})
+		})
+	}
+	until(func() bool { return c.ready && c.free == 0 })
+	for i, name := range []string{"rest", "first"} {
+		wg.Go(func() {
+			t.Run(name, func(t *testing.T) {
+				if name == "first" {
+					c.TakeFirst(t)
+				} else {
+					c.Take(t)
+				}
+				mu.Lock()
+				order = append(order, name)
+				mu.Unlock()
+			})
+		})
+		until(func() bool { return len(c.first)+len(c.rest) == i+1 })
+	}
+	close(release[0]) // one slot freed: who gets it?
+	until(func() bool { mu.Lock(); defer mu.Unlock(); return len(order) > 0 })
+	for _, r := range release[1:] {
+		close(r)
+	}
+	wg.Wait()
+	if len(order) != 2 || order[0] != "first" {
+		t.Errorf("served %v, want first before rest", order)
+	}
+}
+
+// ParallelUnlessSet sets -test.parallel, unless the command line did.
+func TestParallelUnlessSet(t *testing.T) {
+	f := flag.Lookup("test.parallel")
+	old := f.Value.String()
+	defer func() { _ = flag.Set("test.parallel", old) }()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" || f.Name == "test.fuzz" })
+	ParallelUnlessSet(97)
+	if want := map[bool]string{true: old, false: "97"}[given]; f.Value.String() != want {
+		t.Errorf("-test.parallel %s (given on the command line: %v), want %s", f.Value.String(), given, want)
 	}
 }

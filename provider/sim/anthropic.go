@@ -14,9 +14,6 @@ import (
 	"github.com/noderun/noderun/provider"
 )
 
-// EndpointMessages is the Anthropic Messages API (POST /v1/messages).
-const EndpointMessages = "messages"
-
 // messagesRequest is the part of a Messages API request the simulator
 // reads. Claude Code also sends system, tools, metadata, thinking,
 // context_management and output_config; all are ignored. It puts an entry

@@ -8,8 +8,8 @@ import (
 	"github.com/noderun/noderun/provider"
 )
 
-// Continuation forms the simulator accepts (Config.Continuation), as the
-// servers behind them do (docs/providers.md):
+// The continuation forms the simulator accepts (Config.Continuation; the
+// Form* constants), as the servers behind them do (docs/providers.md):
 //
 //   - prefix: the last message is an assistant message with "prefix": true
 //     (DeepSeek's beta chat prefix completion, Mistral). "prefix" on any other
@@ -24,15 +24,6 @@ import (
 // unknown field "prefix" or "continue_final_message" is a 400 (as OpenAI
 // rejects unknown arguments); a last assistant message is ignored and the
 // answer starts from scratch (as OpenAI does).
-const (
-	FormPrefix        = "prefix"
-	FormContinueFinal = "continue_final_message"
-	FormAssistantLast = "assistant_last"
-	// formNone in Config.Continuation accepts no form.
-	formNone = "none"
-)
-
-var forms = []string{FormPrefix, FormContinueFinal, FormAssistantLast}
 
 // continued is a request that continues a partial answer.
 type continued struct {

@@ -62,7 +62,7 @@ func TestContinuationStreamsTheRest(t *testing.T) {
 	cuts = append(cuts, first) // inside the first token, after its first character
 	// (A cut inside a character cannot be sent: JSON holds whole characters.
 	// The adapter sends the whole-character part: provider.SplitWhole.)
-	for _, form := range forms {
+	for _, form := range []string{FormPrefix, FormContinueFinal, FormAssistantLast} {
 		for _, cut := range cuts {
 			before := s.Stats()
 			got, completion := answerOf(t, s, contReq(form, full[:cut]))

@@ -110,33 +110,10 @@
 // # Config file
 //
 // `noderun sim serve --faults FILE` and the `sim:` block of a graph file use
-// one schema ([LoadConfig], [DecodeConfig]); unknown fields are errors:
-//
-//	seed: 42                # part of the text's identity
-//	tokens: 200             # natural output length (default 64)
-//	tokens_per_second: 80   # 0 = as fast as possible
-//	silence: 2s             # before the first token, and after each burst
-//	burst_tokens: 50        # 0 = a single burst
-//	keepalive: 500ms        # ": keepalive" after this long without writing
-//	continuation: [prefix]  # forms of continuing a partial chat answer it accepts
-//	                        # (prefix, continue_final_message, assistant_last; default all; [none])
-//	continuation_echo: true # a continued answer repeats the prefix first
-//	limits:                 # a rate-limited account (Limits)
-//	  requests_per_minute: 120  # per window and API key; 0 = unlimited
-//	  tokens_per_minute: 40000  # input + output tokens; 0 = unlimited
-//	  window: 1m                # the period of the limits (default 1m)
-//	faults:
-//	  - endpoint: chat          # chat, responses.create, responses.get,
-//	                            # responses.stream, responses.cancel, models; omit for any
-//	    node: plan              # only this graph node's requests (NodeHeader or NodeMetadata)
-//	    requests: [1, 2]        # 1-based, per endpoint (per node and endpoint with node); omit for every request
-//	    response_id: resp_...   # only requests about this response
-//	    times: 1                # at most this many times; omit for unlimited
-//	    kind: close             # close | reset | cut | silence | status | queued | refuse | outage
-//	    after_events: 5         # close, reset, cut, silence: after N SSE events
-//	    duration: 2s            # silence, outage
-//	    status: 429             # status: 400-599
-//	    retry_after: "2"        # status: Retry-After header
+// one schema ([LoadConfig], [DecodeConfig]), written out with its keys in
+// package simconfig (`go doc ./provider/sim/simconfig`): the configuration
+// types are simconfig's, aliased here, so that the graph language decodes a
+// `sim:` block without linking this server. Unknown fields are errors.
 //
 // Examples live in testdata/faults/ at the repository root.
 package sim

@@ -13,12 +13,6 @@ import (
 	"github.com/noderun/noderun/provider"
 )
 
-// Gemini API endpoint names.
-const (
-	EndpointGeminiStream   = "gemini.stream"   // :streamGenerateContent
-	EndpointGeminiGenerate = "gemini.generate" // :generateContent
-)
-
 // geminiRequest is the part of a generateContent request the simulator
 // reads. Gemini CLI also sends systemInstruction, tools and the rest of
 // generationConfig; all are ignored.

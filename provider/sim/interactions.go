@@ -20,14 +20,6 @@ import (
 	"github.com/noderun/noderun/provider"
 )
 
-// Interactions API endpoint names.
-const (
-	EndpointInteractionsCreate = "interactions.create" // POST /v1beta/interactions
-	EndpointInteractionsGet    = "interactions.get"    // GET /v1beta/interactions/{id}
-	EndpointInteractionsStream = "interactions.stream" // GET /v1beta/interactions/{id}?stream=true
-	EndpointInteractionsCancel = "interactions.cancel" // POST /v1beta/interactions/{id}/cancel
-)
-
 // interactionRequest is the part of a create request the simulator reads.
 type interactionRequest struct {
 	Model             string          `json:"model"`

@@ -14,45 +14,6 @@ import (
 	"github.com/noderun/noderun/provider"
 )
 
-// Limits, when set (Config.Limits), makes the simulator answer like a
-// rate-limited account: each API key has a bucket of requests and a bucket
-// of tokens, each starting full at its capacity and refilled continuously
-// at capacity per Window, the token-bucket model OpenAI and Anthropic
-// document for their limits. A generation request that a bucket cannot pay
-// for is answered 429 with Retry-After; see doc.go for the whole contract.
-//
-// Its YAML form is the `limits:` block: requests_per_minute,
-// tokens_per_minute, window.
-type Limits struct {
-	RequestsPerMinute int           // requests per Window; 0 = unlimited
-	TokensPerMinute   int           // input + output tokens per Window; 0 = unlimited
-	Window            time.Duration // the period the limits are per; 0 = DefaultLimitWindow
-}
-
-// DefaultLimitWindow is the period of Limits that set none.
-const DefaultLimitWindow = time.Minute
-
-// maxLimit bounds a configured limit so that bucket arithmetic stays exact
-// in a float64.
-const maxLimit = 1 << 40
-
-// Validate reports whether the limits are well formed.
-func (l Limits) Validate() error {
-	switch {
-	case l.RequestsPerMinute < 0 || l.TokensPerMinute < 0:
-		return fmt.Errorf("limits: requests_per_minute and tokens_per_minute must not be negative")
-	case l.RequestsPerMinute > maxLimit || l.TokensPerMinute > maxLimit:
-		return fmt.Errorf("limits: requests_per_minute and tokens_per_minute must be at most %d", int64(maxLimit))
-	case l.Window < 0:
-		return fmt.Errorf("limits: window must not be negative")
-	case l.Window > 24*time.Hour:
-		return fmt.Errorf("limits: window must be at most 24h")
-	case l.Window > 0 && l.Window < time.Millisecond:
-		return fmt.Errorf("limits: window must be at least 1ms")
-	}
-	return nil
-}
-
 // headerForm is how an endpoint reports its limits: the provider it
 // imitates.
 type headerForm int
@@ -93,7 +54,7 @@ func newLimiter(l Limits) *limiter {
 	if l.Window <= 0 {
 		l.Window = DefaultLimitWindow
 	}
-	return &limiter{reqCap: float64(l.RequestsPerMinute), tokCap: float64(l.TokensPerMinute),
+	return &limiter{reqCap: float64(l.RequestsPerWindow), tokCap: float64(l.TokensPerWindow),
 		window: l.Window, now: time.Now, keys: map[string]*keyBuckets{}, sweepAt: 1024}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/noderun/noderun/internal/shell"
+	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
 )
 
@@ -62,6 +63,78 @@ func (r *Report) SilenceTail() (time.Duration, []string) {
 		lastOther = r.Started
 	}
 	return max(0, lastSilence.Sub(lastOther)), names
+}
+
+// IdleHint is what a profile with a shorter idle window (the built-in ci)
+// would save a chaos run that spent most of its wall time waiting only for
+// its silence cases, which wait out the idle window.
+type IdleHint struct {
+	// Cases are the silence cases the run waited on.
+	Cases []string
+	// Idle is the run's idle window, Shorter the other profile's.
+	Idle, Shorter time.Duration
+	// Tail is how long the run went on for the silence cases alone, of
+	// Wall, its wall time; Estimate bounds what it would take under the
+	// other profile.
+	Tail, Wall, Estimate time.Duration
+}
+
+// IdleHint says whether the ci profile of set (nil: the built-ins) would at
+// least halve the run, run under prof. What ci would take is bounded from
+// this run: the time the other cases needed (ci's shorter backoffs and
+// cool-downs make them faster still), or a silence case under ci,
+// whichever is longer. False when ci would not halve it, when prof is ci or
+// its idle window is no longer, or when set has no ci.
+func (r *Report) IdleHint(prof profile.Profile, set profile.Set) (IdleHint, bool) {
+	if set == nil {
+		set = profile.Builtins()
+	}
+	ci, err := set.Get("ci")
+	if err != nil || prof.Name == ci.Name || prof.IdleTimeout <= ci.IdleTimeout {
+		return IdleHint{}, false
+	}
+	tail, names := r.SilenceTail()
+	wall := time.Duration(r.Seconds * float64(time.Second))
+	if tail <= wall/2 {
+		return IdleHint{}, false
+	}
+	estimate := max(wall-tail, ci.IdleTimeout.D()+500*time.Millisecond)
+	if estimate > wall/2 {
+		return IdleHint{}, false
+	}
+	return IdleHint{Cases: names, Idle: prof.IdleTimeout.D(), Shorter: ci.IdleTimeout.D(), Tail: tail, Wall: wall, Estimate: estimate}, true
+}
+
+// WriteCases writes cases as a table, under a line naming prof: each case's
+// name, what it expects (for a failure, how it may end), its fault (and
+// where in the stream it strikes) and its description (with the provider
+// kinds it is limited to).
+func WriteCases(w io.Writer, cases []Case, prof string) error {
+	if _, err := fmt.Fprintf(w, "fault cases (profile %s), each aimed at every node in turn:\n", prof); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CASE\tEXPECT\tFAULT\tDESCRIPTION")
+	for _, cs := range cases {
+		f := string(cs.Fault.Kind)
+		if cs.At != "" {
+			f += "@" + string(cs.At)
+		}
+		expect := string(cs.Expect)
+		if len(cs.Outcomes) > 0 {
+			names := make([]string, len(cs.Outcomes))
+			for i, o := range cs.Outcomes {
+				names[i] = string(o)
+			}
+			expect += ": " + strings.Join(names, "|")
+		}
+		desc := cs.Description
+		if len(cs.Kinds) > 0 {
+			desc += " [" + strings.Join(cs.Kinds, ", ") + " nodes only]"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cs.Name, expect, f, desc)
+	}
+	return tw.Flush()
 }
 
 // WriteTable prints one line per case and node, then the failures, each

@@ -2,8 +2,10 @@
 // parser and validator of graph files (every problem reported with its
 // file:line), and the Go templates of node prompts. It imports nothing from
 // the runner, the journal or the provider adapters: a graph is data, and
-// package runner executes it. (It imports provider/sim for one type: a sim
-// provider's configuration, ProviderSpec.Sim, is a sim.Config.)
+// package runner executes it. (It imports provider/sim/simconfig for one
+// type: a sim provider's configuration, ProviderSpec.Sim, is a
+// simconfig.Config, which provider/sim aliases as sim.Config; the leaf keeps
+// the simulator's HTTP server out of programs that only parse graphs.)
 //
 // # Templates
 //

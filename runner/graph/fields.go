@@ -264,7 +264,7 @@ const (
 )
 
 // fieldsSim are the fields of a sim provider's `sim:` block (package
-// provider/sim decodes it; a test checks this table against it).
+// provider/sim/simconfig decodes it; a test checks this table against it).
 var fieldsSim = []Field{
 	{Name: "seed", Type: "whole number", Default: "0", Doc: "Seeds the generated text: the same seed and prompt give the same output.", Example: "7", schema: map[string]any{"type": "integer"}},
 	{Name: "tokens", Type: "whole number >= 0", Default: "64", Doc: "Output tokens when the request sets no max_output_tokens.", Example: "200", schema: sInt(0)},
@@ -285,7 +285,7 @@ var fieldsSim = []Field{
 
 // fieldsFault are the fields of one entry of a sim block's `faults:`.
 var fieldsFault = []Field{
-	{Name: "kind", Type: "string", Required: true, Doc: "close, reset, cut, silence, status, queued, refuse or error_event (see `go doc ./provider/sim FaultKind`).", Example: "cut", schema: sEnum(graphFaultKinds)},
+	{Name: "kind", Type: "string", Required: true, Doc: "close, reset, cut, silence, status, queued, refuse or error_event (see `go doc ./provider/sim/simconfig FaultKind`).", Example: "cut", schema: sEnum(graphFaultKinds)},
 	{Name: "endpoint", Type: "string", Default: "any", Doc: "chat, responses.create, responses.get, responses.stream, responses.cancel, models, messages, gemini.stream or gemini.generate.", Example: "responses.create", schema: sString()},
 	{Name: "node", Type: "string", Default: "any", Doc: "Only requests for this graph node; requests then counts that node's requests (request k of chat or responses.create is the node's attempt k).", Example: "plan", schema: sString()},
 	{Name: "requests", Type: "list of whole numbers", Default: "every request", Doc: "1-based request numbers, counted per endpoint (per node and endpoint with node; connections, for refuse).", Example: "[1, 3]", schema: map[string]any{"type": "array", "items": map[string]any{"type": "integer", "minimum": 1}}},

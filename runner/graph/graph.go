@@ -13,7 +13,7 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/provider/sim/simconfig"
 )
 
 // Graph is a validated goal graph, as read from a YAML file. A *Graph
@@ -109,9 +109,10 @@ type ProviderSpec struct {
 	Env      map[string]string
 	// Sim (sim) is the simulator's configuration: how it generates (seed,
 	// tokens, pace, silence) and its scripted faults; nil when omitted (the
-	// zero sim.Config). A graph file's `sim:` block fills it (problems
-	// reported at their file:line); in code, set it directly.
-	Sim *sim.Config
+	// zero simconfig.Config, which provider/sim aliases as sim.Config). A
+	// graph file's `sim:` block fills it (problems reported at their
+	// file:line); in code, set it directly.
+	Sim *simconfig.Config
 	// Limits are the rate limits of the provider's account as the graph
 	// declares them (`limits:`); zero fields are not declared. A run also
 	// learns the account's limits from the provider's response headers,

@@ -19,7 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/noderun/noderun/profile"
-	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/provider/sim/simconfig"
 )
 
 var (
@@ -719,8 +719,8 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 			case sv == nil || sv.Kind != yaml.MappingNode:
 				p.report(s, f.val.Line, name, "sim must be a mapping (the simulator's configuration)")
 			default:
-				cfg, err := sim.DecodeConfig(sv)
-				if ce, ok := errors.AsType[*sim.ConfigError](err); ok {
+				cfg, err := simconfig.DecodeConfig(sv)
+				if ce, ok := errors.AsType[*simconfig.ConfigError](err); ok {
 					p.report(s, ce.Line, name, "sim: %s", ce.Msg)
 				} else if err != nil {
 					p.report(s, sv.Line, name, "sim: %v", err)

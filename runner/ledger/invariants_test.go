@@ -19,6 +19,7 @@ import (
 	"github.com/noderun/noderun/internal/codexbin"
 	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/runner"
 	"github.com/noderun/noderun/runner/chaos"
@@ -62,30 +63,91 @@ func TestAccountingInvariantsOverTheChaosMatrix(t *testing.T) {
 	}
 	// Two models priced, one not: cost only where a price is known.
 	prices := ledger.Prices{"gpt-sim": {Input: 1, Output: 10}, "o-sim": {Input: 2, Output: 8, Reasoning: 8}}
-	for _, path := range []string{kinds, filepath.Join("..", "..", "testdata", "graphs", "demo.yaml"), filepath.Join("..", "..", "testdata", "graphs", "failover.yaml")} {
-		t.Run(strings.TrimSuffix(filepath.Base(path), ".yaml"), func(t *testing.T) { invariantsOver(t, path, prices) })
+	// The demo and failover graphs name the default profile, whose matrix
+	// waits out a 90 s silence and 1-4 s backoffs: they run on the default
+	// profile scaled down (see scaledDefault), which keeps every count and
+	// every ratio between its durations. The kinds graph keeps its own,
+	// quick.
+	scaled := scaledDefault()
+	for _, c := range []struct {
+		path  string
+		set   profile.Set // nil: the graph's own profile
+		short []string    // with -short, only these cases (nil: all)
+	}{
+		// A graph with a harness node runs one case run at a time (chaos
+		// keeps agent CLIs from starting side by side): a minute for the
+		// whole matrix. -short (the edit loop) keeps a case of each sort,
+		// against every kind; the full suite runs all of them.
+		{kinds, nil, []string{"close-middle", "idle-silence", "server-error", "outage-long"}},
+		{filepath.Join("..", "..", "testdata", "graphs", "demo.yaml"), scaled, nil},
+		{filepath.Join("..", "..", "testdata", "graphs", "failover.yaml"), scaled, nil},
+	} {
+		t.Run(strings.TrimSuffix(filepath.Base(c.path), ".yaml"), func(t *testing.T) {
+			only := c.short
+			if !testing.Short() {
+				only = nil
+			}
+			invariantsOver(t, c.path, c.set, only, prices)
+		})
 	}
 }
 
-func invariantsOver(t *testing.T, path string, prices ledger.Prices) {
+// scaledName is the profile scaledDefault adds.
+const scaledName = "default-scaled"
+
+// scaledDefault is the built-in profiles plus default-scaled: the default
+// profile with every duration divided by 50 and every count kept (retries,
+// reconnects, breaker). The chaos matrix follows the profile it runs on (its
+// silence outlasts the idle window, its long outage the deadline), so each
+// case meets the default's recovery path, and each figure is still checked
+// against the wall clock that timed it; only the waits are 50 times shorter
+// (the idle window 1.8 s rather than 90 s, a Retry-After of 1 s still under
+// max_retry_after, as on the default).
+func scaledDefault() profile.Set {
+	set := profile.Set(profile.Builtins())
+	p := set["default"]
+	s := func(d profile.Duration) profile.Duration { return d / 50 }
+	p.Name = scaledName
+	p.Backoff.Base, p.Backoff.Cap = s(p.Backoff.Base), s(p.Backoff.Cap)
+	p.Deadline, p.IdleTimeout, p.PollAfter, p.PollInterval = s(p.Deadline), s(p.IdleTimeout), s(p.PollAfter), s(p.PollInterval)
+	p.StuckAfter, p.MaxRetryAfter, p.BreakerCooldown = s(p.StuckAfter), s(p.MaxRetryAfter), s(p.BreakerCooldown)
+	set[scaledName] = p
+	return set
+}
+
+// invariantsOver runs the chaos matrix on the graph at path, on the scaled
+// profile when set is not nil, and checks every case run's accounting. only,
+// when not nil, names the cases of the matrix to run.
+func invariantsOver(t *testing.T, path string, set profile.Set, only []string, prices ledger.Prices) {
 	g, err := runner.LoadGraph(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	prof, err := runner.Prepare(g, &runner.Options{})
+	name := ""
+	if set != nil {
+		name = scaledName
+	}
+	prof, err := runner.Prepare(g, &runner.Options{Profiles: set, Profile: name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	j := testkit.TempJournal(t, "j.db")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
+	cases := chaos.DefaultCases(prof)
+	if only != nil {
+		cases = slices.DeleteFunc(cases, func(c chaos.Case) bool { return !slices.Contains(only, c.Name) })
+		if len(cases) != len(only) {
+			t.Fatalf("the matrix has %d of the cases %q", len(cases), only)
+		}
+	}
 	live := newLiveView()
-	rep, err := chaos.Run(ctx, g, chaos.Options{Journal: j, Cases: chaos.DefaultCases(prof), Seed: 3, Nodes: 4,
-		Getenv: func(string) string { return "" }, OnProgress: live.see})
+	rep, err := chaos.Run(ctx, g, chaos.Options{Journal: j, Cases: cases, Seed: 3, Nodes: 4,
+		Profiles: set, Profile: name, Getenv: func(string) string { return "" }, OnProgress: live.see})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := chaos.CaseRuns(g, chaos.DefaultCases(prof)); len(rep.Results) != want {
+	if want := chaos.CaseRuns(g, cases); len(rep.Results) != want {
 		t.Fatalf("%d case runs, want %d", len(rep.Results), want)
 	}
 	var table bytes.Buffer

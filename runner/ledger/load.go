@@ -2,7 +2,8 @@
 // nodes, their attempts and usage, and every diagnostic record, decoded
 // with diagnostics.Decode — and AccountOf says what recovery did, saved and
 // cost, in figures that add up (see Figures) and a verdict a node.
-// WriteReport renders the same as one self-contained HTML page.
+// WriteReport renders the same as one self-contained HTML page, WriteText as
+// the text `noderun diagnose` prints.
 //
 // Everything in noderun that reports on recovery reads it here: the
 // verdicts at the end of `noderun run` and `resume`, `noderun diagnose`,

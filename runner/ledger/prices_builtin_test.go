@@ -343,3 +343,32 @@ func TestPriceTableMetadata(t *testing.T) {
 		}
 	}
 }
+
+// The built-in table prices a run only when it knows one of its models: a
+// run on the simulator alone stays unpriced (no cost, no warnings), one
+// that used a dated Claude model is priced out of the box, and a given
+// table wins over the built-in one, model by model.
+func TestPricesFor(t *testing.T) {
+	run := func(models ...string) *Run {
+		r := &Run{}
+		for _, m := range models {
+			r.Nodes = append(r.Nodes, &Node{Model: m})
+		}
+		return r
+	}
+	if p := PricesFor(run("sim", "sim"), nil); p != nil {
+		t.Errorf("a simulator-only run is priced: %v", p)
+	}
+	p := PricesFor(run("sim", "claude-sonnet-4-5-20250929"), nil)
+	if got, ok := p.Lookup("claude-sonnet-4-5-20250929"); !ok || got.Input != 3 || got.Output != 15 {
+		t.Errorf("a dated Claude model: %+v %v, want 3/15 from the built-in table", got, ok)
+	}
+	mine := Prices{"sim": {Input: 1}, "gpt-4o": {Input: 9, Output: 9}}
+	p = PricesFor(run("sim"), mine)
+	if p["sim"].Input != 1 || p["gpt-4o"].Input != 9 {
+		t.Errorf("a given table does not win: %+v", p)
+	}
+	if got, ok := p.Lookup("gpt-4o-mini"); !ok || got.Input != 0.15 {
+		t.Errorf("a given table hides the built-in models it does not name: %+v %v", got, ok)
+	}
+}

@@ -6,11 +6,12 @@
 //
 // A Telemetry is a runner.Observer: set it as runner.Options.Observer. It
 // holds no global state: the tracer provider and the metrics registry are
-// the caller's (TracesFromEnv, NewMetrics). Everything it reports about a
-// node is read from the journal when the node settles (ledger.LoadNodeOf,
-// ledger.AccountNode), the account `noderun diagnose` prints: the figures
-// agree with diagnose, a retried request is one node call with its
-// attempts labelled, and no chunk costs anything more.
+// the caller's (TracesFromEnv, NewMetrics; Start sets both up as noderun's
+// commands do). Everything it reports about a node is read from the journal
+// when the node settles (ledger.LoadNodeOf, ledger.AccountNode), the account
+// `noderun diagnose` prints: the figures agree with diagnose, a retried
+// request is one node call with its attempts labelled, and no chunk costs
+// anything more.
 // docs/observability.md lists the names.
 package telemetry
 

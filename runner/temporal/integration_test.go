@@ -175,6 +175,7 @@ func fleet(t testing.TB, bin, hostPort, queue, dir string, ids []string, runArgs
 // graph; the worker streaming the Responses node is killed -9 mid-stream and
 // the other one finishes the node by re-attaching to the same response.
 func TestKill9WorkerMidStreamOtherWorkerReattaches(t *testing.T) {
+	t.Parallel()                                    // waits on heartbeats and processes, not the CPU: overlapped with the others
 	crossWorker(t, syscall.SIGKILL, 2000, "reason") // 10 s: a dead worker is noticed after the 5 s heartbeat timeout
 }
 
@@ -182,6 +183,7 @@ func TestKill9WorkerMidStreamOtherWorkerReattaches(t *testing.T) {
 // and the other one re-attaches to the same interaction by its journaled id
 // and heartbeated cursor (NR210): one interaction, nothing regenerated.
 func TestKill9WorkerMidStreamGeminiNodeOtherWorkerReattaches(t *testing.T) {
+	t.Parallel() // waits on heartbeats and processes, not the CPU: overlapped with the others
 	crossWorker(t, syscall.SIGKILL, 2000, "ponder")
 }
 
@@ -189,6 +191,7 @@ func TestKill9WorkerMidStreamGeminiNodeOtherWorkerReattaches(t *testing.T) {
 // over at once: the other worker re-attaches the same way, without waiting
 // for a heartbeat timeout.
 func TestStoppedWorkerHandsNodeOver(t *testing.T) {
+	t.Parallel()                                    // waits on heartbeats and processes, not the CPU: overlapped with the others
 	crossWorker(t, syscall.SIGTERM, 1000, "reason") // 5 s: the hand-over takes about a second
 }
 
@@ -200,7 +203,7 @@ func crossWorker(t *testing.T, sig syscall.Signal, respTokens int, node string) 
 	hostPort := devServer(t)
 	bin := noderun.Path(t)
 	dir := t.TempDir()
-	queue := "kill9-" + time.Now().Format("150405.000")
+	queue := fmt.Sprintf("kill9-%d", time.Now().UnixNano())
 	cc, rc := simConfigs(respTokens)
 	chat, resp := simtest.Start(t, cc), simtest.Start(t, rc)
 	graph := fleetGraph(t, dir, chat.BaseURL(), resp.BaseURL())
@@ -517,10 +520,11 @@ func history(t *testing.T, c client.Client, runID string) *historypb.History {
 // for an operator: `run --temporal` exits 1 naming the command, and
 // `noderun resume --temporal RUN --retry NODE` replays it to completion.
 func TestKill9UnsafeNodeHeldUntilResumeRetry(t *testing.T) {
+	t.Parallel() // waits on heartbeats and processes, not the CPU: overlapped with the others
 	hostPort := devServer(t)
 	bin := noderun.Path(t)
 	dir := t.TempDir()
-	queue := "held-" + time.Now().Format("150405.000")
+	queue := fmt.Sprintf("held-%d", time.Now().UnixNano())
 	cfg := sim.Config{Seed: 4, Tokens: 600, TokensPerSecond: 300}
 	graph := func(url string) string {
 		return writeGraph(t, t.TempDir(), "held.yaml", fmt.Sprintf("name: held\nprofile: ci\nproviders:\n  chat: {kind: openai, base_url: %s, model: sim}\n"+
@@ -590,6 +594,7 @@ func TestKill9UnsafeNodeHeldUntilResumeRetry(t *testing.T) {
 // run's, and what the heartbeat held is not generated again (at most the
 // last HeartbeatThrottle of streaming is).
 func TestKill9ChatNodeContinuedOnAnotherWorker(t *testing.T) {
+	t.Parallel() // waits on heartbeats and processes, not the CPU: overlapped with the others
 	const tokens, perSecond = 600, 100
 	src := func(url string) string {
 		return fmt.Sprintf("name: essay\nprofile: ci\nproviders:\n  chat: {kind: openai, base_url: %s, model: sim, continuation: prefix}\n"+
@@ -609,7 +614,7 @@ func TestKill9ChatNodeContinuedOnAnotherWorker(t *testing.T) {
 	slow := simtest.Start(t, sim.Config{Seed: 13, Tokens: tokens, TokensPerSecond: perSecond})
 	graph := writeGraph(t, dir, "essay.yaml", src(slow.BaseURL()))
 	hostPort := devServer(t)
-	queue := "chat9-" + time.Now().Format("150405.000")
+	queue := fmt.Sprintf("chat9-%d", time.Now().UnixNano())
 	workers, run, runID := fleet(t, noderun.Path(t), hostPort, queue, dir, []string{"w1", "w2"}, "--json", graph)
 	c := dialDev(t)
 	// Kill the node's worker once Temporal holds a heartbeat with a good

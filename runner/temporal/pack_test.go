@@ -25,6 +25,7 @@ import (
 // is not asked of its provider again; both outputs are the undisturbed
 // local run's.
 func TestKill9PackRunsOnlyItsUnfinishedNodes(t *testing.T) {
+	t.Parallel() // waits on heartbeats and processes, not the CPU: overlapped with the others
 	bin := noderun.Path(t)
 	hostPort := devServer(t)
 	dir := t.TempDir()

@@ -28,7 +28,7 @@ import (
 func TestTwoWorkersPaceOneAccount(t *testing.T) {
 	const nodes, perWindow, window = 60, 20, 4 * time.Second
 	srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: 20,
-		Limits: &sim.Limits{RequestsPerMinute: perWindow, TokensPerMinute: 1_000_000, Window: window}})
+		Limits: &sim.Limits{RequestsPerWindow: perWindow, TokensPerWindow: 1_000_000, Window: window}})
 	var src strings.Builder
 	fmt.Fprintf(&src, "name: quota\nprofile: ci\nproviders:\n  p: {kind: openai, base_url: %s, model: sim}\nnodes:\n", srv.BaseURL())
 	for i := range nodes {

@@ -94,6 +94,7 @@ func hasCode(evs []journal.Event, code string) bool {
 }
 
 func TestRunNodeFromLostMachine(t *testing.T) {
+	t.Parallel() // waits on heartbeats and processes, not the CPU: overlapped with the others
 	cc := sim.Config{Seed: 9, Tokens: 400, TokensPerSecond: 1000}
 	rc := sim.Config{Seed: 9, Tokens: 600, TokensPerSecond: 400}
 	ref := func() map[string]string { // undisturbed outputs

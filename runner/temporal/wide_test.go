@@ -261,6 +261,7 @@ func tail(s string) string {
 // never started (each workflow task over the 4 MB gRPC limit, retried
 // forever). Each execution's history stays under half of Temporal's limits.
 func TestWideGraphsOnTemporal(t *testing.T) {
+	t.Parallel() // its CPU overlaps the other tests' waits on heartbeats and processes
 	for _, c := range []wide{
 		{nodes: 10_000, promptBytes: 100, parallel: 1000},
 		{nodes: 1_000, promptBytes: 1000, parallel: 1000}, // 1 MB of prompts
@@ -322,6 +323,7 @@ func fleetAtWidthGraph(tb testing.TB, dir, name, url string) string {
 // HeartbeatThrottle of streaming). diagnose --temporal agrees with the
 // simulator node by node.
 func TestFleetAtWidthLosesAWorker(t *testing.T) {
+	t.Parallel() // waits on heartbeats and processes, not the CPU: overlapped with the others
 	bin := noderun.Path(t)
 	hostPort := devServer(t)
 	dir := t.TempDir()
@@ -474,6 +476,7 @@ func TestFleetAtWidthLosesAWorker(t *testing.T) {
 // reported by Follow, which `run --temporal` waits with, as an error
 // naming the failure: not waited on for ever.
 func TestFollowReportsARunThatCannotGoOn(t *testing.T) {
+	t.Parallel() // waits on heartbeats and processes, not the CPU: overlapped with the others
 	c := dialDev(t)
 	queue := fmt.Sprintf("stuck-%d", time.Now().UnixNano())
 	w := worker.New(c, queue, worker.Options{})
@@ -555,6 +558,7 @@ func BenchmarkTemporalWide(b *testing.B) {
 // reference. The outputs equal a local run's (the reducer's prompt holds
 // every output it needs, so its answer differs if one is wrong).
 func TestContinueAsNewCarriesTheRun(t *testing.T) {
+	t.Parallel() // waits on heartbeats and processes, not the CPU: overlapped with the others
 	const parts = 12
 	srv := simtest.Start(t, sim.Config{Seed: 7, Tokens: 2000}) // ~12 KB a part: the reducer's needs are over InlineNeeds
 	var b strings.Builder

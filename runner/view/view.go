@@ -2,7 +2,10 @@
 // --json (docs/json.md is their schema) from a journal: the runs list, a
 // run's nodes, its events, a node's output and attempts. The CLI prints them
 // and the HTTP server (package server) serves them, so a body of the API and
-// a command's --json output cannot differ.
+// a command's --json output cannot differ. It also builds what the commands
+// that run and check graphs print (a run's Result, a graph file's
+// GraphCheck, the recovery Profiles), the one-line text of an event
+// (EventText), and follows a run's events as they are journaled (Tail).
 //
 // Documents are objects, never bare arrays; every one about a run carries
 // run_id; payloads are objects, never JSON in a string; times are RFC 3339
@@ -279,7 +282,7 @@ func Diagnose(ctx context.Context, j *journal.Journal, runID, node string, price
 	if err != nil {
 		return nil, err
 	}
-	d := ledger.AccountOf(run, prices)
+	d := ledger.AccountOf(run, ledger.PricesFor(run, prices))
 	if node != "" {
 		for _, nd := range d.Nodes {
 			if nd.ID == node {
