@@ -2,8 +2,11 @@ package testkit
 
 import (
 	"bytes"
+	"crypto/rand"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,7 +65,8 @@ func StartNginx(tb testing.TB, upstream string, timeout time.Duration) *Nginx {
 		_ = l.Close()
 		conf := filepath.Join(dir, "nginx.conf")
 		var b bytes.Buffer
-		vars := map[string]string{"Dir": dir, "Listen": listen, "Upstream": upstream, "Timeout": fmt.Sprintf("%dms", timeout.Milliseconds())}
+		nonce := rand.Text()
+		vars := map[string]string{"Dir": dir, "Listen": listen, "Upstream": upstream, "Timeout": fmt.Sprintf("%dms", timeout.Milliseconds()), "Nonce": nonce}
 		if err := tmpl.Execute(&b, vars); err != nil {
 			tb.Fatal(err)
 		}
@@ -87,7 +91,7 @@ func StartNginx(tb testing.TB, upstream string, timeout time.Duration) *Nginx {
 				<-exited
 			}
 		})
-		if lastErr = waitListening(listen, exited); lastErr == nil {
+		if lastErr = waitListening(listen, nonce, exited); lastErr == nil {
 			return g
 		}
 		lastErr = fmt.Errorf("%w\n%s\n%s", lastErr, g.Out.String(), g.Log(tb))
@@ -96,18 +100,26 @@ func StartNginx(tb testing.TB, upstream string, timeout time.Duration) *Nginx {
 	return nil
 }
 
-// waitListening waits until addr accepts connections, or the process exits.
-func waitListening(addr string, exited <-chan error) error {
+// waitListening waits until the nginx given nonce answers on addr, or the
+// process exits. Answering is the proof: between the port's probe and
+// nginx's bind, a parallel test's server may take the port, and a mere
+// connect would then send this test's requests to that server.
+func waitListening(addr, nonce string, exited <-chan error) error {
 	deadline := time.Now().Add(10 * time.Second)
+	hc := &http.Client{Timeout: time.Second}
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-exited:
 			return fmt.Errorf("nginx exited: %v", err)
 		default:
 		}
-		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-			_ = c.Close()
-			return nil
+		if resp, err := hc.Get("http://" + addr + "/__testkit_nginx"); err == nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+			_ = resp.Body.Close()
+			if string(body) == nonce {
+				return nil
+			}
+			return fmt.Errorf("another server took %s before nginx could bind it", addr)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
