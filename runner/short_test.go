@@ -8,6 +8,6 @@ import "testing"
 func soak(t *testing.T, covered string) {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("-short: a long soak, covered meanwhile by " + covered)
+		t.Skip("skipped in -short, the edit loop's quick pass; `make test` and CI run it; until then " + covered + " checks the same behaviour")
 	}
 }
