@@ -301,6 +301,10 @@ const (
 	fleetNodes     = 100 // of each kind
 	fleetTokens    = 300
 	fleetPerSecond = 30
+	// sigtermInFlight is how many tokens a chat node handed over by a
+	// SIGTERM'd worker may have generated twice: those the simulator sent
+	// while the close was on its way (see TestFleetAtWidthLosesAWorker).
+	sigtermInFlight = 2
 )
 
 func fleetAtWidthGraph(tb testing.TB, dir, name, url string) string {
@@ -386,7 +390,8 @@ func TestFleetAtWidthLosesAWorker(t *testing.T) {
 			}
 			// Every token the simulator generated, node by node.
 			st := simStats(t, url)
-			var moved, regenerated int
+			var moved, regenerated, most int
+			again := map[string]int{} // chat node → tokens generated again
 			for id, n := range st.Nodes {
 				extra := int(n.TokensGenerated) - fleetTokens
 				switch {
@@ -396,6 +401,8 @@ func TestFleetAtWidthLosesAWorker(t *testing.T) {
 					t.Errorf("Responses node %s: the simulator generated %d tokens, want %d (re-attached, nothing again)", id, n.TokensGenerated, fleetTokens)
 				case extra > 0:
 					regenerated += extra
+					again[id] = extra
+					most = max(most, extra)
 				}
 				if n.Requests[sim.EndpointChat] > 1 || n.Requests[sim.EndpointResponsesStream]+n.Requests[sim.EndpointResponsesGet] > 0 { // continued, re-attached
 					moved++
@@ -404,32 +411,41 @@ func TestFleetAtWidthLosesAWorker(t *testing.T) {
 			if len(st.Nodes) != 2*fleetNodes {
 				t.Fatalf("the simulator saw %d nodes, want %d", len(st.Nodes), 2*fleetNodes)
 			}
-			t.Logf("%s of %s after %s; run done in %s (floor %ds); %d tokens generated for %d needed; %d generated again; simulator requests %v",
+			t.Logf("%s of %s after %s; run done in %s (floor %ds); %d tokens generated for %d needed; %d generated again (at most %d for a node); simulator requests %v",
 				sig, victim, lost.Round(100*time.Millisecond), wall.Round(100*time.Millisecond), fleetTokens/fleetPerSecond,
-				st.TokensGenerated, 2*fleetNodes*fleetTokens, regenerated, st.Requests)
+				st.TokensGenerated, 2*fleetNodes*fleetTokens, regenerated, most, st.Requests)
 			floor := time.Duration(fleetTokens/fleetPerSecond) * time.Second
 			if wall > floor+20*time.Second {
 				t.Errorf("the run took %s: more than the %s floor + 20 s", wall.Round(100*time.Millisecond), floor)
 			}
 			// What a chat node continued elsewhere may have had generated
-			// twice: after a SIGTERM, nothing (a stopping worker cuts each
-			// stream right after a chunk it took in, and the provider sees
-			// the connection close long before its next token); after
-			// kill -9, what streamed after the last heartbeat Temporal holds,
-			// at most HeartbeatThrottle (and the second the beat is rounded
-			// to) at the simulator's pace.
+			// twice. After kill -9: what streamed after the last heartbeat
+			// Temporal holds, at most HeartbeatThrottle (and the second the
+			// beat is rounded to) at the simulator's pace. After a SIGTERM:
+			// only what was in flight when the stream was cut. A stopping
+			// worker cuts each stream right after a chunk it took in, so the
+			// simulator must see the close within the 33 ms before its next
+			// token; on a quiet machine it always does (0 regenerated in
+			// every run), but on two cores shared with other packages' tests
+			// the close (the worker's transport goroutine, then the
+			// simulator's connection reader, each waiting for a core, for
+			// ~70 streams cut at once) has arrived a token late: 5 and 11
+			// tokens over 38 and 32 continued nodes. So: at most the tokens
+			// of two token intervals (66 ms of scheduling delay) per node,
+			// a tenth of what a kill -9 may cost, and never a whole
+			// heartbeat's worth.
 			continued := 0
 			for id, n := range st.Nodes {
 				if id[0] == 'c' {
 					continued += int(n.Requests[sim.EndpointChat]) - 1
 				}
 			}
-			bound := 0
+			perNode := sigtermInFlight
 			if sig == syscall.SIGKILL {
-				bound = continued * int(ntemporal.HeartbeatThrottle.Seconds()+1) * fleetPerSecond
+				perNode = int(ntemporal.HeartbeatThrottle.Seconds()+1) * fleetPerSecond
 			}
-			if regenerated > bound {
-				t.Errorf("%d tokens generated again for %d chat nodes continued; want at most %d", regenerated, continued, bound)
+			if regenerated > continued*perNode || most > perNode {
+				t.Errorf("%d tokens generated again for %d chat nodes continued (at most %d for a node); want at most %d a node (by node: %v)", regenerated, continued, most, perNode, again)
 			}
 
 			// diagnose --temporal agrees with the simulator node by node.
