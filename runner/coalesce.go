@@ -7,37 +7,130 @@ import (
 	"github.com/noderun/noderun/journal"
 )
 
-// Deltas that arrive within coalesceWindow of each other are journaled as one
-// event (up to coalesceBytes): every chunk's bytes are journaled, in order,
-// but a fast stream costs one SQLite row per window instead of one per token,
-// so journaling never throttles it. A slow stream (a token every few ms or
-// more, as real models send) still gets a row per chunk.
+// A node's deltas are journaled in rows of up to coalesceChunks chunks (a
+// token each in the chat and Responses protocols), coalesceBytes, or a
+// second of arrivals, whichever comes first: every chunk's bytes are
+// journaled, once and in order, but a stream costs one SQLite row per 16
+// tokens, or per second when it is slower, instead of one per token. Real
+// reasoning streams trickle, a token every 20-50 ms in an SSE event of its
+// own: at the former 5 ms window every token was its own row, and the journal
+// a third of the runner's CPU against a bare client reading the same streams
+// (issue 45; internal/trickle's BenchmarkTrickle). The bound is in chunks as
+// well as time because what a crash costs is tokens: a slow stream's row
+// may wait a second, a fast one's never more than 15 chunks.
 //
-// A stream that goes on flushes its own events, on its own goroutine: the
-// chunk that arrives coalesceWindow or more after the pending event's first
-// one flushes it. A timer flushes the last event of a stream that falls
-// silent, quietAfter after its first chunk. The timer used to flush at
-// coalesceWindow, racing the stream for the lock every 5 ms: on two cores
-// the stream blocked on the lock ~80 times a 100k-token pass while the
-// timer's goroutine journaled on the other core, and was resumed on
-// another core as often, its caches cold (docs/performance.md). At
-// quietAfter the timer never fires while chunks come.
+// A run's flusher journals every node's pending row at once, every
+// coalesceWindow: one goroutine and one ticker for the whole run, not a timer
+// per node armed per token, and the slow rows of many nodes reach the writer
+// together, so it commits them in a few large transactions. A row is also
+// flushed by its own stream: at coalesceChunks or coalesceBytes, before any
+// other event of the node (terminal evidence, a fault's diagnostic, a mark, a
+// reset), when the attempt ends (a cut, a cancel, a shutdown signal), and by
+// a chunk that arrives coalesceWindow after the row's first (the flusher was
+// late).
+//
+// So only a crash of the process (kill -9, power) can find chunks
+// unjournaled: those of the last CrashBound of the stream, and no more than
+// CrashChunks of them. docs/architecture.md says what a resume does with
+// them, kind by kind.
 const (
-	coalesceWindow = 5 * time.Millisecond
-	quietAfter     = 2 * coalesceWindow
-	coalesceBytes  = 16 << 10
+	coalesceWindow = time.Second
+	coalesceChunks = 16
+	coalesceBytes  = 4 << 10
 )
 
-// coalescer holds the pending run of same-kind chunk events of one node.
+// CrashBound and CrashChunks bound what a crash of the process can find
+// unjournaled of a node's stream, while the runner and its journal keep up:
+// the pending row (under coalesceChunks chunks, coalesceWindow of arrivals
+// and coalesceBytes) and the rows the journal has not committed yet (those
+// flushed in its last journal.DefaultBatchDelay: at most one full row while
+// the stream is slower than coalesceChunks per DefaultBatchDelay, 640 chunks
+// a second). A starved process journals later; it never acknowledges a chunk
+// as journaled before it is.
+const (
+	CrashBound  = coalesceWindow + journal.DefaultBatchDelay
+	CrashChunks = 2*coalesceChunks - 1
+)
+
+// flusher journals the pending rows of a run's nodes every coalesceWindow.
+type flusher struct {
+	mu      sync.Mutex
+	pending []*coalescer // coalescers holding a row, each once (coalescer.listed)
+	spare   []*coalescer
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func startFlusher() *flusher {
+	f := &flusher{stop: make(chan struct{}), done: make(chan struct{})}
+	go f.loop()
+	return f
+}
+
+func (f *flusher) loop() {
+	defer close(f.done)
+	t := time.NewTicker(coalesceWindow)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			f.flushAll()
+		case <-f.stop:
+			f.flushAll()
+			return
+		}
+	}
+}
+
+// close stops the flusher after a last flush. Nodes flush their own rows
+// when their attempts end, so by the time a run is over there is nothing
+// left; the last flush is for a node abandoned by a panic.
+func (f *flusher) close() {
+	close(f.stop)
+	<-f.done
+}
+
+// list marks c as holding a row.
+func (f *flusher) list(c *coalescer) {
+	f.mu.Lock()
+	if !c.listed {
+		c.listed = true
+		f.pending = append(f.pending, c)
+	}
+	f.mu.Unlock()
+}
+
+func (f *flusher) flushAll() {
+	f.mu.Lock()
+	batch := f.pending
+	f.pending, f.spare = f.spare[:0], nil
+	for _, c := range batch {
+		c.listed = false
+	}
+	f.mu.Unlock()
+	for i, c := range batch {
+		c.timedFlush()
+		batch[i] = nil
+	}
+	f.mu.Lock()
+	if f.spare == nil {
+		f.spare = batch[:0] // reused: no allocation per tick
+	}
+	f.mu.Unlock()
+}
+
+// coalescer holds the pending row of same-kind chunk events of one node.
 type coalescer struct {
 	j *journal.Journal
+	f *flusher // nil: rows wait for their stream to flush them (tests)
+
+	listed bool // in f.pending; under f.mu
 
 	mu    sync.Mutex
 	ev    journal.Event // pending; Kind == "" when there is none
 	buf   []byte
 	first time.Time // when the pending event's first chunk arrived
-	timer *time.Timer
-	err   error // from a flush the timer did
+	err   error     // from a flush the flusher did
 }
 
 // add journals ev with payload text, which arrived at at, merged with the
@@ -59,17 +152,15 @@ func (c *coalescer) add(ev journal.Event, text string, at time.Time) error {
 	if c.ev.Kind == "" {
 		c.ev, c.buf, c.first = ev, append(c.buf[:0], text...), at
 		c.ev.Chunks = 1
-		if c.timer == nil {
-			c.timer = time.AfterFunc(quietAfter, c.timerFlush)
-		} else {
-			c.timer.Reset(quietAfter)
+		if c.f != nil {
+			c.f.list(c)
 		}
 	} else {
 		c.buf = append(c.buf, text...)
 		c.ev.ProviderSeq = ev.ProviderSeq
 		c.ev.Chunks++
 	}
-	if len(c.buf) >= coalesceBytes {
+	if len(c.buf) >= coalesceBytes || c.ev.Chunks >= coalesceChunks {
 		return c.flushLocked()
 	}
 	return nil
@@ -86,7 +177,7 @@ func (c *coalescer) flush() error {
 	return err
 }
 
-func (c *coalescer) timerFlush() {
+func (c *coalescer) timedFlush() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.flushLocked(); err != nil && c.err == nil {
@@ -97,9 +188,6 @@ func (c *coalescer) timerFlush() {
 func (c *coalescer) flushLocked() error {
 	if c.ev.Kind == "" {
 		return nil
-	}
-	if c.timer != nil {
-		c.timer.Stop()
 	}
 	c.ev.Payload = c.buf // Append copies it
 	err := c.j.Append(c.ev)

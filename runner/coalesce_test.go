@@ -20,6 +20,7 @@ type stampedProvider struct {
 	n    int
 	step time.Duration
 	hold chan struct{}
+	pad  int // bytes of "." after each chunk's "cN,"
 }
 
 func (stampedProvider) Capabilities() provider.Capabilities { return provider.Capabilities{} }
@@ -27,7 +28,7 @@ func (stampedProvider) Capabilities() provider.Capabilities { return provider.Ca
 func (p stampedProvider) Stream(ctx context.Context, req provider.Request, emit provider.Emit) error {
 	start := time.Now()
 	for i := range p.n {
-		if err := emit(provider.Event{Kind: provider.KindDelta, Text: fmt.Sprintf("c%d,", i), Seq: -1,
+		if err := emit(provider.Event{Kind: provider.KindDelta, Text: fmt.Sprintf("c%d,", i) + strings.Repeat(".", p.pad), Seq: -1,
 			Time: start.Add(time.Duration(i) * p.step)}); err != nil {
 			return err
 		}
@@ -87,7 +88,7 @@ func deltaRows(t *testing.T, j *journal.Journal, run string) []journal.Event {
 // arrived within coalesceWindow of its first one, every chunk is journaled
 // once and in order, and a fast stream takes far fewer rows than chunks.
 func TestCoalescingFollowsArrival(t *testing.T) {
-	const n, step = 200, time.Millisecond
+	const n, step = 200, coalesceWindow / 10 // a token every 25 ms: a trickle
 	p := stampedProvider{n: n, step: step, hold: make(chan struct{})}
 	j, run, finish := runStamped(t, p)
 	if err := finish(); err != nil {
@@ -112,10 +113,10 @@ func TestCoalescingFollowsArrival(t *testing.T) {
 	if next != n {
 		t.Fatalf("%d chunks journaled, want %d", next, n)
 	}
-	// 200 ms of stamps in 5 ms windows: 40 rows. A goroutine stalled for
-	// quietAfter lets the timer cut a row short, so allow for some.
-	if len(rows) < n/5 || len(rows) > n/3 {
-		t.Errorf("%d rows for %d chunks %s apart; want about %d (one per %s)", len(rows), n, step, n/5, coalesceWindow)
+	// 5 s of stamps in 250 ms windows: 20 rows. The run's flusher ticks in
+	// real time and may cut a row short while the chunks are emitted.
+	if len(rows) < n/10 || len(rows) > n/6 {
+		t.Errorf("%d rows for %d chunks %s apart; want about %d (one per %s)", len(rows), n, step, n/10, coalesceWindow)
 	}
 }
 
@@ -137,5 +138,52 @@ func TestSilentStreamIsJournaled(t *testing.T) {
 			t.Fatalf("after 10 s of silence the journal holds %q of the stream's %q", got, "c0,c1,c2,")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A fast stream's rows stop at coalesceChunks, or at coalesceBytes when its
+// chunks are large (a crash finds at most a row of either unjournaled,
+// besides the group commit), and every chunk is journaled once, in order.
+func TestCoalescingStopsAtItsBounds(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		n, pad   int
+		wantRows func(chunks, bytes int) bool
+	}{
+		{"chunks", 3000, 0, func(chunks, bytes int) bool { return chunks <= coalesceChunks && bytes < coalesceBytes }},
+		{"bytes", 300, 1000, func(chunks, bytes int) bool { return bytes < coalesceBytes+1010 && chunks <= coalesceChunks }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := stampedProvider{n: c.n, step: 0, hold: make(chan struct{}), pad: c.pad}
+			j, run, finish := runStamped(t, p)
+			if err := finish(); err != nil {
+				t.Fatal(err)
+			}
+			var all strings.Builder
+			rows := deltaRows(t, j, run)
+			full := 0
+			for i, r := range rows {
+				chunks := strings.Count(string(r.Payload), ",")
+				if !c.wantRows(chunks, len(r.Payload)) {
+					t.Errorf("row %d holds %d chunks, %d bytes; the bounds are %d chunks, %d bytes (and the chunk that crossed it)", i, chunks, len(r.Payload), coalesceChunks, coalesceBytes)
+				}
+				if chunks == coalesceChunks || len(r.Payload) >= coalesceBytes {
+					full++
+				}
+				all.Write(r.Payload)
+			}
+			var want strings.Builder
+			for i := range c.n {
+				fmt.Fprintf(&want, "c%d,%s", i, strings.Repeat(".", c.pad))
+			}
+			if all.String() != want.String() {
+				t.Fatalf("the rows hold %d bytes, not the stream's %d in order", all.Len(), want.Len())
+			}
+			// The chunks come at once: all but the last row and those the
+			// run's flusher cut (it ticks once a second) are full.
+			if full < len(rows)-3 {
+				t.Errorf("%d of %d rows full; want all but the last and a flusher's tick or two", full, len(rows))
+			}
+		})
 	}
 }

@@ -207,6 +207,7 @@ type runState struct {
 	entries  map[string]*entry   // where resumed nodes pick up (noderun resume)
 	onProg   *progressSink       // nil without Options.OnProgress
 	cache    *runCache
+	flush    *flusher        // journals the nodes' pending rows of deltas (coalesce.go)
 	pacers   *quota.Registry // nil when pacing is off
 	// journalArg names the journal in the commands messages quote (Options.JournalArg).
 	journalArg string
@@ -237,7 +238,9 @@ func Prepare(g *Graph, opts *Options) (profile.Profile, error) {
 				p = filepath.Join(filepath.Dir(g.Path), p)
 			}
 			loaded, err := profile.Load(p)
-			if err != nil {
+			if _, ok := errors.AsType[*profile.FieldError](err); ok {
+				return profile.Profile{}, err // each problem names the profiles file and its line
+			} else if err != nil {
 				return profile.Profile{}, fmt.Errorf("%s: %w", g.Path, err)
 			}
 			set = loaded
@@ -376,7 +379,7 @@ func newRunState(ctx context.Context, g *Graph, opts *Options) (*runState, func(
 	r := &runState{graphText: text, id: opts.RunID, g: g, j: opts.Journal, log: opts.Logger.With("run", opts.RunID), red: red, prof: prof,
 		provs: provs, onProg: newProgressSink(progressFunc(opts.RunID, opts.OnProgress, opts.Observer)), obs: opts.Observer, parallel: opts.Parallel, owner: journal.NewOwner(),
 		outputs: map[string]string{}, results: map[string]*NodeResult{}, breakers: map[string]*breaker{},
-		entries: map[string]*entry{}, journalArg: opts.JournalArg, cache: cache}
+		entries: map[string]*entry{}, journalArg: opts.JournalArg, cache: cache, flush: startFlusher()}
 	if !opts.Quota.Off {
 		r.pacers = opts.Quota.Pacers
 		if r.pacers == nil {
@@ -386,7 +389,7 @@ func newRunState(ctx context.Context, g *Graph, opts *Options) (*runState, func(
 	for name := range provs {
 		r.breakers[name] = newBreaker(prof.Breaker, prof.BreakerCooldown.D())
 	}
-	return r, closeProvs, nil
+	return r, func() { r.flush.close(); closeProvs() }, nil
 }
 
 // finish records how the run ended.
@@ -496,7 +499,7 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 	}
 	total := r.retryBudget(n)
 	x := &nodeExec{run: r, node: n, side: resume.SideEffects(n.SideEffects), prof: r.prof,
-		chunks: coalescer{j: r.j}, total: total, retries: total, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		chunks: coalescer{j: r.j, f: r.flush}, total: total, retries: total, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		req: provider.Request{Node: n.ID, System: system, Prompt: prompt, Agent: n.Agent, ReasoningEffort: n.ReasoningEffort,
 			MaxOutputTokens: n.MaxOutputTokens, Env: n.Env, Policy: r.prof},
 		order: r.g.Position(n.ID), fallbacks: r.g.FallbacksOf(n)}
