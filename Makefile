@@ -110,6 +110,8 @@ $(PROMTOOL): | debs
 #                       lost-bytes = 0, dial-timeouts = 0, peak-rss-MiB <= 1024; cpu-µs/node)
 #   FoldedJournal       a finished run of 100 nodes x 2,000 tokens: journal bytes / output bytes,
 #                       as run and after `noderun compact` (folded-ratio <= 1.5, lost-bytes = 0)
+#   FoldRatio           the same journal written directly in rows of 1, 4, 16 and 64 tokens, chat and
+#                       Responses rows: folded-ratio at each (issue 45 asks <= 1.3), idx-B/row; ~1 min
 #   Quota               300 nodes x 300 tokens against 120 requests/min and 40,000 tokens/min: paced
 #                       (wall/floor <= 1.1, 429s-late <= 2, all complete), unpaced, and split between
 #                       two runners that pace alone (what two Temporal workers do); ~5 minutes
@@ -145,6 +147,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'FanOut/nodes=1000$$' -benchtime 3x -count 1 ./runner/
 	$(GO) test -run '^$$' -bench 'FanOut/nodes=10000$$' -benchtime 2x -count 1 -timeout 20m ./runner/
 	$(GO) test -run '^$$' -bench 'FoldedJournal' -benchtime 3x -count 1 ./runner/
+	$(GO) test -run '^$$' -bench 'FoldRatio' -benchtime 1x -count 1 ./journal/
 	$(GO) test -run '^$$' -bench '^BenchmarkQuota$$' -benchtime 1x -count 1 -timeout 20m ./runner/
 	$(GO) test -run '^$$' -bench 'IngestVsRaw' -benchtime 9x -count 1 ./journal/
 	$(GO) test -run '^$$' -bench 'NodeLifecycle' -benchtime 10000x -count 1 ./journal/
