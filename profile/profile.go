@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -106,50 +107,87 @@ const MaxRetriesWithoutBreaker = 10
 
 // Validate reports every field of a profile that cannot work, or that
 // would disable a safety bound, each with the reason; nil if there is none.
+// Durations whose zero means nothing are refused at zero too (deadline,
+// idle_timeout, poll_after, poll_interval; breaker_cooldown with a
+// breaker); stuck_after 0 never cancels and max_retry_after 0 ignores
+// Retry-After, so those take 0. No duration may be negative.
 func (p Profile) Validate() error {
 	var errs []error
+	for _, pr := range p.problems() {
+		errs = append(errs, fmt.Errorf("profile %q: %s: %s", p.Name, pr.field, pr.msg))
+	}
+	return errors.Join(errs...)
+}
+
+// problem is one problem of a profile: the field (as a profiles file names
+// it) and what is wrong, in the file's words.
+type problem struct{ field, msg string }
+
+func (p Profile) problems() []problem {
+	var out []problem
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("profile %q: %s: %s", p.Name, field, fmt.Sprintf(format, args...)))
+		out = append(out, problem{field, fmt.Sprintf(format, args...)})
 	}
 	if p.Retries < 0 {
-		bad("retries", "must be >= 0, got %d", p.Retries)
+		bad("retries", "want a whole number >= 0, got %d", p.Retries)
 	}
 	if p.Reconnects < 0 {
-		bad("reconnects", "must be >= 0, got %d", p.Reconnects)
+		bad("reconnects", "want a whole number >= 0, got %d", p.Reconnects)
 	}
-	if p.Backoff.Base.D() < 0 || p.Backoff.Cap.D() < 0 {
-		bad("backoff", "durations must be >= 0")
-	} else if p.Backoff.Base.D() == 0 && (p.Retries > 0 || p.Reconnects > 0) {
+	for _, d := range []struct {
+		field    string
+		v        Duration
+		positive bool // 0 means nothing: refused
+		why      string
+	}{
+		{"backoff.base", p.Backoff.Base, false, ""},
+		{"backoff.cap", p.Backoff.Cap, false, ""},
+		{"deadline", p.Deadline, true, "recovery would give up at once"},
+		{"idle_timeout", p.IdleTimeout, true, "0 would turn the idle watchdog off, and a stream that sends only keepalives would hang the run"},
+		{"poll_after", p.PollAfter, true, "a silent stream would be let go at once"},
+		{"poll_interval", p.PollInterval, true, "polling would never pause"},
+		{"stuck_after", p.StuckAfter, false, ""},
+		{"max_retry_after", p.MaxRetryAfter, false, ""},
+		{"breaker_cooldown", p.BreakerCooldown, p.Breaker > 0, "an open circuit would never wait before its probe"},
+	} {
+		switch {
+		case d.v < 0:
+			bad(d.field, "want a duration >= 0, got %s", d.v)
+		case d.v == 0 && d.positive:
+			bad(d.field, "want a duration > 0, got 0s: %s", d.why)
+		}
+	}
+	if p.Backoff.Base == 0 && (p.Retries > 0 || p.Reconnects > 0) {
 		bad("backoff.base", "0 would send every retry and reconnect with no pause at all, hammering a provider that is down; use at least a few milliseconds")
 	}
-	if p.Backoff.Factor != 0 && p.Backoff.Factor < 1 {
-		bad("backoff.factor", "must be >= 1, got %g", p.Backoff.Factor)
-	}
-	if p.Deadline.D() <= 0 {
-		bad("deadline", "must be > 0")
-	}
-	if p.IdleTimeout.D() < 0 {
-		bad("idle_timeout", "must be >= 0")
-	}
-	if p.PollAfter.D() <= 0 {
-		bad("poll_after", "must be > 0")
-	}
-	if p.PollInterval.D() <= 0 {
-		bad("poll_interval", "must be > 0")
+	if p.Backoff.Factor != 0 && !(p.Backoff.Factor >= 1) {
+		bad("backoff.factor", "want a number >= 1, got %g", p.Backoff.Factor)
 	}
 	if p.MaxOutputBytes < 0 {
-		bad("max_output_bytes", "must be > 0 (omit it for 32MiB)")
+		bad("max_output_bytes", "want a size > 0 (omit it for %s), got %d", DefaultMaxOutputBytes, int64(p.MaxOutputBytes))
 	}
 	if p.MaxEvents < 0 {
-		bad("max_events", "must be > 0 (omit it for 10,000,000)")
+		bad("max_events", "want a whole number > 0 (omit it for 10,000,000), got %d", p.MaxEvents)
 	}
-	if p.Breaker < 0 || (p.Breaker > 0 && p.BreakerCooldown.D() <= 0) {
-		bad("breaker", "must be >= 0, with a breaker_cooldown > 0")
+	if p.Breaker < 0 {
+		bad("breaker", "want a whole number >= 0, got %d", p.Breaker)
 	} else if p.Breaker == 0 && p.Retries > MaxRetriesWithoutBreaker {
 		bad("breaker", "0 (no circuit breaker) with %d retries per node would hammer a provider that is down; keep a breaker, or at most %d retries",
 			p.Retries, MaxRetriesWithoutBreaker)
 	}
-	return errors.Join(errs...)
+	return out
+}
+
+// yamlFields are the yaml tags of struct v's fields, in their order.
+func yamlFields(v any) []string {
+	t := reflect.TypeOf(v)
+	var out []string
+	for i := range t.NumField() {
+		if tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]; tag != "" && tag != "-" {
+			out = append(out, tag)
+		}
+	}
+	return out
 }
 
 // CheckIdle reports a profile whose idle_timeout is 0 (no idle watchdog)

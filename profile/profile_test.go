@@ -78,8 +78,8 @@ func TestParse(t *testing.T) {
 func TestParseErrors(t *testing.T) {
 	cases := map[string]string{
 		"ci:\n  retires: 1\n":            "retires",
-		"ci:\n  retries: -1\n":           "retries: must be >= 0",
-		"ci:\n  deadline: soon\n":        "invalid duration",
+		"ci:\n  retries: -1\n":           "retries: want a whole number >= 0, got -1",
+		"ci:\n  deadline: soon\n":        `deadline: want a duration like "90s", got "soon"`,
 		"- a\n- b\n":                     "mapping",
 		"x:\n  backoff: {factor: 0.5}\n": "factor",
 	}
@@ -201,9 +201,9 @@ func TestSizes(t *testing.T) {
 		{"ci: {max_output_bytes: 4096}", 4096, ""},
 		{"ci: {max_output_bytes: 1.5MiB}", 3 << 19, ""},
 		{"ci: {}", DefaultMaxOutputBytes, ""},
-		{"ci: {max_output_bytes: -1}", 0, `"-1" is not a size`},
-		{"ci: {max_output_bytes: lots}", 0, `"lots" is not a size like 32MiB`},
-		{"ci: {max_output_bytes: [1]}", 0, "a size must be a number of bytes"},
+		{"ci: {max_output_bytes: -1}", 0, `max_output_bytes: want a size like 32MiB or a number of bytes, got "-1"`},
+		{"ci: {max_output_bytes: lots}", 0, `max_output_bytes: want a size like 32MiB or a number of bytes, got "lots"`},
+		{"ci: {max_output_bytes: [1]}", 0, "max_output_bytes: want a size like 32MiB or a number of bytes, got a list"},
 	}
 	for _, c := range cases {
 		set, err := Parse("p.yaml", []byte(c.yaml))

@@ -3,7 +3,6 @@ package runner
 import (
 	"encoding/json"
 	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
+	"github.com/noderun/noderun/provider/sim/simconfig"
 	"github.com/noderun/noderun/runner/graph"
 )
 
@@ -77,12 +77,7 @@ func TestProfileFieldsMatchPackageProfile(t *testing.T) {
 }
 
 func TestSimFieldsMatchPackageSim(t *testing.T) {
-	_, err := sim.ParseConfig([]byte("bogus: 1\n"))
-	m := regexp.MustCompile(`\(want ([a-z_, ]+)\)`).FindStringSubmatch(err.Error())
-	if m == nil {
-		t.Fatalf("sim's unknown-field error does not list its fields: %v", err)
-	}
-	known := strings.Split(m[1], ", ")
+	known := simconfig.ConfigFields()
 	slices.Sort(known)
 	if got := sortedNames(graph.BlockFields("simulator")); !slices.Equal(got, known) {
 		t.Errorf("graph block simulator: %v, package sim %v", got, known)
@@ -95,8 +90,7 @@ func TestSimFieldsMatchPackageSim(t *testing.T) {
 	if got, want := sortedNames(graph.BlockFields("fault")), yamlTags(reflect.TypeFor[sim.Fault]()); !slices.Equal(got, want) {
 		t.Errorf("graph block fault: %v, sim.Fault %v", got, want)
 	}
-	for _, e := range []string{sim.EndpointChat, sim.EndpointResponsesCreate, sim.EndpointResponsesGet, sim.EndpointResponsesStream,
-		sim.EndpointResponsesCancel, sim.EndpointModels, sim.EndpointMessages, sim.EndpointGeminiStream, sim.EndpointGeminiGenerate} {
+	for _, e := range simconfig.Endpoints() {
 		if !strings.Contains(graph.BlockFields("fault")[1].Doc, e) {
 			t.Errorf("the fault block's endpoint doc lacks %q", e)
 		}
@@ -113,7 +107,7 @@ func TestSimFieldsMatchPackageSim(t *testing.T) {
 	if err := json.Unmarshal(graph.Schema(), &schema); err != nil {
 		t.Fatal(err)
 	}
-	kinds := []sim.FaultKind{sim.FaultClose, sim.FaultReset, sim.FaultCut, sim.FaultSilence, sim.FaultStatus, sim.FaultQueued, sim.FaultRefuse, sim.FaultErrorEvent}
+	kinds := simconfig.FaultKinds()
 	enum := schema.Defs.Fault.Properties.Kind.Enum
 	if len(enum) != len(kinds) {
 		t.Errorf("the schema's fault kinds %v, package sim's %v", enum, kinds)

@@ -125,7 +125,7 @@ func TestChaosListJSONAndBadMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errs := runCLI(t, "chaos", "--list", "--faults", m)
-	if code != 2 || !strings.Contains(errs, m+":4:") || !strings.Contains(errs, `unknown kind "nap"`) {
+	if code != 2 || !strings.Contains(errs, m+":4:") || !strings.Contains(errs, `fault: kind: want one of close, reset, cut, silence, status, queued, refuse, outage, error_event, got "nap"`) {
 		t.Fatalf("bad matrix: %d %s", code, errs)
 	}
 	if err := os.WriteFile(m, []byte("defaults: [close-middle]\n"), 0o644); err != nil {

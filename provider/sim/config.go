@@ -15,6 +15,9 @@ type (
 	// ConfigError is a config problem at a line of the YAML source:
 	// simconfig.ConfigError.
 	ConfigError = simconfig.ConfigError
+	// ConfigErrors are every problem of one config file, one a line:
+	// simconfig.ConfigErrors.
+	ConfigErrors = simconfig.ConfigErrors
 	// Fault is one scripted failure: simconfig.Fault.
 	Fault = simconfig.Fault
 	// FaultKind is what a fault does: simconfig.FaultKind.

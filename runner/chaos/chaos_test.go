@@ -55,7 +55,7 @@ cases:
 		{"cases:\n  - {fault: {kind: close}}\n", "2: a case needs a name"},
 		{"cases:\n  - {name: a b, fault: {kind: close}}\n", "2: a case needs a name without spaces"},
 		{"cases:\n  - {name: x}\n", `2: case "x": fault is required`},
-		{"cases:\n  - name: x\n    fault: {kind: nap}\n", `3: case "x": fault: unknown kind "nap"`},
+		{"cases:\n  - name: x\n    fault: {kind: nap}\n", `3: case "x": fault: kind: want one of close, reset, cut, silence, status, queued, refuse, outage, error_event, got "nap"`},
 		{"cases:\n  - name: x\n    fault: {kind: close, node: a}\n", "3: case \"x\": fault.node is set per target"},
 		{"cases:\n  - name: x\n    fault: {kind: refuse}\n", "3: case \"x\": refuse cannot be aimed"},
 		{"cases:\n  - name: x\n    at: end\n    fault: {kind: close}\n", `3: at: want early, middle or late, got "end"`},

@@ -316,7 +316,7 @@ func decodeCase(n *yaml.Node) (Case, error) {
 	if err != nil {
 		var ce *sim.ConfigError
 		if errors.As(err, &ce) {
-			return c, fmt.Errorf("%d: case %q: %s", ce.Line, c.Name, ce.Msg)
+			return c, fmt.Errorf("%d: case %q: fault: %s", ce.Line, c.Name, ce.Msg)
 		}
 		return c, err
 	}

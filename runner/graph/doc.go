@@ -41,3 +41,11 @@
 // needs (add it to needs)`, never a line of a generated file (see
 // ExampleBuild).
 package graph
+
+// docs/graph.md (Reference) and docs/graph.schema.json (Schema) are made
+// from the field tables in fields.go, whose fault kinds and endpoints are
+// package simconfig's own lists; `go generate ./runner/graph` rewrites them,
+// and the tests fail when they, or the hand-written docs the drift tests
+// read, lag behind the code.
+//
+//go:generate go test -run ^(TestReferenceUpToDate|TestSchemaFileUpToDate)$ -update .

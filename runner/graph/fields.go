@@ -1,6 +1,11 @@
 package graph
 
-import "slices"
+import (
+	"slices"
+	"strings"
+
+	"github.com/noderun/noderun/provider/sim/simconfig"
+)
 
 // The field tables below are the one description of the graph language: the
 // parser takes its field names (and, for providers, the kinds each field is
@@ -52,8 +57,25 @@ var (
 	graphSimAPIs        = []string{SimAPIChat, SimAPIResponses}
 	graphProviderKinds  = []string{ProviderKindSim, ProviderKindOpenAI, ProviderKindResponses, ProviderKindHarness, ProviderKindAnthropic, ProviderKindGemini}
 	graphInputTypes     = []string{InputString, InputInt, InputBool, InputFile}
-	graphFaultKinds     = []string{"close", "reset", "cut", "silence", "status", "queued", "refuse", "error_event"}
+	// The simulator's fault kinds and endpoints are simconfig's own lists,
+	// so that the schema and docs/graph.md cannot lag behind the decoder.
+	graphFaultKinds = func() []string {
+		var out []string
+		for _, k := range simconfig.FaultKinds() {
+			out = append(out, string(k))
+		}
+		return out
+	}()
+	graphSimEndpoints = simconfig.Endpoints()
 )
+
+// orList writes vals as "a, b or c".
+func orList(vals []string) string {
+	if len(vals) < 2 {
+		return strings.Join(vals, "")
+	}
+	return strings.Join(vals[:len(vals)-1], ", ") + " or " + vals[len(vals)-1]
+}
 
 func sString() map[string]any { return map[string]any{"type": "string"} }
 func sNonEmpty() map[string]any {
@@ -285,15 +307,15 @@ var fieldsSim = []Field{
 
 // fieldsFault are the fields of one entry of a sim block's `faults:`.
 var fieldsFault = []Field{
-	{Name: "kind", Type: "string", Required: true, Doc: "close, reset, cut, silence, status, queued, refuse or error_event (see `go doc ./provider/sim/simconfig FaultKind`).", Example: "cut", schema: sEnum(graphFaultKinds)},
-	{Name: "endpoint", Type: "string", Default: "any", Doc: "chat, responses.create, responses.get, responses.stream, responses.cancel, models, messages, gemini.stream or gemini.generate.", Example: "responses.create", schema: sString()},
+	{Name: "kind", Type: "string", Required: true, Doc: orList(graphFaultKinds) + " (see `go doc ./provider/sim/simconfig FaultKind`).", Example: "cut", schema: sEnum(graphFaultKinds)},
+	{Name: "endpoint", Type: "string", Default: "any", Doc: orList(graphSimEndpoints) + ".", Example: "responses.create", schema: sEnum(graphSimEndpoints)},
 	{Name: "node", Type: "string", Default: "any", Doc: "Only requests for this graph node; requests then counts that node's requests (request k of chat or responses.create is the node's attempt k).", Example: "plan", schema: sString()},
 	{Name: "requests", Type: "list of whole numbers", Default: "every request", Doc: "1-based request numbers, counted per endpoint (per node and endpoint with node; connections, for refuse).", Example: "[1, 3]", schema: map[string]any{"type": "array", "items": map[string]any{"type": "integer", "minimum": 1}}},
 	{Name: "response_id", Type: "string", Doc: "Only requests about this response.", Example: "resp_1", schema: sString()},
 	{Name: "times", Type: "whole number >= 0", Default: "0 (unlimited)", Doc: "How many times the fault applies at most.", Example: "2", schema: sInt(0)},
-	{Name: "after_events", Type: "whole number >= 0", Default: "0", Doc: "When close, reset, cut and silence act on a stream.", Example: "40", schema: sInt(0)},
-	{Name: "duration", Type: "duration", Doc: "The length of a silence.", Example: "2m", schema: sDuration()},
-	{Name: "status", Type: "whole number", Doc: "The HTTP status of a status fault (400-599).", Example: "503", schema: map[string]any{"type": "integer", "minimum": 400, "maximum": 599}},
+	{Name: "after_events", Type: "whole number >= 0", Default: "0", Doc: "When close, reset, cut, silence and error_event act on a stream.", Example: "40", schema: sInt(0)},
+	{Name: "duration", Type: "duration", Doc: "The length of a silence or an outage (an outage lasts at most 1h).", Example: "2m", schema: sDuration()},
+	{Name: "status", Type: "whole number", Doc: "The HTTP status of a status or error_event fault (400-599).", Example: "503", schema: map[string]any{"type": "integer", "minimum": 400, "maximum": 599}},
 	{Name: "retry_after", Type: "string", Doc: "The Retry-After header of a status fault (seconds or an HTTP date).", Example: `"2"`, schema: map[string]any{"type": []any{"string", "integer"}}},
 }
 
@@ -303,14 +325,14 @@ var fieldsProfile = []Field{
 	{Name: "retries", Type: "whole number >= 0", Default: "3", Doc: "The per-node budget of requests sent again from scratch.", Example: "5"},
 	{Name: "reconnects", Type: "whole number >= 0", Default: "8", Doc: "Re-attaches and thread resumes in a row without progress (they regenerate nothing and do not spend retries).", Example: "30"},
 	{Name: "backoff", Type: "backoff block", Default: "{base: 1s, factor: 2, cap: 30s}", Doc: "The delay before each recovery step: full jitter in [0, min(cap, base × factor^step)].", Example: "{base: 2s, factor: 2, cap: 2m}"},
-	{Name: "deadline", Type: "duration", Default: "10m", Doc: "Bounds one stretch of recovery, from the first failure after the last progress until the node streams again.", Example: "2h"},
-	{Name: "idle_timeout", Type: "duration", Default: "90s", Doc: "A stream with no event this long is treated as dropped (or polled, for the Responses API).", Example: "10m"},
-	{Name: "poll_after", Type: "duration", Default: "30s", Doc: "A silent Responses stream is let go after this long and its status polled; keep it below the gateways' idle timeouts.", Example: "45s"},
-	{Name: "poll_interval", Type: "duration", Default: "5s", Doc: "How often a silent response's status is polled.", Example: "15s"},
-	{Name: "stuck_after", Type: "duration", Default: "2m", Doc: "A response queued without progress this long is cancelled.", Example: "10m"},
+	{Name: "deadline", Type: "duration > 0", Default: "10m", Doc: "Bounds one stretch of recovery, from the first failure after the last progress until the node streams again.", Example: "2h"},
+	{Name: "idle_timeout", Type: "duration > 0", Default: "90s", Doc: "A stream with no event this long is treated as dropped (or polled, for the Responses API).", Example: "10m"},
+	{Name: "poll_after", Type: "duration > 0", Default: "30s", Doc: "A silent Responses stream is let go after this long and its status polled; keep it below the gateways' idle timeouts.", Example: "45s"},
+	{Name: "poll_interval", Type: "duration > 0", Default: "5s", Doc: "How often a silent response's status is polled.", Example: "15s"},
+	{Name: "stuck_after", Type: "duration", Default: "2m", Doc: "A response queued without progress this long is cancelled (0: never).", Example: "10m"},
 	{Name: "max_retry_after", Type: "duration", Default: "2m", Doc: "Caps how long a Retry-After may make a node wait.", Example: "10m"},
 	{Name: "breaker", Type: "whole number >= 0", Default: "5", Doc: "Opens a provider's circuit after this many consecutive connection failures (0: no breaker).", Example: "5"},
-	{Name: "breaker_cooldown", Type: "duration", Default: "5s", Doc: "How long an open circuit waits before one probe.", Example: "30s"},
+	{Name: "breaker_cooldown", Type: "duration", Default: "5s", Doc: "How long an open circuit waits before one probe; > 0 with a breaker.", Example: "30s"},
 	{Name: "max_output_bytes", Type: "size", Default: "32MiB", Doc: "Bounds each node's answer (output and reasoning) where neither the node nor its provider sets max_output_bytes: past it the node fails with NR501, its partial answer kept, and is not retried.", Example: "64MiB"},
 	{Name: "max_events", Type: "whole number > 0", Default: "10000000", Doc: "Bounds the events of one attempt's stream (a server could send events without end and without output): past it the node fails with NR501.", Example: "1000000"},
 }

@@ -720,8 +720,14 @@ func (p *graphParser) provider(key, val *yaml.Node) *ProviderSpec {
 				p.report(s, f.val.Line, name, "sim must be a mapping (the simulator's configuration)")
 			default:
 				cfg, err := simconfig.DecodeConfig(sv)
-				if ce, ok := errors.AsType[*simconfig.ConfigError](err); ok {
-					p.report(s, ce.Line, name, "sim: %s", ce.Msg)
+				if l, ok := errors.AsType[*simconfig.ConfigErrors](err); ok {
+					for _, ce := range l.Problems { // every problem of the block, each at its line
+						cause := error(nil)
+						if errors.Is(ce, simconfig.ErrUnknownField) {
+							cause = ErrUnknownField
+						}
+						p.reportAs(s, ce.Line, name, cause, "sim: %s", ce.Msg)
+					}
 				} else if err != nil {
 					p.report(s, sv.Line, name, "sim: %v", err)
 				}

@@ -39,7 +39,7 @@ func TestSimConfigIsTyped(t *testing.T) {
 		Nodes: []*Node{{ID: "a", Prompt: "x"}}}, Options{})
 	ge, ok := errors.AsType[*Error](err)
 	if !ok || len(ge.Problems) != 1 || ge.Problems[0].Field != "sim" || !strings.Contains(err.Error(), `provider "s": sim: `) ||
-		!strings.Contains(err.Error(), `unknown kind "nap"`) || strings.Contains(err.Error(), "graph.yaml") {
+		!strings.Contains(err.Error(), `kind: want one of close, reset, cut, silence, status, queued, refuse, outage, error_event, got "nap"`) || strings.Contains(err.Error(), "graph.yaml") {
 		t.Errorf("bad fault in code: %v", err)
 	}
 

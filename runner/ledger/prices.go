@@ -142,33 +142,77 @@ func LoadPrices(path string) (Prices, error) {
 }
 
 // LoadPriceTable reads a price table file with its as_of and sources, if
-// it has them; its errors are LoadPrices'.
+// it has them; its errors are LoadPrices'. Every problem of the file is
+// reported, one a line, each naming the file and its line.
 func LoadPriceTable(path string) (PriceTable, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return PriceTable{}, err
 	}
 	out, err := ParsePriceTable(b)
-	var le *lineError
-	switch {
-	case errors.As(err, &le):
-		return PriceTable{}, fmt.Errorf("%s:%d: %s", path, le.line, le.msg)
-	case err != nil:
+	if l, ok := errors.AsType[*lineErrors](err); ok {
+		for _, e := range l.list {
+			e.file = path
+		}
+		return PriceTable{}, l
+	}
+	if err != nil {
 		return PriceTable{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return out, nil
 }
 
+// Sentinels of a price table's problems, for errors.Is.
+var (
+	// ErrPriceUnknownField: a field a price or a source does not have, or
+	// a model or metadata key given twice.
+	ErrPriceUnknownField = errors.New("unknown price table field")
+	// ErrPriceInvalid: a value of the wrong form or range.
+	ErrPriceInvalid = errors.New("invalid price table value")
+)
+
 // lineError is a problem at a line of a price table.
 type lineError struct {
+	file string // "" until LoadPriceTable names it
 	line int
 	msg  string
+	err  error // ErrPriceUnknownField or ErrPriceInvalid
 }
 
-func (e *lineError) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.msg) }
+func (e *lineError) Error() string {
+	if e.file != "" {
+		return fmt.Sprintf("%s:%d: %s", e.file, e.line, e.msg)
+	}
+	return fmt.Sprintf("line %d: %s", e.line, e.msg)
+}
 
-func atLine(n *yaml.Node, format string, args ...any) error {
-	return &lineError{n.Line, fmt.Sprintf(format, args...)}
+func (e *lineError) Unwrap() error { return e.err }
+
+// lineErrors are every problem of a price table, in line order, one a line.
+type lineErrors struct{ list []*lineError }
+
+func (l *lineErrors) Error() string {
+	s := make([]string, len(l.list))
+	for i, e := range l.list {
+		s[i] = e.Error()
+	}
+	return strings.Join(s, "\n")
+}
+
+func (l *lineErrors) Unwrap() []error {
+	out := make([]error, len(l.list))
+	for i, e := range l.list {
+		out[i] = e
+	}
+	return out
+}
+
+// priceParser collects a table's problems, so that a file is reported
+// whole rather than one problem per try.
+type priceParser struct{ errs []*lineError }
+
+func (p *priceParser) at(n *yaml.Node, cause error, format string, args ...any) {
+	p.errs = append(p.errs, &lineError{line: n.Line, msg: fmt.Sprintf(format, args...), err: cause})
 }
 
 // yamlLine is the line of a YAML syntax error ("yaml: line 3: ...").
@@ -194,12 +238,13 @@ const (
 // ParsePriceTable parses a price table as ParsePrices does, with its
 // metadata, both optional: "as_of: YYYY-MM-DD", the day the figures were
 // read, and "sources: [{vendor: NAME, url: URL}]", where they were read.
+// Every problem is reported (one a line, in line order).
 func ParsePriceTable(b []byte) (PriceTable, error) {
 	var doc yaml.Node
 	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 			line, _ := strconv.Atoi(m[1])
-			return PriceTable{}, &lineError{line, "not YAML: " + m[2]}
+			return PriceTable{}, &lineErrors{[]*lineError{{line: line, msg: "not YAML: " + m[2], err: ErrPriceInvalid}}}
 		}
 		return PriceTable{}, fmt.Errorf("not YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
@@ -210,8 +255,10 @@ func ParsePriceTable(b []byte) (PriceTable, error) {
 	if root.Kind == 0 || (root.Kind == yaml.ScalarNode && root.Tag == "!!null") {
 		return PriceTable{}, fmt.Errorf("no prices (%s)", pricesWant)
 	}
+	p := &priceParser{}
 	if root.Kind != yaml.MappingNode {
-		return PriceTable{}, atLine(root, "a price table is a mapping of model to prices, not %s (%s)", yamlKind(root), pricesWant)
+		p.at(root, ErrPriceInvalid, "a price table is a mapping of model to prices, not %s (%s)", yamlKind(root), pricesWant)
+		return PriceTable{}, &lineErrors{p.errs}
 	}
 	t := PriceTable{}
 	out := Prices{}
@@ -220,58 +267,35 @@ func ParsePriceTable(b []byte) (PriceTable, error) {
 		key, val := root.Content[i], resolve(root.Content[i+1])
 		model := key.Value
 		if key.Kind != yaml.ScalarNode {
-			return PriceTable{}, atLine(key, "a model is a name, not %s (%s)", yamlKind(key), pricesWant)
+			p.at(key, ErrPriceInvalid, "a model is a name, not %s (%s)", yamlKind(key), pricesWant)
+			continue
 		}
 		if model == keyAsOf || model == keySources {
 			if meta[model] {
-				return PriceTable{}, atLine(key, "%s is given twice", model)
+				p.at(key, ErrPriceUnknownField, "%s is given twice", model)
+				continue
 			}
 			meta[model] = true
-			var err error
 			if model == keyAsOf {
-				t.AsOf, err = parseAsOf(val)
+				t.AsOf = p.asOf(val)
 			} else {
-				t.Sources, err = parseSources(val)
-			}
-			if err != nil {
-				return PriceTable{}, err
+				t.Sources = p.sources(val)
 			}
 			continue
 		}
 		if _, dup := out[model]; dup {
-			return PriceTable{}, atLine(key, "model %q is given twice", model)
+			p.at(key, ErrPriceUnknownField, "model %q is given twice", model)
+			continue
 		}
 		if val.Kind != yaml.MappingNode {
-			return PriceTable{}, atLine(val, "%s: want {input: USD, output: USD, reasoning: USD} per 1M tokens, not %s", model, yamlKind(val))
+			p.at(val, ErrPriceInvalid, "%s: want {input: USD, output: USD, reasoning: USD} per 1M tokens, not %s", model, yamlKind(val))
+			continue
 		}
-		var p Price
-		for k := 0; k+1 < len(val.Content); k += 2 {
-			field, v := val.Content[k], resolve(val.Content[k+1])
-			var dst *float64
-			switch field.Value {
-			case "input":
-				dst = &p.Input
-			case "output":
-				dst = &p.Output
-			case "reasoning":
-				dst = &p.Reasoning
-			case "cache_read":
-				p.CacheRead = new(float64)
-				dst = p.CacheRead
-			case "cache_write":
-				p.CacheWrite = new(float64)
-				dst = p.CacheWrite
-			default:
-				return PriceTable{}, atLine(field, "%s: unknown field %q (known: input, output, reasoning, cache_read, cache_write)", model, field.Value)
-			}
-			if v.Kind != yaml.ScalarNode || v.Decode(dst) != nil {
-				return PriceTable{}, atLine(v, "%s: %s: %s is not a number of USD per 1M tokens", model, field.Value, yamlValue(v))
-			}
-			if !(*dst >= 0) || math.IsInf(*dst, 0) {
-				return PriceTable{}, atLine(v, "%s: %s: %s: prices must be finite and not negative", model, field.Value, v.Value)
-			}
-		}
-		out[model] = p
+		out[model] = p.price(model, val)
+	}
+	if len(p.errs) > 0 {
+		slices.SortStableFunc(p.errs, func(a, b *lineError) int { return a.line - b.line })
+		return PriceTable{}, &lineErrors{p.errs}
 	}
 	if len(out) == 0 {
 		return PriceTable{}, fmt.Errorf("no prices (%s)", pricesWant)
@@ -280,32 +304,70 @@ func ParsePriceTable(b []byte) (PriceTable, error) {
 	return t, nil
 }
 
-// parseAsOf reads as_of: a day, as a date without a time, since a table is
-// read from pages on a day and nothing finer is known.
-func parseAsOf(v *yaml.Node) (time.Time, error) {
-	if v.Kind == yaml.ScalarNode {
-		if d, err := time.Parse(time.DateOnly, v.Value); err == nil {
-			return d, nil
+// price reads one model's prices.
+func (p *priceParser) price(model string, val *yaml.Node) Price {
+	var pr Price
+	for k := 0; k+1 < len(val.Content); k += 2 {
+		field, v := val.Content[k], resolve(val.Content[k+1])
+		var dst *float64
+		switch field.Value {
+		case "input":
+			dst = &pr.Input
+		case "output":
+			dst = &pr.Output
+		case "reasoning":
+			dst = &pr.Reasoning
+		case "cache_read":
+			pr.CacheRead = new(float64)
+			dst = pr.CacheRead
+		case "cache_write":
+			pr.CacheWrite = new(float64)
+			dst = pr.CacheWrite
+		default:
+			p.at(field, ErrPriceUnknownField, "%s: unknown field %q (known: input, output, reasoning, cache_read, cache_write)", model, field.Value)
+			continue
+		}
+		if v.Kind != yaml.ScalarNode || v.Decode(dst) != nil {
+			p.at(v, ErrPriceInvalid, "%s: %s: %s is not a number of USD per 1M tokens", model, field.Value, yamlValue(v))
+			continue
+		}
+		if !(*dst >= 0) || math.IsInf(*dst, 0) {
+			p.at(v, ErrPriceInvalid, "%s: %s: %s: prices must be finite and not negative", model, field.Value, v.Value)
 		}
 	}
-	return time.Time{}, atLine(v, "%s: %s is not a date (want YYYY-MM-DD: the day the prices were read)", keyAsOf, yamlValue(v))
+	return pr
+}
+
+// asOf reads as_of: a day, as a date without a time, since a table is
+// read from pages on a day and nothing finer is known.
+func (p *priceParser) asOf(v *yaml.Node) time.Time {
+	if v.Kind == yaml.ScalarNode {
+		if d, err := time.Parse(time.DateOnly, v.Value); err == nil {
+			return d
+		}
+	}
+	p.at(v, ErrPriceInvalid, "%s: %s is not a date (want YYYY-MM-DD: the day the prices were read)", keyAsOf, yamlValue(v))
+	return time.Time{}
 }
 
 const sourcesWant = "want a list of {vendor: NAME, url: https://...}"
 
-// parseSources reads sources: the pages the figures were read from, each
-// with the vendor it prices and a web address a reader can open.
-func parseSources(v *yaml.Node) ([]PriceSource, error) {
+// sources reads sources: the pages the figures were read from, each with
+// the vendor it prices and a web address a reader can open.
+func (p *priceParser) sources(v *yaml.Node) []PriceSource {
 	if v.Kind != yaml.SequenceNode {
-		return nil, atLine(v, "%s: %s, not %s", keySources, sourcesWant, yamlKind(v))
+		p.at(v, ErrPriceInvalid, "%s: %s, not %s", keySources, sourcesWant, yamlKind(v))
+		return nil
 	}
 	out := []PriceSource{}
 	for _, item := range v.Content {
 		item = resolve(item)
 		if item.Kind != yaml.MappingNode {
-			return nil, atLine(item, "%s: %s, not %s", keySources, sourcesWant, yamlKind(item))
+			p.at(item, ErrPriceInvalid, "%s: %s, not %s", keySources, sourcesWant, yamlKind(item))
+			continue
 		}
 		var s PriceSource
+		ok := true
 		for k := 0; k+1 < len(item.Content); k += 2 {
 			field, fv := item.Content[k], resolve(item.Content[k+1])
 			var dst *string
@@ -315,22 +377,31 @@ func parseSources(v *yaml.Node) ([]PriceSource, error) {
 			case "url":
 				dst = &s.URL
 			default:
-				return nil, atLine(field, "%s: unknown field %q (known: vendor, url)", keySources, field.Value)
+				p.at(field, ErrPriceUnknownField, "%s: unknown field %q (known: vendor, url)", keySources, field.Value)
+				ok = false
+				continue
 			}
 			if fv.Kind != yaml.ScalarNode {
-				return nil, atLine(fv, "%s: %s: want text, not %s", keySources, field.Value, yamlKind(fv))
+				p.at(fv, ErrPriceInvalid, "%s: %s: want text, not %s", keySources, field.Value, yamlKind(fv))
+				ok = false
+				continue
 			}
 			*dst = fv.Value
 		}
+		if !ok {
+			continue
+		}
 		if s.Vendor == "" || s.URL == "" {
-			return nil, atLine(item, "%s: a source needs a vendor and a url (%s)", keySources, sourcesWant)
+			p.at(item, ErrPriceInvalid, "%s: a source needs a vendor and a url (%s)", keySources, sourcesWant)
+			continue
 		}
 		if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return nil, atLine(item, "%s: %q is not a web address (want https://...)", keySources, s.URL)
+			p.at(item, ErrPriceInvalid, "%s: %q is not a web address (want https://...)", keySources, s.URL)
+			continue
 		}
 		out = append(out, s)
 	}
-	return out, nil
+	return out
 }
 
 // resolve follows an alias to the node it names.

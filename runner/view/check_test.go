@@ -3,6 +3,7 @@ package view
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,5 +80,40 @@ func TestProfilesOf(t *testing.T) {
 	}
 	if b, _ := json.Marshal(ProfilesOf(profile.Set{})); string(b) != `{"profiles":[]}` {
 		t.Errorf("no profiles: %s", b)
+	}
+}
+
+// `noderun validate` on a graph whose profiles file has several problems
+// lists every one, each naming the profiles file and the line of its field.
+func TestCheckGraphListsEveryProfileProblem(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "profiles.yaml")
+	if err := os.WriteFile(prof, []byte("ci:\n  retries: many\n  idle_timeout: 0s\nslow:\n  deadline: 0s\n  backof: {base: 1s}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := filepath.Join(dir, "g.yaml")
+	if err := os.WriteFile(g, []byte("name: g\nprofile: ci\nprofiles: profiles.yaml\nproviders:\n  s: {kind: sim}\nnodes:\n  - {id: a, prompt: A}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := CheckGraph(context.Background(), g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		prof + `:2: profile "ci": retries: want a whole number >= 0, got "many"`,
+		prof + `:3: profile "ci": idle_timeout: want a duration > 0, got 0s`,
+		prof + `:5: profile "slow": deadline: want a duration > 0, got 0s`,
+		prof + `:6: profile "slow": unknown field "backof" (did you mean "backoff"?)`,
+	}
+	if res.OK || len(res.Errors) != len(want) {
+		t.Fatalf("%+v", res.Errors)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(res.Errors[i], w) {
+			t.Errorf("error %d = %q, want %q", i, res.Errors[i], w)
+		}
+	}
+	if !errors.Is(res.Err, profile.ErrUnknownField) || !errors.Is(res.Err, profile.ErrInvalidValue) {
+		t.Errorf("sentinels lost: %v", res.Err)
 	}
 }

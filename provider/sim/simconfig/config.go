@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -51,11 +52,26 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Sentinels of a config's problems, for errors.Is through a ConfigError.
+var (
+	// ErrUnknownField: a key the config (or a fault, or limits) does not
+	// have, or one given twice.
+	ErrUnknownField = errors.New("unknown field")
+	// ErrInvalidValue: a value of the wrong type or out of its range.
+	ErrInvalidValue = errors.New("invalid value")
+)
+
 // ConfigError is a config problem at a line of the YAML source.
 type ConfigError struct {
 	File string // "" when decoded from a node
 	Line int
-	Msg  string
+	// Field is the key the problem is about, as the YAML names it
+	// ("tokens", "kind"); "" for the config as a whole.
+	Field string
+	Msg   string
+	// Err is the problem's sentinel (ErrUnknownField, ErrInvalidValue), or
+	// nil for a YAML syntax error.
+	Err error
 }
 
 func (e *ConfigError) Error() string {
@@ -65,18 +81,49 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("line %d: %s", e.Line, e.Msg)
 }
 
+// Unwrap is the problem's sentinel.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// ConfigErrors are every problem of one config, in the order of their
+// lines: a file is reported whole, not stopped at its first problem. Its
+// Error prints one problem a line; errors.As finds the first *ConfigError,
+// errors.Is each sentinel.
+type ConfigErrors struct {
+	Problems []*ConfigError
+}
+
+func (l *ConfigErrors) Error() string {
+	lines := make([]string, len(l.Problems))
+	for i, e := range l.Problems {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap lists the problems.
+func (l *ConfigErrors) Unwrap() []error {
+	out := make([]error, len(l.Problems))
+	for i, e := range l.Problems {
+		out[i] = e
+	}
+	return out
+}
+
 // LoadConfig reads a simulator config from a YAML file (the file of
 // `noderun sim serve --faults FILE`). It is strict: an unknown field, a
-// duplicate key or a bad value is an error naming file:line.
+// duplicate key or a bad value is an error naming file:line, and every
+// problem of the file is reported (*ConfigErrors).
 func LoadConfig(path string) (Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("sim config: %w", err)
 	}
 	cfg, err := ParseConfig(data)
-	if ce, ok := errors.AsType[*ConfigError](err); ok {
-		ce.File = path
-		return Config{}, ce
+	if l, ok := errors.AsType[*ConfigErrors](err); ok {
+		for _, e := range l.Problems {
+			e.File = path
+		}
+		return Config{}, l
 	}
 	return cfg, err
 }
@@ -92,16 +139,36 @@ func ParseConfig(data []byte) (Config, error) {
 		}
 		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 			line, _ := strconv.Atoi(m[1])
-			return Config{}, &ConfigError{Line: line, Msg: m[2]}
+			return Config{}, &ConfigErrors{[]*ConfigError{{Line: line, Msg: m[2]}}}
 		}
 		return Config{}, fmt.Errorf("sim config: %w", err)
 	}
 	return DecodeConfig(&doc)
 }
 
+// The keys of the YAML form, in the order the docs list them.
+var (
+	configFields = []string{"seed", "tokens", "tokens_per_second", "silence", "burst_tokens", "keepalive",
+		"continuation", "continuation_echo", "limits", "faults"}
+	limitsFields = []string{"requests_per_minute", "tokens_per_minute", "window"}
+	faultFields  = []string{"endpoint", "node", "requests", "response_id", "times", "kind", "after_events",
+		"duration", "status", "retry_after"}
+)
+
+// ConfigFields are the keys of a config (the `sim:` block), LimitsFields
+// those of its limits and FaultFields those of one fault: what the decoder
+// accepts, for documentation made from the same lists.
+func ConfigFields() []string { return slices.Clone(configFields) }
+
+// LimitsFields: see ConfigFields.
+func LimitsFields() []string { return slices.Clone(limitsFields) }
+
+// FaultFields: see ConfigFields.
+func FaultFields() []string { return slices.Clone(faultFields) }
+
 // DecodeConfig decodes a config from a YAML node, e.g. the `sim:` block of a
-// graph file. Errors are *ConfigError with the node's line. A nil node is the
-// zero Config.
+// graph file. Its error is *ConfigErrors, every problem with its line. A nil
+// node is the zero Config.
 func DecodeConfig(n *yaml.Node) (Config, error) {
 	var cfg Config
 	if n == nil {
@@ -116,217 +183,270 @@ func DecodeConfig(n *yaml.Node) (Config, error) {
 	if isNull(n) {
 		return cfg, nil
 	}
-	err := eachField(n, "sim config", func(key string, v *yaml.Node) error {
+	d := &decoder{}
+	d.fields(n, "sim config", configFields, func(key string, v *yaml.Node) {
 		switch key {
 		case "seed":
-			return scalar(v, key, &cfg.Seed)
+			scalar(d, v, key, "a whole number", &cfg.Seed)
 		case "tokens":
-			return nonNegative(v, key, &cfg.Tokens)
+			d.nonNegative(v, key, &cfg.Tokens)
 		case "tokens_per_second":
-			if err := scalar(v, key, &cfg.TokensPerSecond); err != nil {
-				return err
+			if scalar(d, v, key, "a number >= 0", &cfg.TokensPerSecond) && (cfg.TokensPerSecond < 0 || cfg.TokensPerSecond != cfg.TokensPerSecond) {
+				d.bad(v, key, "%s: want a number >= 0, got %s", key, v.Value)
 			}
-			if cfg.TokensPerSecond < 0 || cfg.TokensPerSecond != cfg.TokensPerSecond {
-				return errAt(v, "%s must be >= 0", key)
-			}
-			return nil
 		case "silence":
-			return duration(v, key, &cfg.Silence)
+			d.duration(v, key, false, &cfg.Silence)
 		case "burst_tokens":
-			return nonNegative(v, key, &cfg.BurstTokens)
+			d.nonNegative(v, key, &cfg.BurstTokens)
 		case "keepalive":
-			return duration(v, key, &cfg.Keepalive)
+			d.duration(v, key, false, &cfg.Keepalive)
 		case "continuation":
 			if v.Kind != yaml.SequenceNode {
-				return errAt(v, "continuation must be a list of forms (prefix, continue_final_message, assistant_last) or [none]")
+				d.bad(v, key, "continuation: want a list of forms (prefix, continue_final_message, assistant_last) or [none], got %s", got(v))
+				return
 			}
 			cfg.Continuation = []string{}
 			for _, fn := range v.Content {
 				var f string
-				if err := scalar(fn, key, &f); err != nil {
-					return err
+				if !scalar(d, fn, key, "a form", &f) {
+					continue
 				}
 				if f != formNone && !slices.Contains(forms, f) {
-					return errAt(fn, "unknown continuation form %q (want prefix, continue_final_message, assistant_last or none)", f)
+					d.bad(fn, key, "continuation: want prefix, continue_final_message, assistant_last or none, got %q", f)
+					continue
 				}
 				cfg.Continuation = append(cfg.Continuation, f)
 			}
-			return nil
 		case "continuation_echo":
-			return scalar(v, key, &cfg.ContinuationEcho)
+			scalar(d, v, key, "true or false", &cfg.ContinuationEcho)
 		case "limits":
-			if isNull(v) {
-				return nil
+			if !isNull(v) {
+				l := d.limits(v)
+				cfg.Limits = &l
 			}
-			l, err := decodeLimits(v)
-			cfg.Limits = &l
-			return err
 		case "faults":
 			if isNull(v) {
-				return nil
+				return
 			}
 			if v.Kind != yaml.SequenceNode {
-				return errAt(v, "faults must be a list")
+				d.bad(v, key, "faults: want a list of faults, got %s", got(v))
+				return
 			}
 			for _, fn := range v.Content {
-				f, err := decodeFault(fn)
-				if err != nil {
-					return err
+				if f, ok := d.fault(fn); ok {
+					cfg.Faults = append(cfg.Faults, f)
 				}
-				cfg.Faults = append(cfg.Faults, f)
 			}
-			return nil
 		}
-		return errAt(v, "unknown field %q (want seed, tokens, tokens_per_second, silence, burst_tokens, keepalive, continuation, continuation_echo, limits, faults)", key)
 	})
-	return cfg, err
+	if len(d.errs) > 0 {
+		slices.SortStableFunc(d.errs, func(a, b *ConfigError) int { return a.Line - b.Line })
+		return cfg, &ConfigErrors{d.errs}
+	}
+	return cfg, nil
 }
 
-func decodeLimits(n *yaml.Node) (Limits, error) {
+// decoder collects every problem of a config, so that a file is reported
+// whole rather than one problem per try.
+type decoder struct {
+	errs []*ConfigError
+}
+
+// bad records a problem with a value (ErrInvalidValue).
+func (d *decoder) bad(n *yaml.Node, field, format string, args ...any) {
+	d.errs = append(d.errs, &ConfigError{Line: n.Line, Field: field, Msg: fmt.Sprintf(format, args...), Err: ErrInvalidValue})
+}
+
+func (d *decoder) limits(n *yaml.Node) Limits {
 	var l Limits
-	err := eachField(n, "limits", func(key string, v *yaml.Node) error {
+	before := len(d.errs)
+	d.fields(n, "limits", limitsFields, func(key string, v *yaml.Node) {
 		switch key {
 		case "requests_per_minute":
-			return nonNegative(v, key, &l.RequestsPerWindow)
+			d.nonNegative(v, key, &l.RequestsPerWindow)
 		case "tokens_per_minute":
-			return nonNegative(v, key, &l.TokensPerWindow)
+			d.nonNegative(v, key, &l.TokensPerWindow)
 		case "window":
-			return duration(v, key, &l.Window)
+			d.duration(v, key, true, &l.Window)
 		}
-		return errAt(v, "unknown limits field %q (want requests_per_minute, tokens_per_minute, window)", key)
 	})
-	if err != nil {
-		return l, err
+	if len(d.errs) == before {
+		if err := l.Validate(); err != nil {
+			d.bad(n, "limits", "%v", err)
+		}
 	}
-	if err := l.Validate(); err != nil {
-		return l, errAt(n, "%v", err)
-	}
-	return l, nil
+	return l
 }
 
 // DecodeFault decodes one fault from a YAML mapping, with the schema of a
 // config file's faults list (e.g. a fault in a `noderun chaos` matrix file).
-// Errors are *ConfigError with the line.
-func DecodeFault(n *yaml.Node) (Fault, error) { return decodeFault(n) }
-
-func decodeFault(n *yaml.Node) (Fault, error) {
-	var f Fault
-	err := eachField(n, "fault", func(key string, v *yaml.Node) error {
-		switch key {
-		case "endpoint":
-			return scalar(v, key, &f.Endpoint)
-		case "node":
-			return scalar(v, key, &f.Node)
-		case "requests":
-			if v.Kind == yaml.ScalarNode {
-				var r int
-				if err := scalar(v, key, &r); err != nil {
-					return err
-				}
-				f.Requests = []int{r}
-				return nil
-			}
-			if v.Kind != yaml.SequenceNode {
-				return errAt(v, "requests must be a list of request numbers")
-			}
-			for _, rn := range v.Content {
-				var r int
-				if err := scalar(rn, key, &r); err != nil {
-					return err
-				}
-				f.Requests = append(f.Requests, r)
-			}
-			return nil
-		case "response_id":
-			return scalar(v, key, &f.ResponseID)
-		case "times":
-			return nonNegative(v, key, &f.Times)
-		case "kind":
-			var k string
-			err := scalar(v, key, &k)
-			f.Kind = FaultKind(k)
-			return err
-		case "after_events":
-			return nonNegative(v, key, &f.AfterEvents)
-		case "duration":
-			return duration(v, key, &f.Duration)
-		case "status":
-			return scalar(v, key, &f.Status)
-		case "retry_after":
-			return scalar(v, key, &f.RetryAfter)
-		}
-		return errAt(v, "unknown fault field %q (want endpoint, node, requests, response_id, times, kind, after_events, duration, status, retry_after)", key)
-	})
-	if err != nil {
-		return f, err
-	}
-	if err := f.Validate(); err != nil {
-		return f, errAt(n, "%v", err)
+// Its error is *ConfigErrors, every problem with its line.
+func DecodeFault(n *yaml.Node) (Fault, error) {
+	d := &decoder{}
+	f, _ := d.fault(n)
+	if len(d.errs) > 0 {
+		return f, &ConfigErrors{d.errs}
 	}
 	return f, nil
 }
 
-// eachField calls fn for every key of mapping n, rejecting duplicates.
-func eachField(n *yaml.Node, what string, fn func(key string, v *yaml.Node) error) error {
+// fault decodes one fault; ok is false when it has a problem (recorded).
+func (d *decoder) fault(n *yaml.Node) (f Fault, ok bool) {
+	before := len(d.errs)
+	lines := map[string]*yaml.Node{} // each field's value, for where its problems are
+	d.fields(n, "fault", faultFields, func(key string, v *yaml.Node) {
+		lines[key] = v
+		switch key {
+		case "endpoint":
+			scalar(d, v, key, "an endpoint name", &f.Endpoint)
+		case "node":
+			scalar(d, v, key, "a node id", &f.Node)
+		case "requests":
+			if v.Kind == yaml.ScalarNode {
+				var r int
+				if scalar(d, v, key, "a list of request numbers", &r) {
+					f.Requests = []int{r}
+				}
+				return
+			}
+			if v.Kind != yaml.SequenceNode {
+				d.bad(v, key, "requests: want a list of request numbers, got %s", got(v))
+				return
+			}
+			for _, rn := range v.Content {
+				var r int
+				if scalar(d, rn, key, "a request number", &r) {
+					f.Requests = append(f.Requests, r)
+				}
+			}
+		case "response_id":
+			scalar(d, v, key, "a response id", &f.ResponseID)
+		case "times":
+			d.nonNegative(v, key, &f.Times)
+		case "kind":
+			var k string
+			scalar(d, v, key, "a fault kind", &k)
+			f.Kind = FaultKind(k)
+		case "after_events":
+			d.nonNegative(v, key, &f.AfterEvents)
+		case "duration":
+			d.duration(v, key, true, &f.Duration)
+		case "status":
+			scalar(d, v, key, "an HTTP status (400-599)", &f.Status)
+		case "retry_after":
+			scalar(d, v, key, "seconds or an HTTP date", &f.RetryAfter)
+		}
+	})
+	failed := map[string]bool{} // fields already reported: not again
+	for _, e := range d.errs[before:] {
+		failed[e.Field] = true
+	}
+	for _, p := range f.problems() {
+		if failed[p.field] {
+			continue
+		}
+		at := n
+		if v, ok := lines[p.field]; ok {
+			at = v
+		}
+		d.bad(at, p.field, "%s", p.msg)
+	}
+	return f, len(d.errs) == before
+}
+
+// fields calls fn for every key of mapping n that is one of known, and
+// records unknown and duplicate keys.
+func (d *decoder) fields(n *yaml.Node, what string, known []string, fn func(key string, v *yaml.Node)) {
 	if n.Kind != yaml.MappingNode {
-		return errAt(n, "%s must be a mapping", what)
+		d.bad(n, "", "%s: want a mapping, got %s", what, got(n))
+		return
 	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			return errAt(k, "%s keys must be strings", what)
-		}
-		if seen[k.Value] {
-			return errAt(k, "duplicate field %q", k.Value)
-		}
-		seen[k.Value] = true
-		if err := fn(k.Value, v); err != nil {
-			return err
+		switch {
+		case k.Kind != yaml.ScalarNode:
+			d.bad(k, "", "%s: keys must be names, got %s", what, got(k))
+		case seen[k.Value]:
+			d.errs = append(d.errs, &ConfigError{Line: k.Line, Field: k.Value, Msg: fmt.Sprintf("duplicate field %q", k.Value), Err: ErrUnknownField})
+		case !slices.Contains(known, k.Value):
+			seen[k.Value] = true
+			prefix := ""
+			if what != "sim config" {
+				prefix = what + " "
+			}
+			d.errs = append(d.errs, &ConfigError{Line: k.Line, Field: k.Value, Err: ErrUnknownField,
+				Msg: fmt.Sprintf("unknown %sfield %q (want %s)", prefix, k.Value, strings.Join(known, ", "))})
+		default:
+			seen[k.Value] = true
+			fn(k.Value, v)
 		}
 	}
-	return nil
 }
 
-func scalar[T any](n *yaml.Node, key string, out *T) error {
+// scalar decodes a single value into out, or records what was wanted and
+// what the file has instead (want says it in the graph's words, never Go's
+// type names).
+func scalar[T any](d *decoder, n *yaml.Node, key, want string, out *T) bool {
 	if n.Kind != yaml.ScalarNode {
-		return errAt(n, "%s must be a single value", key)
+		d.bad(n, key, "%s: want %s, got %s", key, want, got(n))
+		return false
 	}
 	if err := n.Decode(out); err != nil {
-		return errAt(n, "%s: cannot read %q as %T", key, n.Value, *out)
+		d.bad(n, key, "%s: want %s, got %s", key, want, got(n))
+		return false
 	}
-	return nil
+	return true
 }
 
-func nonNegative(n *yaml.Node, key string, out *int) error {
-	if err := scalar(n, key, out); err != nil {
-		return err
+func (d *decoder) nonNegative(n *yaml.Node, key string, out *int) {
+	if scalar(d, n, key, "a whole number >= 0", out) && *out < 0 {
+		d.bad(n, key, "%s: want a whole number >= 0, got %d", key, *out)
+		*out = 0
 	}
-	if *out < 0 {
-		return errAt(n, "%s must be >= 0", key)
-	}
-	return nil
 }
 
-func duration(n *yaml.Node, key string, out *time.Duration) error {
+// duration reads a Go duration string >= 0; positive refuses 0 as well,
+// for a field whose 0 means nothing (a 0 s window, a 0 s outage).
+func (d *decoder) duration(n *yaml.Node, key string, positive bool, out *time.Duration) {
 	var s string
-	if err := scalar(n, key, &s); err != nil {
-		return err
+	if !scalar(d, n, key, `a duration like "1.5s"`, &s) {
+		return
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return errAt(n, "%s: want a duration like \"1.5s\", got %q", key, s)
+	v, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		d.bad(n, key, "%s: want a duration like \"1.5s\", got %q", key, s)
+	case v < 0:
+		d.bad(n, key, "%s: want a duration >= 0, got %s", key, s)
+	case v == 0 && positive:
+		d.bad(n, key, "%s: want a duration > 0 (omit it instead), got %s", key, s)
+	default:
+		*out = v
 	}
-	*out = d
-	return nil
+}
+
+// got names what a node holds, as a person would: a quoted scalar, "a
+// list", "a mapping".
+func got(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.AliasNode:
+		return "an alias"
+	case yaml.ScalarNode:
+		if isNull(n) {
+			return "nothing"
+		}
+		return strconv.Quote(n.Value)
+	}
+	return "nothing"
 }
 
 func isNull(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
-}
-
-func errAt(n *yaml.Node, format string, args ...any) error {
-	return &ConfigError{Line: n.Line, Msg: fmt.Sprintf(format, args...)}
 }
 
 // MarshalYAML writes c in its YAML form (the `sim:` block of a graph file,

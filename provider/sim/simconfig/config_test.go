@@ -17,7 +17,7 @@ func TestLoadConfigErrors(t *testing.T) {
 	for file, want := range map[string]string{
 		"unknown-field.yaml": `unknown-field.yaml:6: unknown fault field "after_event"`,
 		"bad-duration.yaml":  `bad-duration.yaml:1: silence: want a duration`,
-		"bad-kind.yaml":      `bad-kind.yaml:2: fault: unknown kind "explode"`,
+		"bad-kind.yaml":      `bad-kind.yaml:2: kind: want one of close, reset, cut, silence, status, queued, refuse, outage, error_event, got "explode"`,
 		"syntax.yaml":        `syntax.yaml:2: did not find expected`,
 	} {
 		_, err := LoadConfig(filepath.Join(faultsDir, "bad", file))
@@ -37,20 +37,20 @@ func TestLoadConfigErrors(t *testing.T) {
 func TestParseConfigValidation(t *testing.T) {
 	for src, want := range map[string]string{
 		"":                                      "",
-		"tokens: -1":                            "line 1: tokens must be >= 0",
-		"tokens: many":                          "line 1: tokens: cannot read",
+		"tokens: -1":                            "line 1: tokens: want a whole number >= 0, got -1",
+		"tokens: many":                          `line 1: tokens: want a whole number >= 0, got "many"`,
 		"seed: 1\nseed: 2":                      `line 2: duplicate field "seed"`,
-		"faults: {kind: close}":                 "line 1: faults must be a list",
-		"faults: [{kind: status, status: 200}]": "status must be in 400-599",
+		"faults: {kind: close}":                 "line 1: faults: want a list of faults, got a mapping",
+		"faults: [{kind: status, status: 200}]": "line 1: status: want an HTTP status in 400-599 for kind status, got 200",
 		"faults: [{kind: silence}]":             "silence needs a duration",
 		"faults: [{kind: refuse, endpoint: chat}]":        "refuse acts on connections",
 		"faults: [{kind: queued, endpoint: chat}]":        "queued applies to responses.create only",
-		"faults: [{kind: close, endpoint: nope}]":         `unknown endpoint "nope"`,
+		"faults: [{kind: close, endpoint: nope}]":         `endpoint: want one of chat, responses.create`,
 		"faults: [{kind: close, requests: [0]}]":          "1-based",
 		"faults: [{kind: close, requests: 3}]":            "",
 		"faults: [{kind: close, duration: 1s}]":           "duration is for kinds silence and outage only",
-		"- 1\n- 2":                                        "line 1: sim config must be a mapping",
-		"faults:\n  - kind: close\n    after_events: [1]": "line 3: after_events must be a single value",
+		"- 1\n- 2":                                        "line 1: sim config: want a mapping, got a list",
+		"faults:\n  - kind: close\n    after_events: [1]": "line 3: after_events: want a whole number >= 0, got a list",
 	} {
 		_, err := ParseConfig([]byte(src))
 		switch {

@@ -37,7 +37,7 @@
 //	    response_id: resp_...   # only requests about this response
 //	    times: 1                # at most this many times; omit for unlimited
 //	    kind: close             # close | reset | cut | silence | status | queued | refuse | outage | error_event
-//	    after_events: 5         # close, reset, cut, silence: after N SSE events
+//	    after_events: 5         # close, reset, cut, silence, error_event: after N SSE events
 //	    duration: 2s            # silence, outage
 //	    status: 429             # status, error_event: 400-599
 //	    retry_after: "2"        # status: Retry-After header

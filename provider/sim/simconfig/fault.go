@@ -3,8 +3,10 @@ package simconfig
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -110,7 +112,7 @@ type Fault struct {
 	// Times is how many times the fault applies at most; 0 = unlimited.
 	Times int       `yaml:"times" json:"times,omitempty"`
 	Kind  FaultKind `yaml:"kind" json:"kind"`
-	// AfterEvents is when close, reset, cut and silence act on a stream.
+	// AfterEvents is when close, reset, cut, silence and error_event act on a stream.
 	AfterEvents int `yaml:"after_events" json:"after_events,omitempty"`
 	// Duration is the length of a silence or an outage.
 	Duration time.Duration `yaml:"duration" json:"duration,omitempty"`
@@ -120,64 +122,127 @@ type Fault struct {
 	RetryAfter string `yaml:"retry_after" json:"retry_after,omitempty"`
 }
 
-// Validate reports whether the fault is well formed.
+// faultKinds are the kinds, in the order the docs list them.
+var faultKinds = []FaultKind{FaultClose, FaultReset, FaultCut, FaultSilence, FaultStatus, FaultQueued, FaultRefuse, FaultOutage, FaultErrorEvent}
+
+// FaultKinds lists every fault kind, for documentation and schemas made
+// from the list the decoder checks against.
+func FaultKinds() []FaultKind { return slices.Clone(faultKinds) }
+
+// Endpoints lists every endpoint name (Fault.Endpoint), likewise.
+func Endpoints() []string { return slices.Clone(endpoints) }
+
+// kindList is FaultKinds in words.
+var kindList = func() string {
+	s := make([]string, len(faultKinds))
+	for i, k := range faultKinds {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ", ")
+}()
+
+// Validate reports whether the fault is well formed: every problem, one a
+// line (errors.Join).
 func (f Fault) Validate() error {
-	switch f.Kind {
-	case FaultClose, FaultReset, FaultCut, FaultSilence, FaultStatus, FaultQueued, FaultRefuse, FaultOutage, FaultErrorEvent:
-	case "":
-		return fmt.Errorf("fault: kind is required (%s)", kindList)
-	default:
-		return fmt.Errorf("fault: unknown kind %q (want %s)", f.Kind, kindList)
+	var errs []error
+	for _, p := range f.problems() {
+		errs = append(errs, fmt.Errorf("fault: %s", p.msg))
+	}
+	return errors.Join(errs...)
+}
+
+// faultProblem is one problem of a fault, with the field it is about (so
+// that a file's decoder can point at that field's line).
+type faultProblem struct{ field, msg string }
+
+// problems lists every problem of f.
+func (f Fault) problems() []faultProblem {
+	var out []faultProblem
+	bad := func(field, format string, args ...any) {
+		out = append(out, faultProblem{field, fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case f.Kind == "":
+		bad("kind", "kind is required (%s)", kindList)
+		return out // what else is wrong depends on the kind
+	case !slices.Contains(faultKinds, f.Kind):
+		bad("kind", "kind: want one of %s, got %q", kindList, f.Kind)
+		return out
 	}
 	if f.Endpoint != "" && !slices.Contains(endpoints, f.Endpoint) {
-		return fmt.Errorf("fault: unknown endpoint %q (want one of %v)", f.Endpoint, endpoints)
+		bad("endpoint", "endpoint: want one of %s, got %q", strings.Join(endpoints, ", "), f.Endpoint)
 	}
 	for _, n := range f.Requests {
 		if n < 1 {
-			return fmt.Errorf("fault: requests are 1-based, got %d", n)
+			bad("requests", "requests: request numbers are 1-based, got %d", n)
+			break
 		}
 	}
-	if f.Times < 0 || f.AfterEvents < 0 || f.Duration < 0 {
-		return fmt.Errorf("fault: times, after_events and duration must not be negative")
+	if f.Times < 0 {
+		bad("times", "times: want a whole number >= 0, got %d", f.Times)
+	}
+	if f.AfterEvents < 0 {
+		bad("after_events", "after_events: want a whole number >= 0, got %d", f.AfterEvents)
+	}
+	if f.Duration < 0 {
+		bad("duration", "duration: want a duration >= 0, got %s", words(f.Duration))
 	}
 	switch f.Kind {
-	case FaultStatus:
+	case FaultStatus, FaultErrorEvent:
 		if f.Status < 400 || f.Status > 599 {
-			return fmt.Errorf("fault: status must be in 400-599, got %d", f.Status)
+			bad("status", "status: want an HTTP status in 400-599 for kind %s, got %d", f.Kind, f.Status)
 		}
 	case FaultSilence, FaultOutage:
-		if f.Duration <= 0 {
-			return fmt.Errorf("fault: %s needs a duration > 0", f.Kind)
+		if f.Duration == 0 {
+			bad("kind", "%s needs a duration > 0", f.Kind)
 		}
 		if f.Kind == FaultOutage && f.Duration > time.Hour {
-			return fmt.Errorf("fault: an outage lasts at most 1h")
-		}
-	case FaultQueued:
-		if f.Endpoint != "" && f.Endpoint != EndpointResponsesCreate {
-			return fmt.Errorf("fault: queued applies to %s only", EndpointResponsesCreate)
-		}
-	case FaultErrorEvent:
-		if f.Status < 400 || f.Status > 599 {
-			return fmt.Errorf("fault: status must be in 400-599, got %d", f.Status)
-		}
-		if f.Endpoint != "" && f.Endpoint != EndpointMessages {
-			return fmt.Errorf("fault: error_event applies to %s only", EndpointMessages)
-		}
-	case FaultRefuse:
-		if f.Endpoint != "" || f.ResponseID != "" || f.Node != "" {
-			return fmt.Errorf("fault: refuse acts on connections: endpoint, node and response_id must be empty (aim an outage at a node instead)")
+			bad("duration", "duration: an outage lasts at most 1h, got %s", words(f.Duration))
 		}
 	}
-	if f.Status != 0 && f.Kind != FaultStatus && f.Kind != FaultErrorEvent || f.RetryAfter != "" && f.Kind != FaultStatus {
-		return fmt.Errorf("fault: status is for kinds status and error_event, retry_after for status only")
+	switch {
+	case f.Kind == FaultQueued && f.Endpoint != "" && f.Endpoint != EndpointResponsesCreate:
+		bad("endpoint", "endpoint: queued applies to %s only, got %q", EndpointResponsesCreate, f.Endpoint)
+	case f.Kind == FaultErrorEvent && f.Endpoint != "" && f.Endpoint != EndpointMessages:
+		bad("endpoint", "endpoint: error_event applies to %s only, got %q", EndpointMessages, f.Endpoint)
+	case f.Kind == FaultRefuse && (f.Endpoint != "" || f.ResponseID != "" || f.Node != ""):
+		field := "endpoint"
+		if f.Endpoint == "" {
+			field = cmpOr(f.ResponseID != "", "response_id", "node")
+		}
+		bad(field, "refuse acts on connections: endpoint, node and response_id must be empty (aim an outage at a node instead)")
+	}
+	if f.Status != 0 && f.Kind != FaultStatus && f.Kind != FaultErrorEvent {
+		bad("status", "status is for kinds status and error_event only, not %s", f.Kind)
+	}
+	if f.RetryAfter != "" && f.Kind != FaultStatus {
+		bad("retry_after", "retry_after is for kind status only, not %s", f.Kind)
 	}
 	if f.Duration != 0 && f.Kind != FaultSilence && f.Kind != FaultOutage {
-		return fmt.Errorf("fault: duration is for kinds silence and outage only")
+		bad("duration", "duration is for kinds silence and outage only, not %s", f.Kind)
 	}
-	return nil
+	return out
 }
 
-const kindList = "close, reset, cut, silence, status, queued, refuse, outage, error_event"
+// words is d as people write it: "2h", not "2h0m0s".
+func words(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// cmpOr is a if c, else b.
+func cmpOr(c bool, a, b string) string {
+	if c {
+		return a
+	}
+	return b
+}
 
 // faultJSON is Fault with Duration as a string, for POST /sim/faults.
 type faultJSON struct {

@@ -18,10 +18,10 @@ func TestLimitsConfig(t *testing.T) {
 		t.Fatalf("null limits: %+v %v", cfg.Limits, err)
 	}
 	for src, want := range map[string]string{
-		"limits: 5":                                       "line 1: limits must be a mapping",
+		"limits: 5":                                       `line 1: limits: want a mapping, got "5"`,
 		"limits:\n  rpm: 5":                               `line 2: unknown limits field "rpm"`,
-		"limits:\n  requests_per_minute: -1":              "line 2: requests_per_minute must be >= 0",
-		"limits:\n  tokens_per_minute: lots":              "line 2: tokens_per_minute: cannot read",
+		"limits:\n  requests_per_minute: -1":              "line 2: requests_per_minute: want a whole number >= 0, got -1",
+		"limits:\n  tokens_per_minute: lots":              `line 2: tokens_per_minute: want a whole number >= 0, got "lots"`,
 		"limits:\n  window: soon":                         `line 2: window: want a duration`,
 		"limits:\n  window: 48h":                          "line 2: limits: window must be at most 24h",
 		"limits:\n  window: 1us":                          "window must be at least 1ms",
