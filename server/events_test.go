@@ -114,8 +114,10 @@ func TestStreamFollowsALiveRunThroughCuts(t *testing.T) {
 			last = got[len(got)-1].ID
 		}
 		resp, _ := watch(t, ctx, url, last)
-		// Cut this connection after a random number of bytes.
-		limit := int64(200 + rng.IntN(3000))
+		// Cut this connection after a random number of bytes: a few of
+		// the run's ~40 events (rows of up to 16 tokens, a few hundred
+		// bytes on the wire each).
+		limit := int64(100 + rng.IntN(800))
 		r := sseReaderOf(io.LimitReader(resp.Body, limit))
 		ended := false
 		for {
@@ -301,13 +303,13 @@ func TestASlowWatcherFallsBehindAndCatchesUp(t *testing.T) {
 	graph := writeFile(t, "g.yaml", `name: fast
 cache: false
 providers:
-  chat: {kind: sim, api: chat, sim: {tokens: 3000, tokens_per_second: 1000}}
+  chat: {kind: sim, api: chat, sim: {tokens: 12000, tokens_per_second: 4000}}
 nodes:
   - {id: a, provider: chat, prompt: hi}
   - {id: b, provider: chat, prompt: hello}
   - {id: c, provider: chat, prompt: hey}
   - {id: d, provider: chat, prompt: hallo}
-`)
+`) // 3,000 events (rows of 16 tokens), ~1 MB: more than the sockets hold
 	p := child(t, "run", "--db", db, graph)
 	waitFor(t, "the journal", 20*time.Second, func() bool { return fileExists(db) })
 	ts, srv := serveBuffered(t, db, server.Options{Buffer: 256}, 8<<10)
