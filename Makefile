@@ -23,8 +23,9 @@ export NODERUN_GEMINI ?= $(GEMINI)
 
 .PHONY: build demo test tools debs bench profile lint fuzz clean
 
-# The commit goes in by -X too: --version prints it even where the go command stamps no VCS info.
-COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+# The version goes in by -X: --version prints it even where the go command stamps no VCS info
+# (GOFLAGS=-buildvcs=false): the newest tag and the commits since, or the bare commit untagged.
+COMMIT  := $(shell git describe --tags --always --dirty 2>/dev/null)
 
 build:
 	$(GO) build -ldflags "-X main.buildCommit=$(COMMIT)" -o $(BIN) ./cmd/noderun

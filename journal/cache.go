@@ -18,6 +18,9 @@ type CacheOrigin struct {
 	// Usage is the completing attempt's, as journaled (zero when that
 	// attempt's usage was never recorded: its runner died first).
 	Usage Usage `json:"usage"`
+	// Journal is the other journal the output was found in (--cache-from),
+	// empty for this one's.
+	Journal string `json:"journal,omitempty"`
 }
 
 // CacheEntry is a completed node's output found by its cache key.

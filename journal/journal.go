@@ -318,6 +318,10 @@ func (j *Journal) createError(err error) error {
 	case errors.Is(err, fs.ErrNotExist):
 		return j.errorf("cannot create it (%w): make the directory %s first", err, filepath.Dir(j.path))
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		if _, serr := os.Lstat(j.path); errors.Is(serr, fs.ErrNotExist) {
+			// A new journal has no runs to continue: its place is the fix.
+			return j.errorf("cannot create it (%w): the directory %s is not writable; put the journal in one that is", err, filepath.Dir(j.path))
+		}
 		return j.errorf("cannot write it (%w): copy it somewhere writable to continue its runs", err)
 	}
 	return j.errorf("%w", err)

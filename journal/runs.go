@@ -10,6 +10,9 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/textfit"
 )
 
 // RunStatus is where a run stands.
@@ -88,7 +91,7 @@ type Node struct {
 	ID       string
 	State    NodeState
 	Output   string // the final output, set by CompleteNode
-	ErrClass string
+	ErrClass diagnostics.Class
 	Error    string
 	Reason   string // why it was skipped or needs attention
 	Attempts int
@@ -106,7 +109,7 @@ type Attempt struct {
 	Ref      string // response id or thread id, once known
 	Cursor   int64  // last provider sequence number acknowledged; -1 none
 	Outcome  Outcome
-	ErrClass string
+	ErrClass diagnostics.Class
 	Error    string
 	Started  time.Time
 	Ended    time.Time
@@ -319,7 +322,7 @@ func (j *Journal) SetNodeState(ctx context.Context, runID, nodeID string, s Node
 // every id, in one state change: a graph of 10,000 nodes is registered in
 // one commit, not 10,000 in a row.
 func (j *Journal) SetNodesPending(ctx context.Context, runID string, nodeIDs []string) error {
-	what := fmt.Sprintf("set %d nodes of %s pending", len(nodeIDs), runID)
+	what := fmt.Sprintf("set %s of %s pending", textfit.Count(len(nodeIDs), "node"), runID)
 	if runID == "" || slices.Contains(nodeIDs, "") {
 		return j.errorf("%s: %w", what, ErrInvalid)
 	}
@@ -351,7 +354,7 @@ func (j *Journal) CompleteNode(ctx context.Context, runID, nodeID, output string
 }
 
 // FailNode marks a node failed with its error class and message.
-func (j *Journal) FailNode(ctx context.Context, runID, nodeID, errClass, msg string) error {
+func (j *Journal) FailNode(ctx context.Context, runID, nodeID string, errClass diagnostics.Class, msg string) error {
 	what := fmt.Sprintf("fail node %s/%s", runID, nodeID)
 	if runID == "" || nodeID == "" {
 		return j.errorf("%s: %w", what, ErrInvalid)
@@ -418,7 +421,7 @@ func (j *Journal) SetAttemptCursor(ctx context.Context, runID, nodeID string, n 
 // provider sequence number it saw; NoProviderSeq for none).
 type AttemptEnd struct {
 	Outcome  Outcome
-	ErrClass string
+	ErrClass diagnostics.Class
 	Error    string
 	Cursor   int64
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/textfit"
 )
 
 // NewContinueFilter returns the filter a Continuer puts between a continued
@@ -96,7 +97,7 @@ func (c *ContinueFilter) delta(ev Event, end bool) error {
 // is the whole-character prefix followed by the continuation.
 func (c *ContinueFilter) realign(ev Event) error {
 	d := diagnostics.New(diagnostics.ContinueRealigned,
-		fmt.Sprintf("the continuation does not begin with the %d byte(s) of the character the drop cut short; the output is rewritten from the %d-byte whole-character prefix", len(c.tail), len(c.prefix)))
+		fmt.Sprintf("the continuation does not begin with the %s of the character the drop cut short; the output is rewritten from the %d-byte whole-character prefix", textfit.Count(len(c.tail), "byte"), len(c.prefix)))
 	for _, e := range []Event{
 		{Kind: KindDiagnostic, Diag: &d, Seq: -1, Time: ev.Time},
 		{Kind: KindReset, Seq: -1, Time: ev.Time},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/textfit"
 )
 
 // Action is the next recovery step.
@@ -160,13 +161,13 @@ func decide(in Input) Decision {
 		}
 		if in.CanResume && in.ResumesLeft > 0 {
 			return Decision{ActResume, diagnostics.ReconnectScheduled,
-				fmt.Sprintf("re-attaching to the recorded work (%d reconnects left)", in.ResumesLeft)}
+				fmt.Sprintf("re-attaching to the recorded work (%s left)", textfit.Count(in.ResumesLeft, "reconnect"))}
 		}
 		// A continue re-sends the request, so an unsafe node is not
 		// continued; the reconnect budget bounds it like re-attaching.
 		if in.CanContinue && in.ResumesLeft > 0 && in.SideEffects != SideUnsafe {
 			return Decision{ActContinue, diagnostics.ContinueScheduled,
-				fmt.Sprintf("continuing the answer from its delivered output (%d reconnects left)", in.ResumesLeft)}
+				fmt.Sprintf("continuing the answer from its delivered output (%s left)", textfit.Count(in.ResumesLeft, "reconnect"))}
 		}
 	}
 	if in.SideEffects == SideUnsafe && in.Dispatched {
@@ -177,11 +178,11 @@ func decide(in Input) Decision {
 		switch {
 		case rejected:
 			return Decision{ActRetry, diagnostics.ContinueRejected,
-				fmt.Sprintf("the server rejected the continuation form, so continuation is off for this provider; sending the request again from scratch (%d retries left after this)", in.RetriesLeft-1)}
+				fmt.Sprintf("the server rejected the continuation form, so continuation is off for this provider; sending the request again from scratch (%s left after this)", textfit.Count(in.RetriesLeft-1, "retry"))}
 		case in.Class.Restarts() || in.CanResume || in.CanContinue:
 			code = diagnostics.FellBackToRetry
 		}
-		return Decision{ActRetry, code, fmt.Sprintf("sending the request again (%d retries left after this)", in.RetriesLeft-1)}
+		return Decision{ActRetry, code, fmt.Sprintf("sending the request again (%s left after this)", textfit.Count(in.RetriesLeft-1, "retry"))}
 	}
 	return Decision{ActFail, diagnostics.BudgetExhausted, "the retry budget is spent (and nothing is left to re-attach to)"}
 }

@@ -257,19 +257,25 @@ func (r *runState) awaitInFlight(ctx context.Context, n *Node, key string) *Node
 // completeFromCache journals a hit: the record naming where the output
 // came from and what it saved, then the node completed with that output.
 func (r *runState) completeFromCache(ctx context.Context, n *Node, key string, e journal.CacheEntry) *NodeResult {
-	o, u := e.Origin, e.Origin.Usage
-	where := ""
-	if e.Journal != "" {
-		where = " of " + e.Journal
+	if e.Origin.Journal == "" { // kept by a hit on a hit: where it was produced
+		e.Origin.Journal = e.Journal
 	}
-	msg := fmt.Sprintf("cache hit: output of run %s node %s%s (produced %s), reused without a provider call",
-		o.Run, o.Node, where, o.Produced.UTC().Format(time.RFC3339))
+	o, u := e.Origin, e.Origin.Usage
+	short := o.Run
+	if len(short) > 8 {
+		short = short[:8] // a unique prefix, as the CLI shows run ids (KeyFromRun has it whole)
+	}
+	msg := fmt.Sprintf("cache hit: output of node %s of run %s (produced %s), reused without a provider call",
+		o.Node, short, o.Produced.UTC().Format(time.RFC3339))
+	if o.Journal != "" { // last: a shortened line keeps its end
+		msg += ", from journal " + o.Journal
+	}
 	r.diag(ctx, n.ID, 0, diagnostics.New(diagnostics.CacheHit, msg, diagnostics.KeyCacheKey.Attr(key),
-		diagnostics.KeyFromRun.Attr(o.Run), diagnostics.KeyFromNode.Attr(o.Node), diagnostics.KeyFromJournal.Attr(e.Journal),
+		diagnostics.KeyFromRun.Attr(o.Run), diagnostics.KeyFromNode.Attr(o.Node), diagnostics.KeyFromJournal.Attr(o.Journal),
 		diagnostics.KeyModel.Attr(u.Model), diagnostics.KeySavedInput.Attr(u.InputTokens), diagnostics.KeySavedOutput.Attr(u.OutputTokens),
 		diagnostics.KeySavedReasoning.Attr(u.ReasoningTokens), diagnostics.KeySavedCacheRead.Attr(u.CacheReadTokens),
 		diagnostics.KeySavedCacheWrite.Attr(u.CacheWriteTokens)))
-	res := &NodeResult{ID: n.ID, State: journal.NodeCompleted, Output: e.Output, FromCache: o.Run + "/" + o.Node}
+	res := &NodeResult{ID: n.ID, State: journal.NodeCompleted, Output: e.Output, FromCache: o.Run + "/" + o.Node, FromJournal: o.Journal}
 	if err := r.j.CompleteNodeFromCache(bg(ctx), r.id, n.ID, key, e); err != nil {
 		res.State, res.Err, res.Reason = journal.NodeFailed, err, "journal: "+err.Error()
 	}

@@ -232,7 +232,7 @@ func TestCacheEditAndRerun(t *testing.T) {
 	for i, na := range was.Nodes {
 		if strings.Contains("abdf", na.ID) {
 			wantOut, wantIn, wantUSD = wantOut+na.Tokens.Needed, wantIn+na.Tokens.Input, wantUSD+*na.CostUSD
-			if now.Nodes[i].CachedFrom != first.RunID+"/"+na.ID || !strings.HasPrefix(now.Nodes[i].Verdict, "from the cache") {
+			if (now.Nodes[i].CachedFrom != ledger.CacheSource{Run: first.RunID, Node: na.ID}) || now.Nodes[i].Verdict.Kind != ledger.VerdictCached || !strings.HasPrefix(now.Nodes[i].Verdict.Text, "from the cache") {
 				t.Errorf("node %s: cached_from %q, verdict %q", na.ID, now.Nodes[i].CachedFrom, now.Nodes[i].Verdict)
 			}
 		}

@@ -81,8 +81,8 @@ func Example_simulatorInCode() {
 		log.Fatal(err)
 	}
 	for _, n := range ledger.AccountOf(run, nil).Nodes {
-		how, _, _ := strings.Cut(n.Verdict, ":")
-		fmt.Printf("%s: %s\n", n.ID, how)
+		// The verdict's kind is for code, its sentence for people.
+		fmt.Printf("%s: %s, faults %v\n", n.ID, n.Verdict.Kind, n.Faults)
 	}
 	// Output:
 	// completed
@@ -90,8 +90,8 @@ func Example_simulatorInCode() {
 	// draft attempt 1: sim start error
 	// draft attempt 2: sim retry ok
 	// draft NR108 recovered after 1 step
-	// outline: clean
-	// draft: recovered from 1 disconnect by retry
+	// outline: clean, faults map[]
+	// draft: recovered, faults map[disconnect_detected:1]
 }
 
 // seqServer streams a text by numbered lines ("SEQ TEXT", after a first

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/textfit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider"
@@ -807,7 +808,7 @@ func (x *nodeExec) fail(ctx context.Context, d resume.Decision, ce *diagnostics.
 		x.release(ctx) // abandoned for good: leave nothing of ours running
 	}
 	x.endAttempt(ctx, ce)
-	tried := fmt.Sprintf("%d attempt(s), %d of %d retries used", x.attempt, x.total-x.retries, x.total)
+	tried := fmt.Sprintf("%s, %d of %s used", textfit.Count(x.attempt, "attempt"), x.total-x.retries, textfit.Count(x.total, "retry"))
 	if spec := x.run.g.Providers[x.provNm]; (ce.Status == http.StatusUnauthorized || ce.Status == http.StatusForbidden) &&
 		spec.Kind != ProviderKindHarness { // a harness explains its own credentials
 		// The fix first: a shortened line keeps its start.
@@ -922,9 +923,9 @@ func (x *nodeExec) beginAttempt(ctx context.Context, mode journal.AttemptMode) e
 }
 
 func (x *nodeExec) endAttempt(ctx context.Context, ce *diagnostics.Error) {
-	outcome, class, msg := journal.OutcomeOK, "", ""
+	outcome, class, msg := journal.OutcomeOK, diagnostics.ClassNone, ""
 	if ce != nil && ce.Class != diagnostics.ClassNone {
-		outcome, class, msg = journal.OutcomeError, string(ce.Class), x.run.red.String(attemptError(ce))
+		outcome, class, msg = journal.OutcomeError, ce.Class, x.run.red.String(attemptError(ce))
 	}
 	if x.unreported { // the last figures of the attempt, before whatever comes next
 		x.report(Progress{State: ProgressData})

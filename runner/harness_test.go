@@ -328,7 +328,7 @@ func TestHarnessCodexNode401(t *testing.T) {
 	if len(withCode(ds, diagnostics.DeterministicError)) == 0 {
 		t.Errorf("no NR902\n%s", dumpDiags(ds))
 	}
-	if atts := attemptsOf(t, j, res.RunID, "agent"); len(atts) != 1 || atts[0].ErrClass != string(diagnostics.ClassDeterministic) {
+	if atts := attemptsOf(t, j, res.RunID, "agent"); len(atts) != 1 || atts[0].ErrClass != diagnostics.ClassDeterministic {
 		t.Errorf("attempts %+v, want one, deterministic", atts)
 	}
 	// Codex counts a 401 against stream_max_retries=1: two requests, no more from noderun.

@@ -62,7 +62,7 @@ func TestAttemptErrorSaysItsClassOnce(t *testing.T) {
 		t.Fatalf("attempts %+v, %v", atts, err)
 	}
 	a := atts[0]
-	if a.ErrClass != string(diagnostics.ClassDisconnect) || a.Error == "" || strings.Contains(a.Error, a.ErrClass) {
+	if a.ErrClass != diagnostics.ClassDisconnect || a.Error == "" || strings.Contains(a.Error, string(a.ErrClass)) {
 		t.Errorf("attempt 1: class %q, error %q: want the class once, in ErrClass", a.ErrClass, a.Error)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/textfit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/resume"
@@ -198,8 +199,8 @@ func (r *runState) entryFromCursor(ctx context.Context, n *Node, from *NodeCurso
 		return e, d, nil
 	case resume.ActRetry:
 		r.diag(ctx, n.ID, 0, diagnostics.New(diagnostics.CrossWorkerResume,
-			fmt.Sprintf("the worker running this node was lost after %d bytes of attempt %d; it cannot be re-attached, so it is retried here within its budget (%d of %d retries used)",
-				from.Bytes, from.Attempt, from.RetriesUsed, total),
+			fmt.Sprintf("the worker running this node was lost after %d bytes of attempt %d; it cannot be re-attached, so it is retried here within its budget (%d of %s used)",
+				from.Bytes, from.Attempt, from.RetriesUsed, textfit.Count(total, "retry")),
 			diagnostics.KeyAction.Attr(string(d.Action)), diagnostics.KeyLostAttempt.Attr(from.Attempt)))
 		return e, d, nil
 	}

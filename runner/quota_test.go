@@ -249,7 +249,7 @@ func TestFailoverToTheFallbackProvider(t *testing.T) {
 				if !has(codes(t, j, res.RunID, n.ID), diagnostics.FailedOver.ID) {
 					t.Errorf("%s: codes %v lack failed_over", n.ID, codes(t, j, res.RunID, n.ID))
 				}
-				if v := a.Nodes[i].Verdict; !strings.Contains(v, "completed on fallback backup") {
+				if v := a.Nodes[i].Verdict.Text; !strings.Contains(v, "completed on fallback backup") {
 					t.Errorf("%s: verdict %q does not name the fallback", n.ID, v)
 				}
 			}
@@ -404,7 +404,7 @@ func TestFailoverFiguresAreExact(t *testing.T) {
 		t.Errorf("the fallback generated %d tokens: the delivered part again", fromUp)
 	}
 	for _, says := range []string{"completed on fallback backup", "moved by connect_failed", "backup generated", "primary generated"} {
-		if !strings.Contains(na.Verdict, says) {
+		if !strings.Contains(na.Verdict.Text, says) {
 			t.Errorf("verdict %q does not say %q", na.Verdict, says)
 		}
 	}

@@ -486,7 +486,7 @@ func TestResponsesNodeStuckQueuedIsCancelledAndRetried(t *testing.T) {
 	if err != nil || len(atts) != 2 {
 		t.Fatalf("attempts = %+v, %v; want the stuck one and the retry", atts, err)
 	}
-	if atts[0].Outcome != journal.OutcomeError || atts[0].ErrClass != string(diagnostics.ClassStuck) || atts[1].Outcome != journal.OutcomeOK || atts[1].Mode != journal.ModeRetry {
+	if atts[0].Outcome != journal.OutcomeError || atts[0].ErrClass != diagnostics.ClassStuck || atts[1].Outcome != journal.OutcomeOK || atts[1].Mode != journal.ModeRetry {
 		t.Errorf("attempts = %+v", atts)
 	}
 	if atts[0].Ref == atts[1].Ref {

@@ -23,7 +23,7 @@ func TestResultHoldsAttemptsUsageAndDiagnostics(t *testing.T) {
 		t.Fatalf("attempts: a %d, b %d; want 2 and 1", len(a.Attempts), len(b.Attempts))
 	}
 	first, last := a.Attempts[0], a.Attempts[1]
-	if first.NodeID != "a" || first.N != 1 || first.Outcome != journal.OutcomeError || first.ErrClass != string(diagnostics.ClassDisconnect) ||
+	if first.NodeID != "a" || first.N != 1 || first.Outcome != journal.OutcomeError || first.ErrClass != diagnostics.ClassDisconnect ||
 		first.Provider != "s" || first.Mode != journal.ModeStart {
 		t.Errorf("a's first attempt: %+v", first.Attempt)
 	}

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -123,6 +124,11 @@ func reopen(ctx context.Context, runID, op string, nodes []string, opts *Options
 		opts.Profile = run.Profile
 	}
 	opts.RunID = runID
+	// A run another runner holds is refused before anything starts (its
+	// providers, simulators); AcquireRun below settles a race.
+	if le := j.Live(run); le != nil {
+		return nil, nil, le
+	}
 	r, closeProvs, err := newRunState(ctx, g, opts)
 	if err != nil {
 		return nil, nil, err
@@ -131,6 +137,9 @@ func reopen(ctx context.Context, runID, op string, nodes []string, opts *Options
 	if err := j.AcquireRun(ctx, runID, r.owner); err != nil {
 		closeProvs()
 		return nil, nil, err // a *journal.LockedError names the live owner
+	}
+	if now, err := os.ReadFile(run.GraphPath); err == nil && !bytes.Equal(now, run.GraphText) {
+		r.log.Warn(fmt.Sprintf("graph file %s edited since the run started: resuming the graph journaled with the run, not the file", run.GraphPath))
 	}
 	return r, func() { _ = j.ReleaseRun(bg(ctx), runID, r.owner); closeProvs() }, nil
 }

@@ -160,7 +160,7 @@ func TestChatNodeSurvivesDisconnects(t *testing.T) {
 				}
 				// The failed attempt's partial output stays in the journal, apart from the output.
 				atts, err := j.Attempts(context.Background(), res.RunID, "essay")
-				if err != nil || len(atts) != 2 || atts[0].Outcome != "error" || atts[0].ErrClass != string(diagnostics.ClassDisconnect) {
+				if err != nil || len(atts) != 2 || atts[0].Outcome != "error" || atts[0].ErrClass != diagnostics.ClassDisconnect {
 					t.Fatalf("attempts = %+v, %v", atts, err)
 				}
 				part, err := j.RebuildOutput(context.Background(), res.RunID, "essay", 1)

@@ -57,6 +57,7 @@ import (
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/internal/redact"
+	"github.com/noderun/noderun/internal/textfit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider"
@@ -154,6 +155,9 @@ type NodeResult struct {
 	// FromCache is "run/node", where a cache hit's output was produced;
 	// empty when the node called its provider.
 	FromCache string
+	// FromJournal is the other journal (--cache-from) a cache hit's output
+	// was found in; empty for the run's own.
+	FromJournal string
 	// Provider is the fallback provider that completed the node after its
 	// own was unavailable (NR603); empty when its own provider did.
 	Provider string
@@ -299,7 +303,7 @@ func Run(ctx context.Context, g *Graph, opts Options) (*Result, error) {
 	if err := r.j.SetNodesPending(bg(ctx), r.id, ids); err != nil {
 		return nil, err
 	}
-	r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunStarted, fmt.Sprintf("run %s started: graph %s, profile %s, %d nodes", r.id, g.Name, r.prof.Name, len(g.Nodes)), diagnostics.KeyGraph.Attr(g.Name),
+	r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunStarted, fmt.Sprintf("run %s started: graph %s, profile %s, %s", r.id, g.Name, r.prof.Name, textfit.Count(len(g.Nodes), "node")), diagnostics.KeyGraph.Attr(g.Name),
 		diagnostics.KeyProfile.Attr(r.prof.Name), diagnostics.KeyNodes.Attr(len(g.Nodes))))
 	return r.run(ctx)
 }
@@ -412,7 +416,7 @@ func (r *runState) finish(ctx context.Context) (*Result, error) {
 	}
 	if ctx.Err() != nil {
 		res.Status = journal.RunInterrupted
-		r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunInterrupted, "run interrupted; it can be resumed"))
+		r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunInterrupted, "run interrupted")) // how to go on is the caller's to say, once (the CLI: the resume command)
 	} else {
 		r.diag(ctx, "", 0, diagnostics.New(diagnostics.RunFinished, fmt.Sprintf("run %s", res.Status), diagnostics.KeyRunStatus.Attr(string(res.Status))))
 	}
@@ -487,7 +491,7 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 		}
 		res.State, res.Err, res.Reason = journal.NodeFailed, err, r.red.String(err.Error())
 		r.diag(ctx, n.ID, 0, diagnostics.New(code, err.Error(), diagnostics.KeyClass.Attr(class)))
-		_ = r.j.FailNode(bg(ctx), r.id, n.ID, string(class), res.Reason)
+		_ = r.j.FailNode(bg(ctx), r.id, n.ID, class, res.Reason)
 		return res
 	}
 	key := r.cacheKey(n, bp, system, prompt)
@@ -557,7 +561,7 @@ func (r *runState) runNode(ctx context.Context, n *Node) *NodeResult {
 	default:
 		res.State, res.Err, res.Reason = journal.NodeFailed, err, r.red.String(err.Error())
 		class := diagnostics.Classify(err).Class
-		_ = r.j.FailNode(bg(ctx), r.id, n.ID, string(class), res.Reason)
+		_ = r.j.FailNode(bg(ctx), r.id, n.ID, class, res.Reason)
 	}
 	return res
 }
@@ -576,7 +580,7 @@ func (r *runState) notStarted(ctx context.Context, n *Node, err error) *NodeResu
 	res.State, res.Reason = journal.NodeFailed, r.red.String(err.Error())
 	res.Err = &NodeError{Node: n.ID, Class: ce.Class, Code: diagnostics.DeterministicError, Reason: res.Reason, Tried: "0 attempts", Err: ce}
 	r.diag(ctx, n.ID, 0, diagnostics.New(diagnostics.DeterministicError, res.Reason, diagnostics.KeyClass.Attr(ce.Class)))
-	_ = r.j.FailNode(bg(ctx), r.id, n.ID, string(ce.Class), res.Reason)
+	_ = r.j.FailNode(bg(ctx), r.id, n.ID, ce.Class, res.Reason)
 	return res
 }
 

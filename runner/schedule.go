@@ -64,6 +64,9 @@ func (r *runState) record(res *NodeResult) {
 		if len(run) > 8 {
 			run = run[:8] // a unique prefix, as the CLI shows run ids
 		}
+		if res.FromJournal != "" {
+			run += " in " + res.FromJournal
+		}
 		r.progress(res.ID, ProgressDone, fmt.Sprintf("done from the cache (%d bytes: node %s of run %s)", len(res.Output), node, run))
 	case res.State == journal.NodeCompleted:
 		r.progress(res.ID, ProgressDone, fmt.Sprintf("done (%d bytes)", len(res.Output)))

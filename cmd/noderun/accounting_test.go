@@ -83,7 +83,7 @@ nodes:
 		if n.TimeLostMS > n.WallMS || n.WallMS > wall.Milliseconds() || n.UsefulMS+n.TimeLostMS+n.QuotaWaitMS != n.WallMS {
 			t.Errorf("%s: lost %d ms, useful %d ms, wall %d ms; the run took %d ms", n.ID, n.TimeLostMS, n.UsefulMS, n.WallMS, wall.Milliseconds())
 		}
-		if n.Faults["connect_failed"] == 0 || !strings.Contains(n.Verdict, "connect failure") {
+		if n.Faults["connect_failed"] == 0 || !strings.Contains(n.Verdict.Text, "connect failure") {
 			t.Errorf("%s: faults %v, verdict %q: the refused connections are not named", n.ID, n.Faults, n.Verdict)
 		}
 	}
@@ -118,7 +118,7 @@ nodes:
 		t.Errorf("the summary does not name the rejection:\n%s", out)
 	}
 	a := diagnoseJSON(t, db)
-	if v := a.Nodes[0].Verdict; !strings.HasPrefix(v, "failed: rejected by the provider (401)") {
+	if v := a.Nodes[0].Verdict.Text; !strings.HasPrefix(v, "failed: rejected by the provider (401)") {
 		t.Errorf("verdict %q", v)
 	}
 	if n := srv.Stats().Requests[sim.EndpointChat]; n != 1 {
@@ -133,13 +133,13 @@ func TestResumedNodeSaysItWasInterrupted(t *testing.T) {
 	srv := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: intTokens, TokensPerSecond: 1000})
 	db, _, _ := interruptRun(t, srv, os.Interrupt)
 	before := diagnoseJSON(t, db)
-	if v := before.Nodes[0].Verdict; !strings.HasPrefix(v, "interrupted after ") || !strings.Contains(v, "keeps running at the provider") {
+	if v := before.Nodes[0].Verdict.Text; !strings.HasPrefix(v, "interrupted after ") || !strings.Contains(v, "keeps running at the provider") {
 		t.Errorf("interrupted node's verdict %q", v)
 	}
 	resumeRun(t, db)
 	a := diagnoseJSON(t, db)
 	n := a.Nodes[0]
-	if !strings.HasPrefix(n.Verdict, "recovered from 1 interruption by re-attach") || n.Faults["node_resumed"] != 1 {
+	if !strings.HasPrefix(n.Verdict.Text, "recovered from 1 interruption by re-attach") || n.Faults["node_resumed"] != 1 {
 		t.Errorf("after resume: verdict %q, faults %v", n.Verdict, n.Faults)
 	}
 	if st := srv.Stats(); int64(n.Tokens.Generated) != st.TokensGenerated || n.Tokens.Regenerated != 0 || n.Tokens.Preserved == 0 {

@@ -218,7 +218,15 @@ func TestCacheFromLeavesTheOtherJournalAlone(t *testing.T) {
 	state := dirstate.Of(t, ci)
 	before := simCalls(srv)
 	db := filepath.Join(dir, "new.db")
-	mustRun(t, "run", "--db", db, "--cache-from", artifact, graph)
+	code, table, stderr := runCLI(t, "run", "--db", db, "--cache-from", artifact, graph)
+	if code != exitOK {
+		t.Fatalf("run --cache-from: exit %d\n%s", code, stderr)
+	}
+	// Issue 46: a hit names the journal it came from, in the log, the
+	// result and status.
+	if table = strings.Join(strings.Fields(table), " "); !strings.Contains(stderr, "journal "+artifact+"  NR407") || !strings.Contains(stderr, "in "+artifact) || !strings.Contains(table, "found in "+artifact) {
+		t.Errorf("the hits do not name %s:\n%s\n%s", artifact, stderr, table)
+	}
 	if got := called(srv, before); len(got) != 0 {
 		t.Errorf("--cache-from: calls %v, want none", got)
 	}
@@ -228,7 +236,7 @@ func TestCacheFromLeavesTheOtherJournalAlone(t *testing.T) {
 	if after := dirstate.Of(t, ci); after != state {
 		t.Errorf("--cache-from changed its directory:\nbefore %s\nafter  %s", state, after)
 	}
-	if text := mustRun(t, "status", "last", "--db", db); !strings.Contains(text, "from the cache") {
+	if text := mustRun(t, "status", "last", "--db", db); !strings.Contains(text, "from the cache") || !strings.Contains(text, " in "+artifact) {
 		t.Errorf("status:\n%s", text)
 	}
 }

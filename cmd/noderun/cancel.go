@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/noderun/noderun/internal/textfit"
 	"github.com/noderun/noderun/runner"
 )
 
@@ -60,7 +61,7 @@ func printCancelled(c *cli.Context, runID string, done []runner.Cancelled) error
 		}
 	}
 	if failed > 0 {
-		return &exitError{exitFailed, fmt.Errorf("%d response(s) could not be cancelled; they may still be running", failed)}
+		return &exitError{exitFailed, fmt.Errorf("%s could not be cancelled; it may still be running", textfit.Count(failed, "response"))}
 	}
 	return nil
 }

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 
+	"github.com/noderun/noderun/internal/textfit"
 	"github.com/noderun/noderun/runner/chaos"
 )
 
@@ -117,11 +117,7 @@ func (cp *chaosProgress) line() string {
 		fmt.Fprintf(&b, " · %d failed", t.Failed)
 	}
 	if longest, ok := t.Longest(); ok {
-		what := longest.Case + " @ " + longest.Node
-		if utf8.RuneCountInString(what) > 40 {
-			what = string([]rune(what)[:39]) + "…"
-		}
-		fmt.Fprintf(&b, " · %s", what)
+		fmt.Fprintf(&b, " · %s", textfit.Text(longest.Case+" @ "+longest.Node, 40))
 	}
 	fmt.Fprintf(&b, " · %s", roundDuration(now.Sub(t.First)))
 	if eta, ok := t.ETA(now); ok {

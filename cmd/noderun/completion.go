@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/noderun/noderun/internal/cliword"
 )
 
 // Shell completion is urfave/cli's: with EnableBashCompletion, a command line
@@ -111,7 +113,7 @@ func completionCommand() *cli.Command {
 			shell := c.Args().First()
 			if !slices.Contains(completionShells, shell) {
 				return usageErr(fmt.Errorf("completion: unknown shell %q (known: %s)%s\n%s", shell,
-					strings.Join(completionShells, ", "), didYouMean(shell, completionShells), shortUsage("noderun completion", c.Command)))
+					strings.Join(completionShells, ", "), cliword.DidYouMean(shell, completionShells), shortUsage("noderun completion", c.Command)))
 			}
 			name := c.App.Name
 			var script string

@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/noderun/noderun/internal/cliword"
 	"github.com/noderun/noderun/runner/ledger"
 	"github.com/noderun/noderun/runner/view"
 )
@@ -18,7 +19,7 @@ func pricesOf(c *cli.Context) (ledger.Prices, error) {
 	}
 	prices, err := ledger.LoadPrices(f)
 	if err != nil {
-		if e := fileErr("--prices", err); e != err {
+		if e := cliword.FileErr("--prices", err); e != err {
 			return nil, usageErr(e)
 		}
 		return nil, usageErr(fmt.Errorf("--prices: %w", err))

@@ -94,7 +94,7 @@ nodes:
 	}
 	var ran int64
 	for _, n := range acct.Nodes {
-		if n.State == string(journal.NodeSkipped) && (n.WallMS != 0 || n.UsefulMS != 0 || n.TimeLostMS != 0) {
+		if n.State == journal.NodeSkipped && (n.WallMS != 0 || n.UsefulMS != 0 || n.TimeLostMS != 0) {
 			t.Errorf("skipped node %s: wall %d ms, useful %d, lost %d; want 0", n.ID, n.WallMS, n.UsefulMS, n.TimeLostMS)
 		}
 		ran += n.WallMS
@@ -130,7 +130,7 @@ nodes:
 	if len(n.RecoverySteps) == 0 {
 		t.Fatalf("the node took no step: the test proves nothing (%+v)", n)
 	}
-	if strings.HasPrefix(n.Verdict, "clean") || !strings.Contains(n.Verdict, "polling_started") {
+	if strings.HasPrefix(n.Verdict.Text, "clean") || !strings.Contains(n.Verdict.Text, "polling_started") {
 		t.Errorf("verdict %q after steps %v", n.Verdict, n.RecoverySteps)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/urfave/cli/v2"
 
+	"github.com/noderun/noderun/internal/cliword"
 	"github.com/noderun/noderun/runner"
 	"github.com/noderun/noderun/runner/graph"
 )
@@ -47,7 +48,7 @@ func inputsOf(c *cli.Context, g *runner.Graph, maxBytes int64) (map[string]strin
 			} else {
 				b, err := graph.ReadInput(c.Context, path, maxBytes)
 				if err != nil {
-					if e := fileErr("--input "+name+"=@"+path, err); e != err {
+					if e := cliword.FileErr("--input "+name+"=@"+path, err); e != err {
 						return nil, e
 					}
 					return nil, fmt.Errorf("--input %s=@%s: %w", name, path, err)

@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/noderun/noderun/internal/textfit"
+	"github.com/noderun/noderun/internal/cliword"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner/view"
 )
@@ -22,11 +21,16 @@ func statusCommand() *cli.Command {
 		Usage:     "list runs, or show one run's nodes",
 		ArgsUsage: "[RUN|last]",
 		Description: "Examples:\n  noderun status                 # the newest 50 runs\n" +
+			"  noderun status --status failed --graph deploy --since 7d --limit 10   # the runs list, filtered\n" +
 			"  noderun status last --json     # the newest run's nodes, as JSON (docs/json.md)\n" +
 			"  noderun status RUN --temporal 127.0.0.1:7233   # a run on Temporal (docs/temporal.md)",
-		Flags: append([]cli.Flag{dbFlag, jsonFlag}, temporalFlags()...),
+		Flags: append(append([]cli.Flag{dbFlag, jsonFlag}, runQueryFlags()...), temporalFlags()...),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 0, 1, "give at most one run id (or last)"); err != nil {
+				return err
+			}
+			q, err := runQueryOf(c) // checked before anything is opened
+			if err != nil {
 				return err
 			}
 			if c.String("temporal") != "" {
@@ -39,23 +43,17 @@ func statusCommand() *cli.Command {
 			defer j.Close()
 			if c.NArg() == 0 {
 				if c.Bool("json") {
-					out, err := view.ListRuns(c.Context, j, 50)
+					out, err := view.ListRunsOf(c.Context, j, q)
 					if err != nil {
 						return err
 					}
 					return writeJSON(c.App.Writer, out)
 				}
-				runs, err := j.Runs(c.Context, 50)
+				runs, err := j.FindRuns(c.Context, q)
 				if err != nil {
 					return err
 				}
-				w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-				defer w.Flush()
-				fmt.Fprintln(w, "RUN\tGRAPH\tSTATUS\tSTARTED\tPROFILE")
-				for _, r := range runs {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Graph, j.Standing(r), r.Started.Format(time.DateTime), r.Profile)
-				}
-				return nil
+				return view.WriteRuns(c.App.Writer, j, runs)
 			}
 			r, err := findRun(c.Context, j, c.Args().First())
 			if err != nil {
@@ -68,29 +66,12 @@ func statusCommand() *cli.Command {
 			if c.Bool("json") {
 				return writeJSON(c.App.Writer, st)
 			}
-			w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-			defer w.Flush()
 			status := r.Status
 			if j.Abandoned(r) {
 				status = journal.RunStatus("interrupted (its runner is gone; " + resumeLine(c, r.ID) + ")")
 			}
-			fmt.Fprintf(w, "run %s (%s) %s, profile %s\n", r.ID, r.Graph, status, r.Profile)
-			fmt.Fprintln(w, "NODE\tSTATE\tATTEMPTS\tBYTES\tNOTE")
-			var notes []string
-			for _, n := range st.Nodes {
-				whole := n.Note()
-				short := textfit.Text(whole, 80)
-				if short != whole { // the table keeps its cause; the note is whole below
-					notes = append(notes, fmt.Sprintf("%s: %s", n.ID, whole))
-					short = textfit.Text(whole, 60) + " (below)"
-				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", n.ID, n.StateText(), n.Attempts, n.Bytes, short)
-			}
-			w.Flush()
-			for _, note := range notes {
-				fmt.Fprintln(c.App.Writer, "\n"+note)
-			}
-			return nil
+			fmt.Fprintf(c.App.Writer, "run %s (%s) %s, profile %s\n", r.ID, r.Graph, status, r.Profile)
+			return view.WriteNodes(c.App.Writer, outWidth(c.App.Writer), st)
 		},
 	}
 }
@@ -151,7 +132,7 @@ func knownNode(c *cli.Context, j *journal.Journal, runID, flag, id string) error
 	if !ok {
 		return err
 	}
-	msg := fmt.Sprintf("%s %s: %v%s", flag, id, nf, didYouMean(id, nf.Nodes))
+	msg := fmt.Sprintf("%s %s: %v%s", flag, id, nf, cliword.DidYouMean(id, nf.Nodes))
 	return usageErr(errors.New(strings.TrimPrefix(msg, " ")))
 }
 
@@ -213,19 +194,7 @@ func showCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(w, "ATTEMPT\tMODE\tPROVIDER\tREF\tCURSOR\tOUTCOME\tTOKENS (in/out)\tCLASS\tERROR")
-				for _, a := range atts {
-					tokens := "-"
-					if u, ok := usage[a.N]; ok {
-						tokens = fmt.Sprintf("%d/%d", u.InputTokens, u.OutputTokens)
-						if u.Estimated {
-							tokens += " (est.)"
-						}
-					}
-					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.N, a.Mode, a.Provider, a.Ref, a.Cursor, a.Outcome, tokens, a.ErrClass, textfit.Text(a.Error, 80))
-				}
-				return w.Flush()
+				return view.WriteAttempts(c.App.Writer, atts, usage)
 			}
 			if n.State == journal.NodeCompleted {
 				_, err := io.WriteString(c.App.Writer, n.Output)

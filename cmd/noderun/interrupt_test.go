@@ -95,6 +95,10 @@ func TestInterruptDetachesThenResumeRegeneratesNothing(t *testing.T) {
 					t.Errorf("the interruption message lacks %q:\n%s", w, stderr)
 				}
 			}
+			// Issue 46: explained once, by the command that goes on.
+			if n := strings.Count(stderr, "noderun resume ") + strings.Count(stderr, "can be resumed"); n != 1 {
+				t.Errorf("stderr says how to go on %d times, want once:\n%s", n, stderr)
+			}
 			// The response keeps generating with nobody attached.
 			for deadline := time.Now().Add(5 * time.Second); srv.Stats().TokensGenerated <= atExit; time.Sleep(20 * time.Millisecond) {
 				if time.Now().After(deadline) {

@@ -97,7 +97,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Action:         rootAction,
 		ExitErrHandler: func(*cli.Context, error) {}, // run() maps errors to exit codes
 		Commands: slices.Concat( // the groups of --help, in this order
-			group("Run", runCommand(), resumeCommand(), cancelCommand(), compactCommand()),
+			group("Run", runCommand(), resumeCommand(), cancelCommand(), compactCommand(), deleteCommand(), pruneCommand()),
 			group("Inspect", serveCommand(), statusCommand(), eventsCommand(), showCommand(), diagnoseCommand(), reportCommand()),
 			group("Test", validateCommand(), schemaCommand(), profilesCommand(), pricesCommand(), simCommand(), chaosCommand()),
 			group("Scale out", workerCommand()),
@@ -199,8 +199,8 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// outWidth is the columns a table on w may use: the terminal's, or 0 (no
-// limit) for a pipe or a file, where nothing is cut.
+// outWidth is the columns a table on w may use: the terminal's, or 0 for a
+// pipe or a file (where a view fits a table to view.PipeWidth).
 func outWidth(w io.Writer) int {
 	if width := termWidth(w); width != nil {
 		return width()

@@ -6,6 +6,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/noderun/noderun/internal/cliword"
+	"github.com/noderun/noderun/internal/textfit"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/runner/view"
@@ -36,7 +38,7 @@ func validateCommand() *cli.Command {
 				case res.Err != nil:
 					fmt.Fprintln(c.App.ErrWriter, res.Err)
 				default:
-					fmt.Fprintf(c.App.Writer, "%s: ok (%d nodes)\n", path, res.Nodes)
+					fmt.Fprintf(c.App.Writer, "%s: ok (%s)\n", path, textfit.Count(res.Nodes, "node"))
 					if res.Env != nil {
 						fmt.Fprintf(c.App.ErrWriter, "warning: `noderun run` on this machine would refuse it:\n%v\n", res.Env)
 					}
@@ -73,7 +75,7 @@ func profilesCommand() *cli.Command {
 			if f := c.String("file"); f != "" {
 				var err error
 				if set, err = profile.Load(f); err != nil {
-					return usageErr(fileErr("--file", err))
+					return usageErr(cliword.FileErr("--file", err))
 				}
 			}
 			if c.Bool("json") {
@@ -108,7 +110,7 @@ func simCommand() *cli.Command {
 				if f := c.String("faults"); f != "" {
 					var err error
 					if cfg, err = sim.LoadConfig(f); err != nil {
-						return usageErr(fileErr("--faults", err))
+						return usageErr(cliword.FileErr("--faults", err))
 					}
 				}
 				if c.IsSet("seed") {

@@ -423,7 +423,7 @@ nodes:
 	run, acct := ledgerOf(t, db)
 	verdicts := map[string]string{}
 	for _, n := range acct.Nodes {
-		verdicts[n.ID] = n.Verdict
+		verdicts[n.ID] = n.Verdict.Text
 	}
 
 	top, tl := strings.Index(dom, `id="attention"`), strings.Index(dom, `id="timeline"`)
@@ -440,7 +440,7 @@ nodes:
 		if v := one(t, p.inner, "dd", "verdict", "data-node", nd.ID).text(); v != verdicts[nd.ID] {
 			t.Errorf("%s: verdict %q, want %q", nd.ID, v, verdicts[nd.ID])
 		}
-		if c := one(t, p.inner, "dd", "class", "data-node", nd.ID).text(); c != nd.ErrClass || c == "" {
+		if c := one(t, p.inner, "dd", "class", "data-node", nd.ID).text(); c != string(nd.ErrClass) || c == "" {
 			t.Errorf("%s: class %q, want %q", nd.ID, c, nd.ErrClass)
 		}
 		if e := one(t, p.inner, "dd", "error", "data-node", nd.ID).text(); e != nd.Error || e == "" {
@@ -520,7 +520,7 @@ func TestReportDrawsTheGapOfAResumedRun(t *testing.T) {
 		t.Errorf("resume command %q, want %q", got, want)
 	}
 	p := one(t, dom, "div", "problem state-canceled", "data-node", "a")
-	if v := one(t, p.inner, "dd", "verdict", "data-node", "a").text(); v != acct.Nodes[0].Verdict || !strings.Contains(v, "keeps running at the provider") {
+	if v := one(t, p.inner, "dd", "verdict", "data-node", "a").text(); v != acct.Nodes[0].Verdict.Text || !strings.Contains(v, "keeps running at the provider") {
 		t.Errorf("a: verdict %q, want %q", v, acct.Nodes[0].Verdict)
 	}
 	if c := one(t, p.inner, "dd", "class", "data-node", "a").text(); c != string(diagnostics.ClassCanceled) {

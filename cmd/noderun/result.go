@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -49,8 +47,13 @@ func report(c *cli.Context, opts runner.Options, res *runner.Result, err error) 
 		if err := writeJSON(c.App.Writer, doc); err != nil {
 			return &exitError{exitFailed, err}
 		}
+	} else if ids := c.StringSlice("print"); len(ids) > 0 { // stdout is the outputs': the table goes to stderr
+		view.WriteResult(c.App.ErrWriter, outWidth(c.App.ErrWriter), doc, closingHint(c, res))
+		if err := view.WriteOutputs(c.App.Writer, res, ids); err != nil {
+			return &exitError{exitFailed, err}
+		}
 	} else {
-		printResult(c.App.Writer, outWidth(c.App.Writer), doc, closingHint(c, res))
+		view.WriteResult(c.App.Writer, outWidth(c.App.Writer), doc, closingHint(c, res))
 	}
 	switch res.Status {
 	case journal.RunCompleted:
@@ -125,22 +128,6 @@ func progressLogger(log *slog.Logger) func(runner.Progress) {
 			}
 		}
 	}
-}
-
-// printResult prints the run's table, a verdict per node and the run's
-// totals. Notes are whole on a pipe or in a file; on a terminal (width > 0)
-// each is folded under itself (textfit.Table).
-func printResult(w io.Writer, width int, res view.Result, hint string) {
-	fmt.Fprintf(w, "run %s %s\n", res.RunID, res.Status)
-	rows := [][]string{{"NODE", "STATE", "BYTES", "NOTE"}}
-	for _, n := range res.Nodes {
-		rows = append(rows, []string{n.ID, n.StateText, strconv.Itoa(n.Bytes), n.Note})
-	}
-	textfit.Table(w, width, rows)
-	for _, l := range res.Summary {
-		fmt.Fprintln(w, textfit.Line(l, width))
-	}
-	fmt.Fprintln(w, textfit.Line(hint, width))
 }
 
 // closingHint is a command that shows an output, as it can be typed: the

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/urfave/cli/v2"
 
+	"github.com/noderun/noderun/internal/cliword"
 	"github.com/noderun/noderun/internal/shell"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner"
@@ -29,14 +30,16 @@ func runCommand() *cli.Command {
 			"  noderun run testdata/graphs/goal.yaml --input goal=\"why streams drop\" --input depth=5\n" +
 			"  noderun run g.yaml --sim                            # every provider simulated (docs/simulator.md)\n" +
 			"  noderun run g.yaml --refresh fetch                  # call fetch and what needs it again; reuse the rest\n" +
-			"  noderun run g.yaml --cache-from previous.db         # reuse a CI artifact's outputs (read only)",
+			"  noderun run g.yaml --cache-from previous.db         # reuse a CI artifact's outputs (read only)\n" +
+			"  noderun run g.yaml --print report > report.md       # the node's output on stdout (the table on stderr)",
 		Flags: append(append(append(execFlags("the recovery `PROFILE` (overrides the graph's; see: noderun profiles)"), temporalFlags()...),
 			&cli.GenericFlag{Name: "input", Value: &inputFlag{}, Usage: "a graph input, `KEY=VALUE`; KEY=@FILE reads a file (repeatable)"},
 			&cli.StringFlag{Name: "max-input", Value: "8MiB", Usage: "read at most `SIZE` of a file input (@FILE, type: file)"},
 			&cli.DurationFlag{Name: "heartbeat-timeout", Usage: "--temporal: a silent worker is lost after `D` (10s)"},
 			&cli.IntFlag{Name: "pack", Usage: "--temporal: `N` nodes an activity (0: by the run's width; 1: each alone)"},
 			&cli.StringFlag{Name: "serve", Usage: "serve the run's page while it runs, on `HOST:PORT` (alone: " + defaultServeAddr + ")"},
-			serveFlags()[0]),
+			serveFlags()[0],
+			&cli.StringSliceFlag{Name: "print", Usage: "print `NODE`'s output on stdout after the run, nothing else (repeatable)"}),
 			append(cacheFlags(), metricsFlags(true)...)...),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, 1, "give exactly one graph file"); err != nil {
@@ -50,6 +53,12 @@ func runCommand() *cli.Command {
 			g, err := loadGraph(c, c.Args().First())
 			if err != nil {
 				return err
+			}
+			if err := knownGraphNodes(c, g, "print"); err != nil {
+				return err
+			}
+			if c.Bool("json") && len(c.StringSlice("print")) > 0 {
+				return usageErr(errors.New("--print and --json both write stdout: give one"))
 			}
 			if opts.MaxInputBytes, err = maxInputOf(c); err != nil {
 				return usageErr(err)
@@ -192,14 +201,8 @@ func cacheFlags() []cli.Flag {
 // before the journal is touched; close closes the --cache-from journals.
 func cacheOptions(c *cli.Context, g *runner.Graph, opts *runner.Options) (closeAll func(), err error) {
 	opts.Cache.Off = c.Bool("no-cache")
-	ids := make([]string, len(g.Nodes))
-	for i, n := range g.Nodes {
-		ids[i] = n.ID
-	}
-	for _, id := range c.StringSlice("refresh") {
-		if g.Node(id) == nil {
-			return nil, usageErr(fmt.Errorf("--refresh %s: graph %s has no node %q%s", id, g.Path, id, didYouMean(id, ids)))
-		}
+	if err := knownGraphNodes(c, g, "refresh"); err != nil {
+		return nil, err
 	}
 	opts.Cache.Refresh = c.StringSlice("refresh")
 	closeAll = func() {
@@ -219,6 +222,21 @@ func cacheOptions(c *cli.Context, g *runner.Graph, opts *runner.Options) (closeA
 		opts.Cache.From = append(opts.Cache.From, j)
 	}
 	return closeAll, nil
+}
+
+// knownGraphNodes refuses a node named by a flag (--refresh, --print) that
+// the graph does not have, naming the closest (exit 2).
+func knownGraphNodes(c *cli.Context, g *runner.Graph, flag string) error {
+	ids := make([]string, len(g.Nodes))
+	for i, n := range g.Nodes {
+		ids[i] = n.ID
+	}
+	for _, id := range c.StringSlice(flag) {
+		if g.Node(id) == nil {
+			return usageErr(fmt.Errorf("--%s %s: graph %s has no node %q%s", flag, id, g.Path, id, cliword.DidYouMean(id, ids)))
+		}
+	}
+	return nil
 }
 
 // execFlags are the flags of the commands that execute nodes (run, resume).

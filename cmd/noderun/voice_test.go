@@ -48,7 +48,7 @@ func TestMakeDemoSaysEachFactOnce(t *testing.T) {
 	all := stdout.String() + stderr.String()
 	facts := append([]string{acct.RunID + " completed"}, acct.Summary...)
 	for _, n := range acct.Nodes {
-		facts = append(facts, n.Verdict)
+		facts = append(facts, n.Verdict.Text)
 	}
 	for _, f := range facts {
 		if n := strings.Count(all, f); n != 1 {

@@ -180,7 +180,7 @@ func followTemporal(c *cli.Context, tc client.Client, runID string, opts runner.
 		}
 	}
 	if err != nil && held > 0 {
-		return &exitError{exitFailed, fmt.Errorf("run %s waits on Temporal for an operator (%d node(s) held)", runID, held)}
+		return &exitError{exitFailed, fmt.Errorf("run %s waits on Temporal for an operator (%s held)", runID, textfit.Count(held, "node"))}
 	}
 	return err
 }

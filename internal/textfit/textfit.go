@@ -75,8 +75,8 @@ func splitRunes(s string, n int) (string, string) {
 }
 
 // Pair is "msg: cause" in at most n columns. The message says what
-// happened and what to do, the cause why: each keeps what it can, the
-// message first, while the cause keeps its end (Text).
+// happened and what to do, the cause why: each is shortened by the one rule
+// (Text), the message keeping its room first.
 func Pair(msg, cause string, n int) string {
 	if cause == "" {
 		return Text(msg, n)
@@ -86,72 +86,17 @@ func Pair(msg, cause string, n int) string {
 	if lm+2+lc <= n {
 		return msg + ": " + cause
 	}
-	keep := min(lc, max(n/3, 40)) // the least of the cause worth showing
+	keep := min(lc, max(n/2, 40)) // the least of the cause worth showing
+	for _, p := range Pinned {
+		if strings.Contains(cause, p) { // the phrase and the cause's last words
+			keep = min(lc, max(keep, min(utf8.RuneCountInString(p)+40, n*3/4)))
+		}
+	}
 	if lm+2+keep > n {
-		msg = CutEnd(msg, max(n-2-keep, 1)) // a message says the fix first
+		msg = Text(msg, max(n-2-keep, 1)) // its start says the fix, its end may say why
 		lm = utf8.RuneCountInString(msg)
 	}
 	return msg + ": " + Text(cause, n-2-lm)
-}
-
-// Text shortens s to at most n columns keeping its decisive parts: an
-// error chain reads "what failed: where: …: why", so the first segment (what)
-// and the last (the cause, such as "connection refused") stay, and segments
-// are dropped from the middle first. Only when those two alone do not fit is
-// either cut, with "…" where text is missing. Runs of white space become one
-// space.
-func Text(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	segs := strings.Split(s, ": ")
-	for k := 1; k < len(segs)-1; k++ { // drop k segments after the first
-		c := segs[0] + ": …: " + strings.Join(segs[1+k:], ": ")
-		if utf8.RuneCountInString(c) <= n {
-			return c
-		}
-	}
-	if len(segs) == 1 {
-		return CutEnd(s, n)
-	}
-	head, tail := segs[0], segs[len(segs)-1]
-	sep := ": "
-	if len(segs) > 2 {
-		sep = ": …: "
-	}
-	room := n - utf8.RuneCountInString(sep)
-	keepTail := min(utf8.RuneCountInString(tail), max(room-min(utf8.RuneCountInString(head), room/3), room/2))
-	return CutEnd(head, room-keepTail) + sep + CutStart(tail, keepTail)
-}
-
-// CutEnd keeps the first n columns of s, ending in "…" when cut, at a word
-// boundary when one is near.
-func CutEnd(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	if n <= 1 {
-		return "…"
-	}
-	head, _ := splitRunes(s, n-1)
-	if i := strings.LastIndexByte(head, ' '); i > len(head)*2/3 {
-		head = head[:i]
-	}
-	return head + "…"
-}
-
-// CutStart keeps the last n columns of s, starting with "…" when cut.
-func CutStart(s string, n int) string {
-	r := utf8.RuneCountInString(s)
-	if r <= n {
-		return s
-	}
-	if n <= 1 {
-		return "…"
-	}
-	_, tail := splitRunes(s, r-(n-1))
-	return "…" + tail
 }
 
 // Table writes rows as aligned columns, two spaces apart; the last column of

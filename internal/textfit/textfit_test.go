@@ -21,9 +21,9 @@ func TestTextKeepsTheCause(t *testing.T) {
 		{chain, 200, chain},
 		{chain, 60, "connect_failed: …: connect: connection refused"},
 		{chain, 40, "connect_failed: …: connection refused"},
-		{chain, 30, "connect…: …: …nnection refused"},
-		{"one long segment without any separator at all", 20, "one long segment…"},
-		{"head: tail that is far too long to keep whole", 20, "head: …to keep whole"},
+		{chain, 30, "…: connect: connection refused"},
+		{"one long segment without any separator at all", 20, "one long … at all"},
+		{"head: tail that is far too long to keep whole", 20, "head: … keep whole"},
 	}
 	for _, c := range cases {
 		got := Text(c.s, c.n)
@@ -81,7 +81,7 @@ func TestPairAndCuts(t *testing.T) {
 		{"no cause", Pair("node failed  now", "", 40), "node failed now"},
 		{"the cause keeps its end", Pair("node failed", chain, 60), "node failed: connect_failed: …: connect: connection refused"},
 		{"a long message gives way", Pair(strings.Repeat("m", 50), "refused", 30), strings.Repeat("m", 20) + "…: refused"},
-		{"CutEnd at a word", CutEnd("the quick brown fox jumps", 18), "the quick brown…"},
+		{"CutEnd at a word", CutEnd("the quick brown fox jumps", 18), "the quick brown …"},
 		{"CutEnd short", CutEnd("abc", 3), "abc"},
 		{"CutEnd one column", CutEnd("abc", 1), "…"},
 		{"CutStart", CutStart("connection refused", 8), "…refused"},

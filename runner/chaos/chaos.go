@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/textfit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
@@ -587,7 +588,7 @@ func (x *caseRun) judge(ctx context.Context, r *Result, c Case, n *runner.Node, 
 	r.State, r.Outcome, r.Codes = string(target.State), outcome, ids(t.seen)
 	// the figures every surface prints: the ledger's account of the node
 	na := ledger.AccountNode(target, nil)
-	r.Retries, r.Reconnects, r.RecoverySteps, r.Verdict = na.Retries(), na.Reconnects(), na.Steps(), na.Verdict
+	r.Retries, r.Reconnects, r.RecoverySteps, r.Verdict = na.Retries(), na.Reconnects(), na.Steps(), na.Verdict.Text
 	switch {
 	case why.ID != "":
 		r.Diagnostic = why.ID
@@ -644,11 +645,11 @@ func (x *caseRun) judge(ctx context.Context, r *Result, c Case, n *runner.Node, 
 	// left, or a harness dropped a session before any tool call) is allowed
 	// even for an unsafe node.
 	if unsafe && t.replays > 0 {
-		fail("node %q is side_effects: unsafe but its request was sent again %d time(s)", n.ID, t.replays)
+		fail("node %q is side_effects: unsafe but its request was sent again: %s", n.ID, textfit.Count(t.replays, "time"))
 	}
 	// a node moved to a fallback has its budgets afresh there
-	if providers := 1 + na.RecoverySteps[diagnostics.FailedOver.Name]; r.Retries > budget*providers {
-		fail("node %q used %d retries, more than its budget of %d on each of the %d provider(s) it ran on", n.ID, r.Retries, budget, providers)
+	if providers := 1 + na.RecoverySteps[ledger.CodeName(diagnostics.FailedOver.Name)]; r.Retries > budget*providers {
+		fail("node %q used %d retries, more than its budget of %d on each of the %s it ran on", n.ID, r.Retries, budget, textfit.Count(providers, "provider"))
 	}
 	if limit := x.prof.Reconnects * (r.Retries + 1); r.Reconnects > limit {
 		fail("node %q reconnected %d times, more than the profile allows (%d per attempt)", n.ID, r.Reconnects, x.prof.Reconnects)
@@ -658,7 +659,7 @@ func (x *caseRun) judge(ctx context.Context, r *Result, c Case, n *runner.Node, 
 	case x.resumable(n) && r.Retries == 0 && r.Regenerated != 0:
 		fail("node %q regenerated %d tokens; its provider resumes, so none should be", n.ID, r.Regenerated)
 	case !x.resumable(n) && r.Regenerated > refTokens*int64(steps):
-		fail("node %q regenerated %d tokens, more than %d recovery step(s) of %d tokens can explain", n.ID, r.Regenerated, steps, refTokens)
+		fail("node %q regenerated %d tokens, more than %s of %d tokens can explain", n.ID, r.Regenerated, textfit.Count(steps, "recovery step"), refTokens)
 	}
 	// the rest of the graph: untouched nodes complete as in the reference;
 	// after a failure, the nodes that need the target are skipped
@@ -711,10 +712,4 @@ func reason(nd *ledger.Node) string {
 	return nd.Reason
 }
 
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 300 {
-		return s[:299] + "…"
-	}
-	return s
-}
+func oneLine(s string) string { return textfit.Text(s, 300) }

@@ -163,14 +163,21 @@ func TestAccountNode(t *testing.T) {
 				t.Errorf("time: lost %d ms, quota %d ms, wall %d ms, useful %d ms; want lost %d, quota %d, wall %d",
 					na.TimeLostMS, na.QuotaWaitMS, na.WallMS, na.UsefulMS, c.lostMS, c.quotaMS, c.wallMS)
 			}
-			if got := strings.Join(sortedKeys(na.Faults), ","); got != c.faults {
+			var faults []string
+			for _, k := range sortedKeys(na.Faults) {
+				faults = append(faults, string(k))
+			}
+			if got := strings.Join(faults, ","); got != c.faults {
 				t.Errorf("faults %q, want %q", got, c.faults)
 			}
 			if na.CostUSD == nil || math.Abs(*na.CostUSD-c.cost) > 1e-9 {
 				t.Errorf("cost %v, want %.6f", na.CostUSD, c.cost)
 			}
-			if na.Verdict != c.verdict {
-				t.Errorf("verdict\n got %q\nwant %q", na.Verdict, c.verdict)
+			if na.Verdict.Text != c.verdict {
+				t.Errorf("verdict\n got %q\nwant %q", na.Verdict.Text, c.verdict)
+			}
+			if p, ok := kindLead[na.Verdict.Kind]; !ok || !strings.HasPrefix(na.Verdict.Text, p) {
+				t.Errorf("verdict kind %q (lead %q) does not fit %q", na.Verdict.Kind, p, na.Verdict.Text)
 			}
 		})
 	}
@@ -293,4 +300,13 @@ func TestWords(t *testing.T) {
 			t.Errorf("%q, want %q", c.got, c.want)
 		}
 	}
+}
+
+// kindLead is how the sentence of each kind of verdict begins: the kind and
+// the words cannot disagree.
+var kindLead = map[VerdictKind]string{
+	VerdictNotRun: "did not run", VerdictRunning: "running:", VerdictCached: "from the cache:",
+	VerdictClean: "clean:", VerdictNoFault: "no fault,", VerdictRecovered: "recovered from ",
+	VerdictSkipped: "skipped:", VerdictAttention: "needs attention:", VerdictInterrupted: "interrupted",
+	VerdictStopped: "stopped:", VerdictFailed: "failed:",
 }

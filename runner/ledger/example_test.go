@@ -6,7 +6,6 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner"
@@ -56,14 +55,13 @@ nodes:
 	}
 	a := ledger.AccountOf(run, ledger.Prices{"sim": {Input: 1.25, Output: 10}})
 	for _, n := range a.Nodes {
-		how, _, _ := strings.Cut(n.Verdict, ":")
-		fmt.Printf("%s: %s; %d tokens preserved\n", n.ID, how, n.Tokens.Preserved)
+		fmt.Printf("%s: %s, faults %v; %d tokens preserved\n", n.ID, n.Verdict.Kind, n.Faults, n.Tokens.Preserved)
 	}
 	for _, line := range a.Summary[1:] {
 		fmt.Println(line)
 	}
 	// Output:
-	// plan: recovered from 1 disconnect by continue; 39 tokens preserved
+	// plan: recovered, faults map[disconnect_detected:1]; 39 tokens preserved
 	// tokens: 120 generated = 120 needed + 0 regenerated + 0 unfinished; 39 preserved by re-attach or continue (some counted from the stream: estimated)
 	// cost: $0.0013, of which $0.0000 on work thrown away
 }

@@ -229,7 +229,7 @@ func checkRun(t *testing.T, r chaos.Result, run *ledger.Run, a *ledger.Account) 
 		switch simN := r.Stats.Nodes[na.ID].TokensGenerated; {
 		case tk.Hidden && int64(tk.Generated) > simN, !tk.Hidden && int64(tk.Generated) != simN:
 			t.Errorf("%s: generated %d tokens (hidden %v), the simulator generated %d (%s)", at, tk.Generated, tk.Hidden, simN, na.Verdict)
-		case int64(tk.Generated) < simN && !strings.Contains(na.Verdict, "at least"):
+		case int64(tk.Generated) < simN && !strings.Contains(na.Verdict.Text, "at least"):
 			t.Errorf("%s: the simulator generated %d tokens, the verdict %q does not say %d is a lower bound", at, simN, na.Verdict, tk.Generated)
 		}
 		// Per attempt: the output tokens of each attempt are what the
@@ -267,14 +267,14 @@ func checkRun(t *testing.T, r chaos.Result, run *ledger.Run, a *ledger.Account) 
 		}
 		// The verdict names every fault the journal holds.
 		for name := range na.Faults {
-			c, _ := diagnostics.Lookup(name)
-			if c.Role == diagnostics.RoleFault && !strings.Contains(na.Verdict, c.Noun) {
+			c, _ := name.Code()
+			if c.Role == diagnostics.RoleFault && !strings.Contains(na.Verdict.Text, c.Noun) {
 				t.Errorf("%s: the verdict %q does not name the %s the journal holds", at, na.Verdict, c.Noun)
 			}
 		}
 		// A fault that broke a connection is seen (a silence may be waited
 		// out: polled through, or outlasted by a harness).
-		if na.ID == r.Node && r.Fault.Kind != sim.FaultSilence && r.Stats.Faults[string(r.Fault.Kind)] > 0 && na.State == string(journal.NodeCompleted) &&
+		if na.ID == r.Node && r.Fault.Kind != sim.FaultSilence && r.Stats.Faults[string(r.Fault.Kind)] > 0 && na.State == journal.NodeCompleted &&
 			len(na.Faults) == 0 && na.Attempts <= 1 && !harnessAbsorbed(nd) {
 			t.Errorf("%s: the %s fault acted, yet the node is %q", at, r.Fault.Kind, na.Verdict)
 		}
@@ -362,7 +362,7 @@ func checkSurfaces(t *testing.T, r chaos.Result, run *ledger.Run, a *ledger.Acco
 		at := where + " node " + na.ID
 		harness := harnessNode(run, na.ID)
 		if na.ID == r.Node {
-			if r.Retries != na.Retries() || r.Reconnects != na.Reconnects() || r.RecoverySteps != na.Steps() || r.Verdict != na.Verdict {
+			if r.Retries != na.Retries() || r.Reconnects != na.Reconnects() || r.RecoverySteps != na.Steps() || r.Verdict != na.Verdict.Text {
 				t.Errorf("%s: the chaos table says %d retries, %d reconnects, %d steps, %q; the ledger %d, %d, %d, %q", at,
 					r.Retries, r.Reconnects, r.RecoverySteps, r.Verdict, na.Retries(), na.Reconnects(), na.Steps(), na.Verdict)
 			}
@@ -388,13 +388,13 @@ func checkSurfaces(t *testing.T, r chaos.Result, run *ledger.Run, a *ledger.Acco
 		}
 		// The live view's last line of a completed node: its last attempt,
 		// its tokens.
-		if p, ok := done[na.ID]; ok && na.State == string(journal.NodeCompleted) && len(nd.Attempts) > 0 {
+		if p, ok := done[na.ID]; ok && na.State == journal.NodeCompleted && len(nd.Attempts) > 0 {
 			last := nd.Attempts[len(nd.Attempts)-1]
 			if p.Attempt != na.Attempts || !harness && p.Tokens != visible(last) {
 				t.Errorf("%s: the live view ended on attempt %d with %d tokens; the ledger has %d attempts, the last with %d tokens", at,
 					p.Attempt, p.Tokens, na.Attempts, visible(last))
 			}
-		} else if na.State == string(journal.NodeCompleted) && na.CachedFrom == "" {
+		} else if na.State == journal.NodeCompleted && na.CachedFrom.IsZero() {
 			t.Errorf("%s: completed, but the live view never showed it done", at)
 		}
 		// The report's row of the node: diagnose's figures.

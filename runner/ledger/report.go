@@ -6,13 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/internal/shell"
+	"github.com/noderun/noderun/internal/textfit"
 	"github.com/noderun/noderun/journal"
 )
 
@@ -116,7 +116,8 @@ type command struct {
 // did not: what it needs the operator to know.
 type problem struct {
 	Node, State    string
-	Class, Error   string
+	Class          diagnostics.Class
+	Error          string
 	Reason         string
 	Verdict        string
 	Skipped        []string // nodes skipped because it did not complete
@@ -146,10 +147,12 @@ type nodeDetail struct {
 }
 
 type attemptRow struct {
-	N                             int
-	Mode, Provider, Ref           string
-	At, Lasted                    string
-	Outcome, Class, Error, Tokens string
+	N                   int
+	Mode, Provider, Ref string
+	At, Lasted          string
+	Outcome             string
+	Class               diagnostics.Class
+	Error, Tokens       string
 }
 
 type eventRow struct {
@@ -202,13 +205,14 @@ type svgRow struct {
 }
 
 type svgAttempt struct {
-	N                    int
-	Look, Mode, Outcome  string
-	ErrClass, Ref, Title string
-	StartISO, EndISO     string
-	Segs                 []svgSeg
-	LabelX               int
-	ShowLabel            bool
+	N                   int
+	Look, Mode, Outcome string
+	ErrClass            diagnostics.Class
+	Ref, Title          string
+	StartISO, EndISO    string
+	Segs                []svgSeg
+	LabelX              int
+	ShowLabel           bool
 }
 
 // svgSeg is a stretch of an attempt: run, wait or detached (segKind).
@@ -325,7 +329,7 @@ func stamp(t time.Time) string {
 func attention(run *Run, acct *Account, opts ReportOptions, stopped bool) ([]command, []problem, string) {
 	verdicts := map[string]string{}
 	for _, n := range acct.Nodes {
-		verdicts[n.ID] = n.Verdict
+		verdicts[n.ID] = n.Verdict.Text
 	}
 	var runCmds []command
 	switch {
@@ -607,7 +611,7 @@ func attemptLook(a journal.Attempt, stopped bool) string {
 	switch {
 	case a.Outcome == journal.OutcomeOK:
 		return "ok"
-	case a.ErrClass == string(diagnostics.ClassCanceled), a.ErrClass == string(diagnostics.ClassJournal):
+	case a.ErrClass == diagnostics.ClassCanceled, a.ErrClass == diagnostics.ClassJournal:
 		return "interrupted"
 	case a.Outcome == journal.OutcomeError:
 		return "error"
@@ -633,7 +637,7 @@ func (r *Run) stopped() bool { return r.Standing() != journal.RunRunning }
 func nodeDetails(run *Run, acct *Account, opts ReportOptions, start time.Time) []nodeDetail {
 	verdicts := map[string]string{}
 	for _, n := range acct.Nodes {
-		verdicts[n.ID] = n.Verdict
+		verdicts[n.ID] = n.Verdict.Text
 	}
 	limit := opts.MaxOutput
 	if limit == 0 {
@@ -717,26 +721,16 @@ func isoTime(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
-// oneLine folds whitespace and cuts s to n characters.
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
-}
+// oneLine folds whitespace and fits s to n columns by the one shortening
+// rule (textfit.Text): the cause at its end and its codes stay.
+func oneLine(s string, n int) string { return textfit.Text(s, n) }
 
 func renderReport(w io.Writer, page *reportPage) error {
 	funcs := template.FuncMap{
 		"thousands": Thousands, "seconds": Seconds,
-		"steps": func(m map[string]int) string {
-			keys := make([]string, 0, len(m))
-			for k := range m {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
+		"steps": func(m map[CodeName]int) string {
 			var parts []string
-			for _, k := range keys {
+			for _, k := range sortedKeys(m) {
 				parts = append(parts, fmt.Sprintf("%s×%d", k, m[k]))
 			}
 			return strings.Join(parts, ", ")

@@ -14,7 +14,7 @@ import (
 func reportRun() *Run {
 	run := &Run{Run: journal.Run{ID: "run-1", Graph: "g", Status: journal.RunFailed, Started: sec(0), Finished: sec(10)},
 		Sessions: []Span{span(0, 10)}}
-	node := func(id string, st journal.NodeState, class, errText, reason string, atts []journal.Attempt, recs ...Record) *Node {
+	node := func(id string, st journal.NodeState, class diagnostics.Class, errText, reason string, atts []journal.Attempt, recs ...Record) *Node {
 		nd := &Node{Node: journal.Node{ID: id, State: st, ErrClass: class, Error: errText, Reason: reason}, Records: recs}
 		for _, a := range atts {
 			a.NodeID = id

@@ -32,21 +32,29 @@ func WriteText(w io.Writer, acct *Account, opts TextOptions) error {
 	if !opts.TableOnly {
 		fmt.Fprintf(ew, "run %s (%s) %s, profile %s\n", acct.RunID, acct.Graph, acct.Status, acct.Profile)
 	}
-	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSTATE\tATTEMPTS\tSTEPS\tLOST\tQUOTA WAIT\tGENERATED\tREGENERATED\tPRESERVED\tCOST")
+	// QUOTA WAIT and COST are shown only when a row has one: a column of
+	// zeros or dashes says nothing (a graph without limits waits for no
+	// quota; without prices nothing is costed).
+	waited, costed := false, false
 	for _, n := range acct.Nodes {
-		cost := "-"
+		waited = waited || shows(n.QuotaWaitMS)
+		costed = costed || n.CostUSD != nil
+	}
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATE\tATTEMPTS\tSTEPS\tLOST"+when(waited, "\tQUOTA WAIT")+"\tGENERATED\tREGENERATED\tPRESERVED"+when(costed, "\tCOST"))
+	for _, n := range acct.Nodes {
+		cost := "\t-"
 		if n.CostUSD != nil {
-			cost = fmt.Sprintf("$%.4f", *n.CostUSD)
+			cost = fmt.Sprintf("\t$%.4f", *n.CostUSD)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.State, n.Attempts, n.Steps(), Seconds(n.TimeLostMS), Seconds(n.QuotaWaitMS),
-			Thousands(n.Tokens.Generated), Thousands(n.Tokens.Regenerated), Thousands(n.Tokens.Preserved), cost)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s%s\t%s\t%s\t%s%s\n", n.ID, n.State, n.Attempts, n.Steps(), Seconds(n.TimeLostMS), when(waited, "\t"+Seconds(n.QuotaWaitMS)),
+			Thousands(n.Tokens.Generated), Thousands(n.Tokens.Regenerated), Thousands(n.Tokens.Preserved), when(costed, cost))
 	}
 	tw.Flush()
 	if !opts.TableOnly {
 		fmt.Fprintln(ew)
 		for _, n := range acct.Nodes {
-			fmt.Fprintln(ew, textfit.Line(n.ID+": "+n.Verdict, opts.Width))
+			fmt.Fprintln(ew, textfit.Line(n.ID+": "+n.Verdict.Text, opts.Width))
 			if len(n.RecoverySteps) > 0 {
 				var parts []string
 				for _, k := range slices.Sorted(maps.Keys(n.RecoverySteps)) {
@@ -80,4 +88,12 @@ func (e *errWriter) Write(p []byte) (int, error) {
 	n, err := e.w.Write(p)
 	e.err = err
 	return n, err
+}
+
+// when is s if ok, else "".
+func when(ok bool, s string) string {
+	if ok {
+		return s
+	}
+	return ""
 }

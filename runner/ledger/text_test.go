@@ -13,10 +13,10 @@ func TestWriteText(t *testing.T) {
 	cost := 0.0123
 	acct := &Account{RunID: "run-1", Graph: "g", Status: "completed", Profile: "default",
 		Nodes: []NodeAccount{
-			{ID: "plan", State: "completed", Verdict: "completed on its first attempt",
+			{ID: "plan", State: "completed", Verdict: Verdict{VerdictClean, "completed on its first attempt"},
 				Figures: Figures{Attempts: 1, Tokens: Tokens{Generated: 1200}, CostUSD: &cost}},
-			{ID: "report", State: "completed", Verdict: "re-attached after a dropped stream; nothing regenerated",
-				Figures: Figures{Attempts: 1, TimeLostMS: 2500, QuotaWaitMS: 100, RecoverySteps: map[string]int{"reattach": 2, "backoff": 1},
+			{ID: "report", State: "completed", Verdict: Verdict{VerdictRecovered, "re-attached after a dropped stream; nothing regenerated"},
+				Figures: Figures{Attempts: 1, TimeLostMS: 2500, QuotaWaitMS: 100, RecoverySteps: map[CodeName]int{"reattach": 2, "backoff": 1},
 					Tokens: Tokens{Generated: 4210, Preserved: 2000}}},
 		},
 		Summary:  []string{"2 nodes completed"},
@@ -51,6 +51,27 @@ func TestWriteText(t *testing.T) {
 	}
 	if err := WriteText(failingWriter{}, acct, TextOptions{}); err == nil {
 		t.Error("a failed write is not returned")
+	}
+}
+
+// Issue 46: a column every row of which says nothing (no quota waited, for
+// a graph without limits; no price known) is left out.
+func TestWriteTextDropsEmptyColumns(t *testing.T) {
+	acct := &Account{RunID: "run-1", Graph: "g", Status: "completed", Profile: "default",
+		Nodes: []NodeAccount{
+			{ID: "plan", State: "completed", Figures: Figures{Attempts: 1, Tokens: Tokens{Generated: 1200}}},
+			{ID: "report", State: "completed", Figures: Figures{Attempts: 2, TimeLostMS: 2500, QuotaWaitMS: 3, Tokens: Tokens{Generated: 4210}}},
+		},
+	}
+	var b bytes.Buffer
+	if err := WriteText(&b, acct, TextOptions{TableOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	want := "NODE    STATE      ATTEMPTS  STEPS  LOST   GENERATED  REGENERATED  PRESERVED\n" +
+		"plan    completed  1         0      0.0 s  1,200      0            0\n" +
+		"report  completed  2         0      2.5 s  4,210      0            0\n"
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/textfit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/resume"
 )
@@ -13,30 +14,30 @@ import (
 // verdictOf says in one line what happened to a node and what it cost. It
 // names every fault its records hold (interruptions and rejections
 // included), how the node got its output back, and why it did not.
-func verdictOf(nd *Node, na NodeAccount) string {
+func verdictOf(nd *Node, na NodeAccount) Verdict {
 	regen := Thousands(na.Tokens.Regenerated) + " tokens regenerated"
 	if na.Tokens.Hidden {
 		regen = "at least " + regen + " (the agent CLI does not report its failed turns)"
 	}
 	figures := fmt.Sprintf("%s, %s preserved, %s lost", regen, Thousands(na.Tokens.Preserved), Seconds(na.TimeLostMS))
 	waited := ""
-	if na.QuotaWaitMS > 0 {
+	if shows(na.QuotaWaitMS) {
 		waited = fmt.Sprintf("; %s waiting for quota", Seconds(na.QuotaWaitMS))
 		figures += waited
 	}
 	switch nd.State {
 	case journal.NodeCompleted:
-		if run, node, ok := strings.Cut(na.CachedFrom, "/"); ok {
-			return fmt.Sprintf("from the cache: node %s of run %s, reused; %s output tokens not paid again",
-				node, ShortRunID(run), Thousands(na.Saved.Output))
+		if from := na.CachedFrom; !from.IsZero() {
+			return Verdict{VerdictCached, fmt.Sprintf("from the cache: node %s of run %s, reused; %s output tokens not paid again",
+				from.Node, ShortRunID(from.Run), Thousands(na.Saved.Output))}
 		}
 		faults := faultPhrase(na.Faults)
 		if faults == "" && na.Attempts <= 1 {
 			if steps := stepPhrase(na.RecoverySteps); steps != "" {
 				// Polled or re-attached through a silence: no fault, but not clean either.
-				return fmt.Sprintf("no fault, %s: %s tokens, %s", steps, Thousands(na.Tokens.Needed), figures)
+				return Verdict{VerdictNoFault, fmt.Sprintf("no fault, %s: %s tokens, %s", steps, Thousands(na.Tokens.Needed), figures)}
 			}
-			return fmt.Sprintf("clean: %s tokens, no recovery needed%s", Thousands(na.Tokens.Needed), waited)
+			return Verdict{VerdictClean, fmt.Sprintf("clean: %s tokens, no recovery needed%s", Thousands(na.Tokens.Needed), waited)}
 		}
 		if faults == "" { // a retry whose cause left no record (a journal from an older noderun)
 			faults = "an earlier attempt's failure"
@@ -48,31 +49,31 @@ func verdictOf(nd *Node, na NodeAccount) string {
 		if p := nd.Fallback(); p != "" {
 			how += " (" + fallbackPhrase(nd, na, p) + ")"
 		}
-		return fmt.Sprintf("recovered from %s by %s: %s", faults, how, figures)
+		return Verdict{VerdictRecovered, fmt.Sprintf("recovered from %s by %s: %s", faults, how, figures)}
 	case journal.NodePending, "":
-		return "did not run"
+		return Verdict{VerdictNotRun, "did not run"}
 	case journal.NodeRunning:
-		return fmt.Sprintf("running: %s tokens so far", Thousands(na.Tokens.Generated))
+		return Verdict{VerdictRunning, fmt.Sprintf("running: %s tokens so far", Thousands(na.Tokens.Generated))}
 	case journal.NodeSkipped:
-		return "skipped: " + orDefault(nd.Reason, "a node it needs did not complete")
+		return Verdict{VerdictSkipped, "skipped: " + orDefault(nd.Reason, "a node it needs did not complete")}
 	case journal.NodeAttention:
-		return "needs attention: " + orDefault(nd.Reason, "its request may have had side effects")
+		return Verdict{VerdictAttention, "needs attention: " + orDefault(nd.Reason, "its request may have had side effects")}
 	case journal.NodeCanceled:
-		return interruptedVerdict(nd, na, figures)
+		return Verdict{VerdictInterrupted, interruptedVerdict(nd, na, figures)}
 	}
 	why, own := failure(nd)
 	faults := na.Faults
 	if own.IsFault() { // named by why already
-		faults = without(faults, own.Name)
+		faults = without(faults, nameOf(own))
 	}
-	v := "failed: " + why
+	kind, v := VerdictFailed, "failed: "+why
 	if own == diagnostics.UnsafeReplayRefused {
-		v = "stopped: " + why
+		kind, v = VerdictStopped, "stopped: "+why
 	}
 	if f := faultPhrase(faults); f != "" {
 		v += " after " + f
 	}
-	return fmt.Sprintf("%s: %s tokens generated, %s", v, Thousands(na.Tokens.Generated), figures)
+	return Verdict{kind, fmt.Sprintf("%s: %s tokens generated, %s", v, Thousands(na.Tokens.Generated), figures)}
 }
 
 // interruptedVerdict: the node stopped with its run (a signal, a full
@@ -136,7 +137,7 @@ func (nd *Node) Outcome() (Record, bool) {
 func failure(nd *Node) (string, diagnostics.Code) {
 	out, ok := nd.Outcome()
 	if !ok {
-		return "error class " + orDefault(nd.ErrClass, "unknown"), diagnostics.NodeFailed
+		return "error class " + orDefault(string(nd.ErrClass), "unknown"), diagnostics.NodeFailed
 	}
 	why := out.Code.Ends
 	if why == "" { // node_failed: its class says more than its code
@@ -203,15 +204,15 @@ func (nd *Node) Fallback() string {
 }
 
 // faultPhrase counts faults in words: "2 disconnects and 1 rate limit".
-func faultPhrase(faults map[string]int) string {
+func faultPhrase(faults map[CodeName]int) string {
 	var parts []string
 	for _, k := range sortedKeys(faults) {
 		n := faults[k]
 		if n == 0 {
 			continue
 		}
-		noun := k
-		if c, ok := diagnostics.Lookup(k); ok && c.Noun != "" {
+		noun := string(k)
+		if c, ok := k.Code(); ok && c.Noun != "" {
 			noun = c.Noun
 		}
 		parts = append(parts, pluralWord(n, noun))
@@ -245,7 +246,7 @@ func fallbackPhrase(nd *Node, na NodeAccount, to string) string {
 
 // stepPhrase names the recovery steps a node took: "3 recovery steps
 // (polling_started, reattached, status_checked ×2)"; "" for none.
-func stepPhrase(steps map[string]int) string {
+func stepPhrase(steps map[CodeName]int) string {
 	var names []string
 	total := 0
 	for _, k := range sortedKeys(steps) {
@@ -254,10 +255,11 @@ func stepPhrase(steps map[string]int) string {
 			continue
 		}
 		total += n
+		name := string(k)
 		if n > 1 {
-			k = fmt.Sprintf("%s ×%d", k, n)
+			name = fmt.Sprintf("%s ×%d", k, n)
 		}
-		names = append(names, k)
+		names = append(names, name)
 	}
 	if total == 0 {
 		return ""
@@ -266,8 +268,8 @@ func stepPhrase(steps map[string]int) string {
 }
 
 // without is m without key k.
-func without(m map[string]int, k string) map[string]int {
-	out := make(map[string]int, len(m))
+func without(m map[CodeName]int, k CodeName) map[CodeName]int {
+	out := make(map[CodeName]int, len(m))
 	for kk, v := range m {
 		if kk != k {
 			out[kk] = v
@@ -284,16 +286,7 @@ func orDefault(s, def string) string {
 }
 
 // pluralWord is "1 attempt", "2 attempts", "2 thread mismatches".
-func pluralWord(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	switch {
-	case strings.HasSuffix(word, "ch"), strings.HasSuffix(word, "sh"), strings.HasSuffix(word, "s"), strings.HasSuffix(word, "x"):
-		return fmt.Sprintf("%d %ses", n, word)
-	}
-	return fmt.Sprintf("%d %ss", n, word)
-}
+func pluralWord(n int, word string) string { return textfit.Count(n, word) }
 
 // Thousands writes n with thousands separators: 4,210.
 func Thousands(n int) string {
@@ -322,6 +315,11 @@ func Size(n int64) string {
 func Seconds(ms int64) string {
 	return fmt.Sprintf("%.1f s", math.Round(float64(ms)/100)/10)
 }
+
+// shows reports whether ms shows as more than "0.0 s": a wait that rounds
+// to nothing (a pacer's few milliseconds, on a graph without limits) is
+// not worth a word.
+func shows(ms int64) bool { return ms >= 50 }
 
 // ShortRunID is the prefix of a run id that people read and type (the CLI
 // takes a unique prefix wherever it takes a run id).

@@ -123,11 +123,11 @@ func TestDemoMetricsEqualDiagnose(t *testing.T) {
 	eq("attempts", sum(fams, "noderun_attempts_total", nil), float64(tot.Attempts))
 	eq("node calls", sum(fams, "noderun_node_calls_total", nil), float64(len(d.Nodes)))
 	for name, n := range tot.RecoverySteps {
-		eq("recovery step "+name, sum(fams, "noderun_recovery_steps_total", map[string]string{"name": name}), float64(n))
+		eq("recovery step "+string(name), sum(fams, "noderun_recovery_steps_total", map[string]string{"name": string(name)}), float64(n))
 	}
 	eq("recovery steps", sum(fams, "noderun_recovery_steps_total", nil), float64(tot.Steps()))
 	for name, n := range tot.Faults {
-		eq("fault "+name, sum(fams, "noderun_faults_total", map[string]string{"name": name}), float64(n))
+		eq("fault "+string(name), sum(fams, "noderun_faults_total", map[string]string{"name": string(name)}), float64(n))
 	}
 	tk := tot.Tokens
 	for kind, n := range map[string]int{"generated": tk.Generated, "needed": tk.Needed, "regenerated": tk.Regenerated,

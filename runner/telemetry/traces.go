@@ -74,8 +74,8 @@ func (t *Telemetry) spans(ctx context.Context, g *runner.Graph, nd *ledger.Node,
 		attrs = append(attrs, semconv.GenAIRequestModel(nd.Model), semconv.GenAIProviderNameKey.String(kind), AttrSystem.String(kind),
 			semconv.GenAIUsageInputTokens(na.Tokens.Input), semconv.GenAIUsageOutputTokens(na.Tokens.Generated+na.Tokens.Reasoning))
 	}
-	if na.CachedFrom != "" {
-		attrs = append(attrs, AttrCachedFrom.String(na.CachedFrom))
+	if !na.CachedFrom.IsZero() {
+		attrs = append(attrs, AttrCachedFrom.String(na.CachedFrom.String()))
 	}
 	ctx, node := t.tracer.Start(ctx, "node "+nd.ID, trace.WithTimestamp(from), trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attrs...))
@@ -109,7 +109,7 @@ func (t *Telemetry) spans(ctx context.Context, g *runner.Graph, nd *ledger.Node,
 		case journal.OutcomeOK:
 			aattrs = append(aattrs, semconv.GenAIResponseFinishReasons("stop"))
 		case journal.OutcomeError:
-			aattrs = append(aattrs, semconv.GenAIResponseFinishReasons("error"), semconv.ErrorTypeKey.String(a.ErrClass))
+			aattrs = append(aattrs, semconv.GenAIResponseFinishReasons("error"), semconv.ErrorTypeKey.String(string(a.ErrClass)))
 		}
 		end := a.Ended
 		if end.IsZero() {

@@ -168,7 +168,7 @@ func account(h *History, in RunInput, pend map[string]PendingActivity, now time.
 		graph = g.Name
 	}
 	d := &Diagnosis{
-		Account: &ledger.Account{RunID: h.WorkflowID, Graph: graph, Status: h.Status, Profile: in.Profile.Name,
+		Account: &ledger.Account{RunID: h.WorkflowID, Graph: graph, Profile: in.Profile.Name, // its status once its nodes are known
 			Nodes: []ledger.NodeAccount{}, Warnings: []string{}},
 		Temporal: Workflow{WorkflowID: h.WorkflowID, Executions: h.Runs, Status: h.Status, Started: view.Time(h.Started),
 			Closed: view.Time(h.Closed), Events: h.Events, Bytes: h.Bytes, Activities: []WorkflowActivity{}, PendingNodes: len(pend)},
@@ -198,7 +198,7 @@ func account(h *History, in RunInput, pend map[string]PendingActivity, now time.
 			d.Nodes = append(d.Nodes, na)
 		}
 	}
-	d.Totals = ledger.Figures{RecoverySteps: map[string]int{}, Faults: map[string]int{}}
+	d.Totals = ledger.Figures{RecoverySteps: map[ledger.CodeName]int{}, Faults: map[ledger.CodeName]int{}}
 	for _, n := range d.Nodes {
 		addFigures(&d.Totals, n.Figures)
 	}
@@ -210,19 +210,19 @@ func account(h *History, in RunInput, pend map[string]PendingActivity, now time.
 // runStatus is the run's status as local diagnose names it: a workflow that
 // completed with a node that did not is a failed run, as `run --temporal`
 // says; one timed out, canceled or terminated failed too.
-func runStatus(workflow string, nodes []ledger.NodeAccount) string {
+func runStatus(workflow string, nodes []ledger.NodeAccount) journal.RunStatus {
 	switch workflow {
 	case "running":
-		return string(journal.RunRunning)
+		return journal.RunRunning
 	case "completed":
 		for _, n := range nodes {
-			if n.State != string(journal.NodeCompleted) {
-				return string(journal.RunFailed)
+			if n.State != journal.NodeCompleted {
+				return journal.RunFailed
 			}
 		}
-		return string(journal.RunCompleted)
+		return journal.RunCompleted
 	}
-	return string(journal.RunFailed)
+	return journal.RunFailed
 }
 
 // handoverOf is the hand-over an activity shows: an attempt above 1 (the
@@ -296,11 +296,11 @@ func handoverOf(a Activity, p PendingActivity, running bool) (Handover, bool) {
 func nodeAccount(a Activity, ho Handover, handedOver bool, p PendingActivity, running bool, now time.Time) ledger.NodeAccount {
 	// A node's state as local diagnose names it: its outcome's, else its
 	// activity's (one that timed out or was canceled failed).
-	state := string(journal.NodeFailed)
+	state, kind := journal.NodeFailed, ledger.VerdictFailed
 	if a.State == "running" {
-		state = string(journal.NodeRunning)
+		state, kind = journal.NodeRunning, ledger.VerdictRunning
 	}
-	na := ledger.NodeAccount{ID: a.Node, State: state, Figures: ledger.Figures{RecoverySteps: map[string]int{}, Faults: map[string]int{}}}
+	na := ledger.NodeAccount{ID: a.Node, State: state, Figures: ledger.Figures{RecoverySteps: map[ledger.CodeName]int{}, Faults: map[ledger.CodeName]int{}}}
 	end := a.Closed
 	if end.IsZero() {
 		end = now
@@ -313,7 +313,7 @@ func nodeAccount(a Activity, ho Handover, handedOver bool, p PendingActivity, ru
 		na.Faults["lost worker"] += int(ho.ActivityAttempt - 1)
 	}
 	if o := a.Outcome; o != nil {
-		na.State, na.Verdict, na.Attempts = o.State, o.Verdict, o.Cursor.Attempt
+		na.State, na.Verdict, na.Attempts = journal.NodeState(o.State), ledger.Verdict{Kind: o.VerdictKind, Text: o.Verdict}, o.Cursor.Attempt
 		if o.Tokens != nil {
 			na.Tokens = *o.Tokens
 		}
@@ -322,28 +322,28 @@ func nodeAccount(a Activity, ho Handover, handedOver bool, p PendingActivity, ru
 			switch {
 			case !ok:
 			case code.IsFault():
-				na.Faults[code.Name]++
+				na.Faults[ledger.CodeName(code.Name)]++
 			case code.Role == diagnostics.RoleStep:
-				na.RecoverySteps[code.Name]++
+				na.RecoverySteps[ledger.CodeName(code.Name)]++
 			}
 		}
 	} else if running {
 		na.Attempts = p.Beat.Attempt
-		na.Verdict = fmt.Sprintf("running on %s (activity attempt %d)", dash(p.Worker), p.Attempt)
+		na.Verdict = ledger.Verdict{Kind: ledger.VerdictRunning, Text: fmt.Sprintf("running on %s (activity attempt %d)", dash(p.Worker), p.Attempt)}
 		if p.Started.IsZero() {
-			na.Verdict = fmt.Sprintf("waiting for a worker (activity attempt %d; the last one ended: %s)", p.Attempt, p.LastFailure)
+			na.Verdict.Text = fmt.Sprintf("waiting for a worker (activity attempt %d; the last one ended: %s)", p.Attempt, p.LastFailure)
 		}
 	}
-	if na.Verdict == "" {
-		na.Verdict = a.State
+	if na.Verdict.Text == "" { // no outcome: the activity's own state says it
+		na.Verdict = ledger.Verdict{Kind: kind, Text: a.State}
 		if a.Failure != "" {
-			na.Verdict += ": " + a.Failure
+			na.Verdict.Text += ": " + a.Failure
 		}
 	}
 	if handedOver && ho.LostWorker != "" && ho.Worker != "" && ho.HandoverMS != nil {
 		// The finishing worker's verdict does not know the time nobody ran
 		// the node; the history does.
-		na.Verdict += fmt.Sprintf("; taken over from worker %s after %s", ho.LostWorker, ledger.Seconds(*ho.HandoverMS))
+		na.Verdict.Text += fmt.Sprintf("; taken over from worker %s after %s", ho.LostWorker, ledger.Seconds(*ho.HandoverMS))
 	}
 	na.UsefulMS = max(na.WallMS-na.TimeLostMS, 0)
 	return na
@@ -514,7 +514,7 @@ func LedgerRun(h *History, in RunInput, d *Diagnosis, now time.Time) *ledger.Run
 				nd.State, nd.Error = journal.NodeFailed, a.Failure
 			}
 			if o := a.Outcome; o != nil {
-				nd.State, nd.Output, nd.Reason, nd.ErrClass = journal.NodeState(o.State), o.Output, o.Reason, o.ErrClass
+				nd.State, nd.Output, nd.Reason, nd.ErrClass = journal.NodeState(o.State), o.Output, o.Reason, diagnostics.Class(o.ErrClass)
 				if nd.State == journal.NodeFailed {
 					nd.Error = o.Reason
 				}

@@ -72,7 +72,7 @@ func TestAccountTemporalPackTakenOver(t *testing.T) {
 	}
 	verdicts := map[string]string{}
 	for _, n := range acc.Nodes {
-		verdicts[n.ID] = n.State + ": " + n.Verdict
+		verdicts[n.ID] = string(n.State) + ": " + n.Verdict.Text
 	}
 	for node, want := range map[string]string{"p1": "running: running on w2 (activity attempt 2)", "p2": "completed: completed",
 		"p3": "running: running on w2 (activity attempt 2)", "s": "running: running on w2 (activity attempt 1)"} {

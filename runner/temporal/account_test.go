@@ -49,7 +49,7 @@ func TestAccountTemporalHandover(t *testing.T) {
 	if reason.TimeLostMS != 11500 || reason.WallMS != 14400 || reason.UsefulMS != 2900 || reason.Faults["lost worker"] != 1 || reason.RecoverySteps["reattached"] != 1 {
 		t.Fatalf("reason: %+v", reason)
 	}
-	if !strings.HasSuffix(reason.Verdict, "; taken over from worker a after 11.5 s") {
+	if !strings.HasSuffix(reason.Verdict.Text, "; taken over from worker a after 11.5 s") {
 		t.Fatalf("reason's verdict: %s", reason.Verdict)
 	}
 	if d.Totals.Tokens.Generated != 2100 {

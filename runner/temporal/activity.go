@@ -298,7 +298,9 @@ func (a *Activities) run(ctx context.Context, sp *spec, in NodeInput, nb *nodeBe
 	out := NodeOutcome{Node: in.Node, State: string(res.State), Output: res.Output, Reason: res.Reason,
 		Worker: a.Identity, TemporalAttempt: attempt, Cursor: nb.cursor(), From: nb.lost()}
 	out.Cursor.Output = "" // the result has the output; the history need not hold it twice
-	out.Diagnostics, out.Verdict, out.Tokens = a.account(context.WithoutCancel(ctx), sp.g, in.RunID, in.Node, began)
+	var verdict ledger.Verdict
+	out.Diagnostics, verdict, out.Tokens = a.account(context.WithoutCancel(ctx), sp.g, in.RunID, in.Node, began)
+	out.Verdict, out.VerdictKind = verdict.Text, verdict.Kind
 	switch res.State {
 	case journal.NodeCompleted, journal.NodeAttention:
 		return out, nil
@@ -375,10 +377,10 @@ func (a *Activities) logger() *slog.Logger {
 // every report does): the diagnostics this activity journaled (attempts
 // it started, since began, and node-level ones), and the node's verdict
 // and token figures as this worker saw it.
-func (a *Activities) account(ctx context.Context, g *runner.Graph, runID, node string, began time.Time) ([]Diag, string, *ledger.Tokens) {
+func (a *Activities) account(ctx context.Context, g *runner.Graph, runID, node string, began time.Time) ([]Diag, ledger.Verdict, *ledger.Tokens) {
 	nd, err := ledger.LoadNodeOf(ctx, a.Journal, g, runID, node)
 	if err != nil {
-		return nil, "", nil
+		return nil, ledger.Verdict{}, nil
 	}
 	before := 0 // attempts this worker had made before this activity
 	for _, at := range nd.Attempts {

@@ -19,7 +19,7 @@ import (
 func TestDiagnosisWriteText(t *testing.T) {
 	ms := int64(11500)
 	beat, resumed := "2026-12-01T10:00:01.1Z", "2026-12-01T10:00:12.6Z"
-	acct := &ledger.Account{RunID: "run-1", Graph: "g", Status: "completed", Nodes: []ledger.NodeAccount{{ID: "reason", State: "completed", Verdict: "re-attached"}}}
+	acct := &ledger.Account{RunID: "run-1", Graph: "g", Status: "completed", Nodes: []ledger.NodeAccount{{ID: "reason", State: "completed", Verdict: ledger.Verdict{Kind: ledger.VerdictRecovered, Text: "re-attached"}}}}
 	d := &Diagnosis{Account: acct,
 		Handovers: []Handover{{Node: "reason", LostWorker: "a", Worker: "b", LastHeartbeat: &beat, Resumed: &resumed, HandoverMS: &ms,
 			Recovery: "re-attached", Tokens: HandoverTokens{Generated: 2000}},

@@ -202,6 +202,9 @@ type NodeOutcome struct {
 	// Verdict is the node's account as the worker that finished it saw it
 	// in its journal (package ledger).
 	Verdict string `json:"verdict,omitempty"`
+	// VerdictKind is that verdict's kind; empty from a worker of a noderun
+	// older than the kinds.
+	VerdictKind ledger.VerdictKind `json:"verdict_kind,omitempty"`
 	// Bytes is the output's size (the workflow's state keeps the size, not
 	// the output).
 	Bytes int `json:"bytes,omitempty"`

@@ -51,7 +51,7 @@ func ResultOf(res *runner.Result, run *ledger.Run, acct *ledger.Account) Result 
 	verdicts := map[string]string{}
 	if acct != nil {
 		for _, n := range acct.Nodes {
-			verdicts[n.ID] = n.Verdict
+			verdicts[n.ID] = n.Verdict.Text
 		}
 	}
 	partial := map[string]int{}
@@ -65,6 +65,9 @@ func ResultOf(res *runner.Result, run *ledger.Run, acct *ledger.Account) Result 
 		note := n.Reason
 		if note == "" || note == "interrupted" {
 			note = verdicts[n.ID]
+		}
+		if n.FromJournal != "" { // --cache-from: which journal
+			note += " (found in " + n.FromJournal + ")"
 		}
 		bytes := len(n.Output)
 		if n.State != journal.NodeCompleted {
@@ -120,10 +123,16 @@ func (n Node) StateText() string {
 func (n Node) Note() string {
 	note := n.Reason
 	if n.Error != "" {
-		note = n.ErrorClass + ": " + n.Error
+		note = n.Error
+		if !strings.Contains(n.Error, n.ErrorClass) { // a node's error names its class: said once
+			note = n.ErrorClass + ": " + n.Error
+		}
 	}
 	if o := n.Cache; o != nil {
 		note = fmt.Sprintf("from the cache: node %s of run %s", o.Node, ledger.ShortRunID(o.Run))
+		if o.Journal != "" { // --cache-from: which journal
+			note += " in " + o.Journal
+		}
 	}
 	return strings.Join(strings.Fields(note), " ")
 }

@@ -26,8 +26,9 @@ func TestResultOf(t *testing.T) {
 		{ID: "send", State: journal.NodeCanceled, Reason: "interrupted"},
 	}}
 	run := &ledger.Run{Nodes: []*ledger.Node{{Node: journal.Node{ID: "report"}, PartialBytes: 812}, {Node: journal.Node{ID: "plan"}, PartialBytes: 99}}}
-	acct := &ledger.Account{Nodes: []ledger.NodeAccount{{ID: "plan", Verdict: "from the cache"}, {ID: "report", Verdict: "interrupted mid-stream; resumable"},
-		{ID: "review", Verdict: "rejected"}}, Summary: []string{"1 node interrupted"}}
+	acct := &ledger.Account{Nodes: []ledger.NodeAccount{{ID: "plan", Verdict: ledger.Verdict{Kind: ledger.VerdictCached, Text: "from the cache"}},
+		{ID: "report", Verdict: ledger.Verdict{Kind: ledger.VerdictInterrupted, Text: "interrupted mid-stream; resumable"}},
+		{ID: "review", Verdict: ledger.Verdict{Kind: ledger.VerdictFailed, Text: "rejected"}}}, Summary: []string{"1 node interrupted"}}
 	for _, c := range []struct {
 		name     string
 		run      *ledger.Run
@@ -106,6 +107,8 @@ func TestNodeStateTextAndNote(t *testing.T) {
 		{Node{State: "canceled"}, "interrupted", ""},
 		{Node{State: "canceled", Detached: "resp_1", Reason: "interrupted"}, "interrupted (detached)", "interrupted"},
 		{Node{State: "failed", Reason: "node failed", ErrorClass: "rejected", Error: "too\n large"}, "failed", "rejected: too large"},
+		{Node{State: "failed", ErrorClass: "connect_failed", Error: `node "a" failed [NR903 budget_exhausted]: connect_failed: refused`}, "failed",
+			`node "a" failed [NR903 budget_exhausted]: connect_failed: refused`}, // the class said once (issue 46)
 		{Node{State: "completed", Error: "old", Cache: &journal.CacheOrigin{Run: "0123456789abcdef", Node: "plan"}}, "completed",
 			"from the cache: node plan of run " + ledger.ShortRunID("0123456789abcdef")},
 	} {

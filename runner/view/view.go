@@ -114,7 +114,7 @@ func StatusOf(ctx context.Context, j *journal.Journal, r journal.Run) (Status, e
 	for _, n := range nodes {
 		n.State = journal.NodeStanding(n.State, out.Abandoned)
 		v := Node{ID: n.ID, State: string(n.State), Attempts: n.Attempts, Bytes: len(n.Output),
-			ErrorClass: n.ErrClass, Error: n.Error, Reason: n.Reason, Started: Time(n.Started), Finished: Time(n.Finished)}
+			ErrorClass: string(n.ErrClass), Error: n.Error, Reason: n.Reason, Started: Time(n.Started), Finished: Time(n.Finished)}
 		switch {
 		case n.State == journal.NodeCanceled:
 			if nd, err := ledger.LoadNode(ctx, j, r.ID, n.ID); err == nil {
@@ -257,7 +257,7 @@ func AttemptsOf(ctx context.Context, j *journal.Journal, runID, node string) (At
 	out := Attempts{RunID: runID, Node: node, Attempts: make([]Attempt, 0, len(atts))}
 	for _, a := range atts {
 		v := Attempt{N: a.N, Mode: string(a.Mode), Provider: a.Provider, Ref: a.Ref, Cursor: a.Cursor,
-			Outcome: string(a.Outcome), ErrorClass: a.ErrClass, Error: a.Error, Started: Time(a.Started), Ended: Time(a.Ended)}
+			Outcome: string(a.Outcome), ErrorClass: string(a.ErrClass), Error: a.Error, Started: Time(a.Started), Ended: Time(a.Ended)}
 		if u, ok := usage[a.N]; ok {
 			v.Usage = &Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, ReasoningTokens: u.ReasoningTokens,
 				CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens, Estimated: u.Estimated, PreservedTokens: u.PreservedTokens}
