@@ -14,41 +14,64 @@ import (
 )
 
 func validateCommand() *cli.Command {
+	kinds := []view.FileKind{view.FileProfiles, view.FilePrices, view.FileFaults}
+	flags := []cli.Flag{jsonFlag}
+	for _, k := range kinds {
+		flags = append(flags, &cli.StringSliceFlag{Name: string(k), Usage: "check a " + string(k) + " `FILE` too (repeatable)", TakesFile: true})
+	}
 	return &cli.Command{
 		Name:      "validate",
-		Usage:     "check graph files without running them (exit 2 on any problem)",
+		Usage:     "check graph, profiles, price and fault files without running them (exit 2 on any problem)",
 		ArgsUsage: "GRAPH.yaml...",
 		Description: "Examples:\n  noderun validate graphs/*.yaml          # exit 2 with file:line for every problem\n" +
-			"  noderun validate g.yaml --json          # as JSON (docs/json.md), still exit 2 if invalid",
-		Flags: []cli.Flag{jsonFlag},
+			"  noderun validate g.yaml --json          # as JSON (docs/json.md), still exit 2 if invalid\n" +
+			"  noderun validate --profiles p.yaml --prices prices.yaml --faults sim.yaml",
+		Flags: flags,
 		Action: func(c *cli.Context) error {
-			if err := wantArgs(c, 1, -1, "give one or more graph files"); err != nil {
+			res := view.Validation{Graphs: []view.GraphCheck{}}
+			for _, k := range kinds {
+				for _, path := range c.StringSlice(string(k)) {
+					res.Files = append(res.Files, view.CheckFile(k, path))
+				}
+			}
+			if err := wantArgs(c, min(1, 1-len(res.Files)), -1, "give one or more graph files (or --profiles, --prices, --faults)"); err != nil {
 				return err
 			}
-			var results []view.GraphCheck
 			bad := 0
 			for _, path := range c.Args().Slice() {
-				res, err := view.CheckGraph(c.Context, path)
+				g, err := view.CheckGraph(c.Context, path)
 				if err != nil {
 					return interruptedLoad(path)
 				}
-				results = append(results, res)
+				res.Graphs = append(res.Graphs, g)
 				switch {
 				case c.Bool("json"):
-				case res.Err != nil:
-					fmt.Fprintln(c.App.ErrWriter, res.Err)
+				case g.Err != nil:
+					fmt.Fprintln(c.App.ErrWriter, g.Err)
 				default:
-					fmt.Fprintf(c.App.Writer, "%s: ok (%s)\n", path, textfit.Count(res.Nodes, "node"))
-					if res.Env != nil {
-						fmt.Fprintf(c.App.ErrWriter, "warning: `noderun run` on this machine would refuse it:\n%v\n", res.Env)
+					fmt.Fprintf(c.App.Writer, "%s: ok (%s)\n", path, textfit.Count(g.Nodes, "node"))
+					if g.Env != nil {
+						fmt.Fprintf(c.App.ErrWriter, "warning: `noderun run` on this machine would refuse it:\n%v\n", g.Env)
 					}
 				}
-				if res.Err != nil {
+				if g.Err != nil {
+					bad++
+				}
+			}
+			for _, f := range res.Files {
+				switch {
+				case c.Bool("json"):
+				case f.Err != nil:
+					fmt.Fprintln(c.App.ErrWriter, f.Err)
+				default:
+					fmt.Fprintf(c.App.Writer, "%s: ok (%s)\n", f.Path, f.Kind)
+				}
+				if f.Err != nil {
 					bad++
 				}
 			}
 			if c.Bool("json") {
-				if err := writeJSON(c.App.Writer, view.Validation{Graphs: results}); err != nil {
+				if err := writeJSON(c.App.Writer, res); err != nil {
 					return err
 				}
 			}

@@ -8,7 +8,9 @@ import (
 	"text/tabwriter"
 
 	"github.com/noderun/noderun/profile"
+	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/runner"
+	"github.com/noderun/noderun/runner/ledger"
 )
 
 // GraphCheck is one graph file checked without running it, as `noderun
@@ -30,6 +32,50 @@ type GraphCheck struct {
 // Validation is a set of graph files checked (`noderun validate`'s JSON).
 type Validation struct {
 	Graphs []GraphCheck `json:"graphs"`
+	// Files are the profiles, price and fault files checked with
+	// --profiles, --prices and --faults; left out when none were.
+	Files []FileCheck `json:"files,omitempty"`
+}
+
+// FileKind is a kind of file a graph refers to that validate checks alone.
+type FileKind string
+
+const (
+	FileProfiles FileKind = "profiles" // recovery profiles (profiles: in a graph, --file of noderun profiles)
+	FilePrices   FileKind = "prices"   // a price table (--prices)
+	FileFaults   FileKind = "faults"   // a simulator configuration (noderun sim serve --faults)
+)
+
+// FileCheck is a profiles, price or faults file checked in full: every
+// problem, a line each, at its line.
+type FileCheck struct {
+	Path   string   `json:"path"`
+	Kind   FileKind `json:"kind"`
+	OK     bool     `json:"ok"`
+	Errors []string `json:"errors"`
+
+	Err error `json:"-"` // why it is invalid; nil when OK
+}
+
+// CheckFile reads the file at path as kind, as the command that uses it
+// would, and reports every problem.
+func CheckFile(kind FileKind, path string) FileCheck {
+	var err error
+	switch kind {
+	case FileProfiles:
+		_, err = profile.Load(path)
+	case FilePrices:
+		_, err = ledger.LoadPrices(path)
+	case FileFaults:
+		_, err = sim.LoadConfig(path)
+	default:
+		err = fmt.Errorf("%s: unknown kind of file %q", path, kind)
+	}
+	res := FileCheck{Path: path, Kind: kind, OK: err == nil, Errors: []string{}, Err: err}
+	if err != nil {
+		res.Errors = nonBlankLines(err.Error())
+	}
+	return res
 }
 
 // CheckGraph loads the graph file at path and checks it (runner.Check), and
