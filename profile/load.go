@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/noderun/noderun/internal/yamlnode"
 )
 
 // Sentinels of a profiles file's problems, for errors.Is through a
@@ -83,9 +85,9 @@ func Parse(name string, data []byte) (Set, error) {
 		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	root := resolve(&doc)
+	root := yamlnode.Resolve(&doc)
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
-		root = resolve(root.Content[0])
+		root = yamlnode.Resolve(root.Content[0])
 	}
 	if root.Kind != yaml.MappingNode {
 		return nil, &FieldError{File: name, Line: root.Line, Err: ErrInvalidValue,
@@ -93,8 +95,8 @@ func Parse(name string, data []byte) (Set, error) {
 	}
 	var errs []*FieldError // every problem of every profile, not only the first
 	seen := map[string]bool{}
-	for _, kv := range pairs(root) {
-		key, val := kv[0], resolve(kv[1])
+	for _, kv := range yamlnode.Pairs(root) {
+		key, val := kv[0], yamlnode.Resolve(kv[1])
 		d := &decoder{file: name, profile: key.Value, keyLine: key.Line, lines: map[string]int{}}
 		if seen[key.Value] {
 			d.fail(key, "", ErrUnknownField, "profile %q is given twice", key.Value)
@@ -154,7 +156,7 @@ func (d *decoder) fail(n *yaml.Node, field string, cause error, format string, a
 // want records a value of the wrong form: the field, what it takes, what
 // the file has.
 func (d *decoder) want(n *yaml.Node, field, want string) {
-	d.fail(n, field, ErrInvalidValue, "%s: want %s, got %s", field, want, got(n))
+	d.fail(n, field, ErrInvalidValue, "%s: want %s, got %s", field, want, yamlnode.Got(n))
 }
 
 var (
@@ -231,18 +233,18 @@ func (d *decoder) decodeProfile(n *yaml.Node, p *Profile) {
 // fields calls fn for each known key of mapping n (merge keys applied) and
 // records unknown and repeated ones; prefix names a nested block.
 func (d *decoder) fields(n *yaml.Node, prefix string, known []string, fn func(key string, v *yaml.Node)) {
-	n = resolve(n)
+	n = yamlnode.Resolve(n)
 	if n.Kind != yaml.MappingNode {
 		if prefix == "" {
-			d.fail(n, "", ErrInvalidValue, "want a mapping of fields, like {retries: 1}, got %s", got(n))
+			d.fail(n, "", ErrInvalidValue, "want a mapping of fields, like {retries: 1}, got %s", yamlnode.Got(n))
 		} else {
 			d.want(n, strings.TrimSuffix(prefix, "."), "a mapping, like {base: 1s, factor: 2, cap: 30s}")
 		}
 		return
 	}
 	seen := map[string]bool{}
-	for _, kv := range pairs(n) {
-		k, v := kv[0], resolve(kv[1])
+	for _, kv := range yamlnode.Pairs(n) {
+		k, v := kv[0], yamlnode.Resolve(kv[1])
 		field := prefix + k.Value
 		switch {
 		case seen[k.Value]:
@@ -288,60 +290,6 @@ func (d *decoder) duration(n *yaml.Node, field string, out *Duration) {
 		return
 	}
 	*out = D(v)
-}
-
-// pairs are the key-value pairs of mapping n, with merge keys (<<) applied:
-// a key of n wins over a merged one.
-func pairs(n *yaml.Node) [][2]*yaml.Node {
-	var own, merged [][2]*yaml.Node
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.ShortTag() != "!!merge" {
-			own = append(own, [2]*yaml.Node{k, v})
-			continue
-		}
-		v = resolve(v)
-		srcs := []*yaml.Node{v}
-		if v.Kind == yaml.SequenceNode {
-			srcs = v.Content
-		}
-		for _, s := range srcs {
-			if s = resolve(s); s.Kind == yaml.MappingNode {
-				merged = append(merged, pairs(s)...)
-			}
-		}
-	}
-	out := own
-	for _, m := range merged {
-		if !slices.ContainsFunc(out, func(o [2]*yaml.Node) bool { return o[0].Value == m[0].Value }) {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// resolve follows aliases to the node they name.
-func resolve(n *yaml.Node) *yaml.Node {
-	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 8; i++ {
-		n = n.Alias
-	}
-	return n
-}
-
-// got names what a node holds as a person would.
-func got(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.ScalarNode:
-		if n.Tag == "!!null" {
-			return "nothing"
-		}
-		return strconv.Quote(n.Value)
-	}
-	return "nothing"
 }
 
 // closest is the known name within two edits of s, if one is.

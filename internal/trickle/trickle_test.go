@@ -12,12 +12,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/noderun/noderun/internal/benchstat"
 	"github.com/noderun/noderun/internal/testkit"
 )
 
@@ -196,15 +196,15 @@ func benchTrickle(b *testing.B, n int) {
 			x.wall.Round(time.Millisecond), x.cpu.Round(time.Millisecond), x.rssKiB>>10, y.wall.Round(time.Millisecond), y.cpu.Round(time.Millisecond), y.rssKiB>>10)
 	}
 	b.StopTimer()
-	b.ReportMetric(median(cpuR), "cpu-ratio")
-	b.ReportMetric(median(wallR), "wall-ratio")
-	b.ReportMetric(median(rssR), "rss-ratio")
+	b.ReportMetric(benchstat.Median(cpuR), "cpu-ratio")
+	b.ReportMetric(benchstat.Median(wallR), "wall-ratio")
+	b.ReportMetric(benchstat.Median(rssR), "rss-ratio")
 	pick := func(ps []proc, f func(proc) float64) float64 {
 		v := make([]float64, len(ps))
 		for i, p := range ps {
 			v[i] = f(p)
 		}
-		return median(v)
+		return benchstat.Median(v)
 	}
 	b.ReportMetric(pick(nr, func(p proc) float64 { return p.wall.Seconds() }), "wall-s")
 	b.ReportMetric(pick(br, func(p proc) float64 { return p.wall.Seconds() }), "bare-wall-s")
@@ -213,16 +213,4 @@ func benchTrickle(b *testing.B, n int) {
 	b.ReportMetric(pick(nr, func(p proc) float64 { return float64(p.rssKiB) / 1024 }), "peak-rss-MiB")
 	b.ReportMetric(pick(br, func(p proc) float64 { return float64(p.rssKiB) / 1024 }), "bare-peak-rss-MiB")
 	b.ReportMetric(0, "ns/op")
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/noderun/noderun/internal/yamlnode"
 	"github.com/noderun/noderun/journal"
 	"go.yaml.in/yaml/v3"
 )
@@ -264,7 +265,7 @@ func ParsePriceTable(b []byte) (PriceTable, error) {
 	out := Prices{}
 	meta := map[string]bool{}
 	for i := 0; i+1 < len(root.Content); i += 2 {
-		key, val := root.Content[i], resolve(root.Content[i+1])
+		key, val := root.Content[i], yamlnode.Resolve(root.Content[i+1])
 		model := key.Value
 		if key.Kind != yaml.ScalarNode {
 			p.at(key, ErrPriceInvalid, "a model is a name, not %s (%s)", yamlKind(key), pricesWant)
@@ -308,7 +309,7 @@ func ParsePriceTable(b []byte) (PriceTable, error) {
 func (p *priceParser) price(model string, val *yaml.Node) Price {
 	var pr Price
 	for k := 0; k+1 < len(val.Content); k += 2 {
-		field, v := val.Content[k], resolve(val.Content[k+1])
+		field, v := val.Content[k], yamlnode.Resolve(val.Content[k+1])
 		var dst *float64
 		switch field.Value {
 		case "input":
@@ -361,7 +362,7 @@ func (p *priceParser) sources(v *yaml.Node) []PriceSource {
 	}
 	out := []PriceSource{}
 	for _, item := range v.Content {
-		item = resolve(item)
+		item = yamlnode.Resolve(item)
 		if item.Kind != yaml.MappingNode {
 			p.at(item, ErrPriceInvalid, "%s: %s, not %s", keySources, sourcesWant, yamlKind(item))
 			continue
@@ -369,7 +370,7 @@ func (p *priceParser) sources(v *yaml.Node) []PriceSource {
 		var s PriceSource
 		ok := true
 		for k := 0; k+1 < len(item.Content); k += 2 {
-			field, fv := item.Content[k], resolve(item.Content[k+1])
+			field, fv := item.Content[k], yamlnode.Resolve(item.Content[k+1])
 			var dst *string
 			switch field.Value {
 			case "vendor":
@@ -402,14 +403,6 @@ func (p *priceParser) sources(v *yaml.Node) []PriceSource {
 		out = append(out, s)
 	}
 	return out
-}
-
-// resolve follows an alias to the node it names.
-func resolve(n *yaml.Node) *yaml.Node {
-	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 8; i++ {
-		n = n.Alias
-	}
-	return n
 }
 
 // yamlKind names a YAML node's kind as a person would.

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/noderun/noderun/internal/yamlnode"
 )
 
 // DefaultTokens is the output length when neither the request nor the
@@ -180,7 +182,7 @@ func DecodeConfig(n *yaml.Node) (Config, error) {
 		}
 		n = n.Content[0]
 	}
-	if isNull(n) {
+	if yamlnode.IsNull(n) {
 		return cfg, nil
 	}
 	d := &decoder{}
@@ -202,7 +204,7 @@ func DecodeConfig(n *yaml.Node) (Config, error) {
 			d.duration(v, key, false, &cfg.Keepalive)
 		case "continuation":
 			if v.Kind != yaml.SequenceNode {
-				d.bad(v, key, "continuation: want a list of forms (prefix, continue_final_message, assistant_last) or [none], got %s", got(v))
+				d.bad(v, key, "continuation: want a list of forms (prefix, continue_final_message, assistant_last) or [none], got %s", yamlnode.Got(v))
 				return
 			}
 			cfg.Continuation = []string{}
@@ -220,16 +222,16 @@ func DecodeConfig(n *yaml.Node) (Config, error) {
 		case "continuation_echo":
 			scalar(d, v, key, "true or false", &cfg.ContinuationEcho)
 		case "limits":
-			if !isNull(v) {
+			if !yamlnode.IsNull(v) {
 				l := d.limits(v)
 				cfg.Limits = &l
 			}
 		case "faults":
-			if isNull(v) {
+			if yamlnode.IsNull(v) {
 				return
 			}
 			if v.Kind != yaml.SequenceNode {
-				d.bad(v, key, "faults: want a list of faults, got %s", got(v))
+				d.bad(v, key, "faults: want a list of faults, got %s", yamlnode.Got(v))
 				return
 			}
 			for _, fn := range v.Content {
@@ -310,7 +312,7 @@ func (d *decoder) fault(n *yaml.Node) (f Fault, ok bool) {
 				return
 			}
 			if v.Kind != yaml.SequenceNode {
-				d.bad(v, key, "requests: want a list of request numbers, got %s", got(v))
+				d.bad(v, key, "requests: want a list of request numbers, got %s", yamlnode.Got(v))
 				return
 			}
 			for _, rn := range v.Content {
@@ -358,7 +360,7 @@ func (d *decoder) fault(n *yaml.Node) (f Fault, ok bool) {
 // records unknown and duplicate keys.
 func (d *decoder) fields(n *yaml.Node, what string, known []string, fn func(key string, v *yaml.Node)) {
 	if n.Kind != yaml.MappingNode {
-		d.bad(n, "", "%s: want a mapping, got %s", what, got(n))
+		d.bad(n, "", "%s: want a mapping, got %s", what, yamlnode.Got(n))
 		return
 	}
 	seen := map[string]bool{}
@@ -366,7 +368,7 @@ func (d *decoder) fields(n *yaml.Node, what string, known []string, fn func(key 
 		k, v := n.Content[i], n.Content[i+1]
 		switch {
 		case k.Kind != yaml.ScalarNode:
-			d.bad(k, "", "%s: keys must be names, got %s", what, got(k))
+			d.bad(k, "", "%s: keys must be names, got %s", what, yamlnode.Got(k))
 		case seen[k.Value]:
 			d.errs = append(d.errs, &ConfigError{Line: k.Line, Field: k.Value, Msg: fmt.Sprintf("duplicate field %q", k.Value), Err: ErrUnknownField})
 		case !slices.Contains(known, k.Value):
@@ -389,11 +391,11 @@ func (d *decoder) fields(n *yaml.Node, what string, known []string, fn func(key 
 // type names).
 func scalar[T any](d *decoder, n *yaml.Node, key, want string, out *T) bool {
 	if n.Kind != yaml.ScalarNode {
-		d.bad(n, key, "%s: want %s, got %s", key, want, got(n))
+		d.bad(n, key, "%s: want %s, got %s", key, want, yamlnode.Got(n))
 		return false
 	}
 	if err := n.Decode(out); err != nil {
-		d.bad(n, key, "%s: want %s, got %s", key, want, got(n))
+		d.bad(n, key, "%s: want %s, got %s", key, want, yamlnode.Got(n))
 		return false
 	}
 	return true
@@ -424,29 +426,6 @@ func (d *decoder) duration(n *yaml.Node, key string, positive bool, out *time.Du
 	default:
 		*out = v
 	}
-}
-
-// got names what a node holds, as a person would: a quoted scalar, "a
-// list", "a mapping".
-func got(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.AliasNode:
-		return "an alias"
-	case yaml.ScalarNode:
-		if isNull(n) {
-			return "nothing"
-		}
-		return strconv.Quote(n.Value)
-	}
-	return "nothing"
-}
-
-func isNull(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
 }
 
 // MarshalYAML writes c in its YAML form (the `sim:` block of a graph file,
