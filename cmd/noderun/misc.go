@@ -21,9 +21,9 @@ func validateCommand() *cli.Command {
 	}
 	return &cli.Command{
 		Name:      "validate",
-		Usage:     "check graph, profiles, price and fault files without running them (exit 2 on any problem)",
+		Usage:     "check graph, profiles, price and fault files without running them",
 		ArgsUsage: "GRAPH.yaml...",
-		Description: "Examples:\n  noderun validate graphs/*.yaml          # exit 2 with file:line for every problem\n" +
+		Description: "Exit 2 when any file has a problem.\n\nExamples:\n  noderun validate graphs/*.yaml          # exit 2 with file:line for every problem\n" +
 			"  noderun validate g.yaml --json          # as JSON (docs/json.md), still exit 2 if invalid\n" +
 			"  noderun validate --profiles p.yaml --prices prices.yaml --faults sim.yaml",
 		Flags: flags,

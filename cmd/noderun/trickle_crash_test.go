@@ -90,7 +90,7 @@ nodes:
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 			_ = cmd.Wait()
 			out, err := exec.Command(bin, "resume", "--db", db, "last").CombinedOutput()
-			if err != nil && strings.Contains(string(out), "no runs") {
+			if err != nil && strings.Contains(string(out), "no runs") || !fileExists(db) {
 				out, err = exec.Command(bin, "run", "--db", db, g).CombinedOutput() // killed before the run was journaled
 			}
 			if err != nil {
