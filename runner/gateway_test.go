@@ -216,9 +216,11 @@ func TestGatewayShorterThanPollAfter(t *testing.T) {
 			// The silence measured at the cut is the gateway's limit, give or
 			// take the scheduling of a loaded machine: the client stamps the
 			// last chunk when it reads it, which under the race detector has
-			// been 106 ms after nginx passed it on (1.894 s for nginx's 2 s).
+			// been 106 ms after nginx passed it on (1.894 s for nginx's 2 s),
+			// and 334 ms with the runner package's tests 64 at once beside
+			// another package's (4.666 s for nginx's 5 s).
 			cut, err := time.ParseDuration(fmt.Sprint(learnt[0].Attrs["cut_after"]))
-			if err != nil || cut < c.gateway-300*time.Millisecond || cut > c.gateway+2*time.Second ||
+			if err != nil || cut < c.gateway-500*time.Millisecond || cut > c.gateway+2*time.Second ||
 				!strings.Contains(learnt[0].Message, "~"+profile.FormatDuration(cut.Round(100*time.Millisecond))) {
 				t.Errorf("NR109 %q (cut_after %v) does not name the gateway's limit %s", learnt[0].Message, learnt[0].Attrs["cut_after"], c.gateway)
 			}
