@@ -20,7 +20,7 @@ func cancelCommand() *cli.Command {
 			"stop billing; a later resume then retries those nodes from scratch.\n\n" +
 			"Example: noderun cancel last essay",
 		ArgsUsage: "RUN|last [NODE...]",
-		Flags:     []cli.Flag{dbFlag},
+		Flags:     []cli.Flag{dbFlag()},
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, -1, "give a run id (or last), and optionally nodes"); err != nil {
 				return err

@@ -28,7 +28,7 @@ func compactCommand() *cli.Command {
 			"and a run that starts meanwhile waits for the rewrite, naming this process.\n\n" +
 			"Examples:\n  noderun compact            # every run in the journal\n  noderun compact last       # the last run",
 		ArgsUsage: "[RUN|last]",
-		Flags:     []cli.Flag{dbFlag, &cli.BoolFlag{Name: "no-vacuum", Usage: "fold only; leave the file's size as it is"}},
+		Flags:     []cli.Flag{dbFlag(), &cli.BoolFlag{Name: "no-vacuum", Usage: "fold only; leave the file's size as it is"}},
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 0, 1, "give a run id (or last), or nothing for every run"); err != nil {
 				return err

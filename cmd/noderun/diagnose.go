@@ -37,7 +37,7 @@ func diagnoseCommand() *cli.Command {
 			"  noderun diagnose last report --json          # one node, as JSON (docs/json.md)\n" +
 			"  noderun diagnose last --prices prices.yaml   # with cost (MODEL: {input: 1.25, output: 10, reasoning: 10} per 1M tokens)\n" +
 			"  noderun diagnose --temporal 127.0.0.1:7233 RUN   # a run on Temporal, with its hand-overs (docs/temporal.md)",
-		Flags: append([]cli.Flag{dbFlag, jsonFlag,
+		Flags: append([]cli.Flag{dbFlag(), jsonFlag(),
 			&cli.BoolFlag{Name: "table", Usage: "only the table of figures, without verdicts and totals"},
 			&cli.StringFlag{Name: "prices", Usage: "price table `FILE`: MODEL: {input, output, reasoning}, USD per 1M tokens", TakesFile: true}},
 			temporalFlags()...),
@@ -85,7 +85,7 @@ func pricesCommand() *cli.Command {
 		Usage: "print the dated price table diagnose and report cost runs by",
 		Description: "Examples:\n  noderun prices                          # the built-in table\n" +
 			"  noderun prices --prices mine.yaml --json   # yours over it, as JSON (docs/prices.md)",
-		Flags: []cli.Flag{jsonFlag, &cli.StringFlag{Name: "prices", Usage: "price table `FILE` to merge over the built-in one", TakesFile: true}},
+		Flags: []cli.Flag{jsonFlag(), &cli.StringFlag{Name: "prices", Usage: "price table `FILE` to merge over the built-in one", TakesFile: true}},
 		Action: func(c *cli.Context) error {
 			given, err := pricesOf(c)
 			if err := errors.Join(err, wantArgs(c, 0, 0, "takes no arguments")); err != nil {

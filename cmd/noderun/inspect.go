@@ -24,7 +24,7 @@ func statusCommand() *cli.Command {
 			"  noderun status --status failed --graph deploy --since 7d --limit 10   # the runs list, filtered\n" +
 			"  noderun status last --json     # the newest run's nodes, as JSON (docs/json.md)\n" +
 			"  noderun status RUN --temporal 127.0.0.1:7233   # a run on Temporal (docs/temporal.md)",
-		Flags: append(append([]cli.Flag{dbFlag, jsonFlag}, runQueryFlags()...), temporalFlags()...),
+		Flags: append(append([]cli.Flag{dbFlag(), jsonFlag()}, runQueryFlags()...), temporalFlags()...),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 0, 1, "give at most one run id (or last)"); err != nil {
 				return err
@@ -85,7 +85,7 @@ func eventsCommand() *cli.Command {
 			"  noderun events last --node report --follow   # one node, while the run goes\n" +
 			"  noderun events last --json                   # one JSON object per line (docs/json.md)",
 		Flags: []cli.Flag{
-			dbFlag,
+			dbFlag(),
 			&cli.StringFlag{Name: "node", Usage: "only `NODE`'s events"},
 			&cli.StringSliceFlag{Name: "kind", Usage: "only events of this `KIND` (repeatable; the kinds are above)"},
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing until the run ends"},
@@ -154,7 +154,7 @@ func showCommand() *cli.Command {
 			"  noderun show last report --attempts   # its attempts, with what each cost\n" +
 			"  noderun show last report --thinking   # the thinking that went with the output (never in it)\n" +
 			"  noderun show last report --json       # as JSON (docs/json.md)",
-		Flags: append([]cli.Flag{dbFlag, jsonFlag, &cli.BoolFlag{Name: "attempts", Usage: "list the node's attempts instead"},
+		Flags: append([]cli.Flag{dbFlag(), jsonFlag(), &cli.BoolFlag{Name: "attempts", Usage: "list the node's attempts instead"},
 			&cli.BoolFlag{Name: "thinking", Usage: "print the node's thinking (reasoning) instead of its output"}}, temporalFlags()...),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 2, 2, "give RUN (or last) and NODE"); err != nil {
@@ -234,7 +234,11 @@ func showThinking(c *cli.Context, j *journal.Journal, runID string, n journal.No
 	return err
 }
 
-var jsonFlag = &cli.BoolFlag{Name: "json", Usage: "print JSON on stdout (schema: docs/json.md)"}
+// jsonFlag is --json, made afresh per command: urfave/cli writes to a flag as
+// it parses, so a flag shared by two apps in one process (tests) would race.
+func jsonFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "json", Usage: "print JSON on stdout (schema: docs/json.md)"}
+}
 
 // showJSON prints a node, its output (or the partial output of its last
 // attempt) or, with --attempts, its attempts with what each cost.

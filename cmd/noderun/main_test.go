@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/urfave/cli/v2"
 	_ "modernc.org/sqlite"
 
 	"github.com/noderun/noderun/internal/testkit"
@@ -261,5 +263,31 @@ func TestLogValuesAreBounded(t *testing.T) {
 	log.Warn(long, "error", errors.New(long), "body", long)
 	if buf.Len() > 4*maxLogValue {
 		t.Errorf("one log line of %d bytes", buf.Len())
+	}
+}
+
+// Two apps (two runs of the CLI in one process) share none of our flags:
+// urfave/cli writes to a flag as it parses. (Its own help and version flags
+// and help command are package-level: only one app may run at a time.)
+func TestAppsShareNoFlags(t *testing.T) {
+	seen := map[cli.Flag]string{}
+	var walk func(app int, path string, flags []cli.Flag, cmds []*cli.Command)
+	walk = func(app int, path string, flags []cli.Flag, cmds []*cli.Command) {
+		for _, f := range flags {
+			if first, ok := seen[f]; ok && !strings.HasPrefix(first, fmt.Sprint(app)+" ") {
+				t.Errorf("--%s of %q (second app) is the very flag of %q (first app)", f.Names()[0], path, strings.TrimPrefix(first, "0 "))
+			}
+			seen[f] = fmt.Sprint(app) + " " + path
+		}
+		for _, c := range cmds {
+			walk(app, path+" "+c.Name, c.Flags, c.Subcommands)
+		}
+	}
+	for app := range 2 {
+		a := newApp(io.Discard, io.Discard)
+		walk(app, "noderun", a.Flags, a.Commands)
+	}
+	if len(seen) < 50 {
+		t.Fatalf("walked only %d flags", len(seen))
 	}
 }

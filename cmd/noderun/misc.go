@@ -15,7 +15,7 @@ import (
 
 func validateCommand() *cli.Command {
 	kinds := []view.FileKind{view.FileProfiles, view.FilePrices, view.FileFaults}
-	flags := []cli.Flag{jsonFlag}
+	flags := []cli.Flag{jsonFlag()}
 	for _, k := range kinds {
 		flags = append(flags, &cli.StringSliceFlag{Name: string(k), Usage: "check a " + string(k) + " `FILE` too (repeatable)", TakesFile: true})
 	}
@@ -89,7 +89,7 @@ func profilesCommand() *cli.Command {
 		Usage: "print the recovery profiles and their values",
 		Description: "Examples:\n  noderun profiles                          # the built-ins\n" +
 			"  noderun profiles --file profiles.yaml --json   # with your overrides, as JSON (docs/json.md)",
-		Flags: []cli.Flag{jsonFlag, &cli.StringFlag{Name: "file", Usage: "a profiles YAML `FILE` to merge over the built-ins", TakesFile: true}},
+		Flags: []cli.Flag{jsonFlag(), &cli.StringFlag{Name: "file", Usage: "a profiles YAML `FILE` to merge over the built-ins", TakesFile: true}},
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 0, 0, "takes no arguments"); err != nil {
 				return err

@@ -23,7 +23,7 @@ func deleteCommand() *cli.Command {
 			"a live process runs is refused, naming it (pid and host); nothing is deleted then. The file keeps its\n" +
 			"size, its freed pages reused, until noderun compact gives them back.\n\n" +
 			"Examples:\n  noderun delete last\n  noderun delete 3f2a 9bc1    # unique prefixes of run ids",
-		Flags: []cli.Flag{dbFlag},
+		Flags: []cli.Flag{dbFlag()},
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, 1, -1, "give one or more run ids (or last)"); err != nil {
 				return err
@@ -75,7 +75,7 @@ func pruneCommand() *cli.Command {
 		Description: "Deletes, as noderun delete does, every run started more than --older-than ago (of --status, if\n" +
 			"given); live runs are kept and named. --dry-run lists them and deletes nothing.\n\n" +
 			"Examples:\n  noderun prune --older-than 30d --dry-run\n  noderun prune --older-than 36h --status failed && noderun compact",
-		Flags: []cli.Flag{dbFlag,
+		Flags: []cli.Flag{dbFlag(),
 			&cli.StringFlag{Name: "older-than", Usage: "delete runs started more than `AGE` ago (7d, 36h, 90m; required)"},
 			statusFlag("only runs of `STATUS`"),
 			&cli.BoolFlag{Name: "dry-run", Usage: "list the runs it would delete; delete nothing"}},

@@ -24,7 +24,7 @@ func reportCommand() *cli.Command {
 			"prints it whole.\n\nExamples:\n  noderun report last -o run.html   # open it in a browser, or keep it as a CI artifact\n" +
 			"  noderun report last -o -          # to stdout\n" +
 			"  noderun report --temporal 127.0.0.1:7233 RUN   # a run on Temporal, from its workflow history, with its hand-overs",
-		Flags: append([]cli.Flag{dbFlag,
+		Flags: append([]cli.Flag{dbFlag(),
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "noderun-report.html", Usage: "the HTML `FILE` to write (- for stdout)", TakesFile: true},
 			&cli.StringFlag{Name: "prices", Usage: "price table `FILE` (as for diagnose)", TakesFile: true},
 			&cli.IntFlag{Name: "max-output", Value: ledger.DefaultMaxOutput,

@@ -18,7 +18,10 @@ import (
 	"github.com/noderun/noderun/runner"
 )
 
-var dbFlag = &cli.StringFlag{Name: "db", Value: "noderun.db", Usage: "the run journal, an SQLite `FILE`", EnvVars: []string{"NODERUN_DB"}, TakesFile: true}
+// dbFlag is --db, made afresh for each command (see jsonFlag).
+func dbFlag() cli.Flag {
+	return &cli.StringFlag{Name: "db", Value: "noderun.db", Usage: "the run journal, an SQLite `FILE`", EnvVars: []string{"NODERUN_DB"}, TakesFile: true}
+}
 
 func runCommand() *cli.Command {
 	return &cli.Command{
@@ -242,7 +245,7 @@ func knownGraphNodes(c *cli.Context, g *runner.Graph, flag string) error {
 // execFlags are the flags of the commands that execute nodes (run, resume).
 func execFlags(profileUsage string) []cli.Flag {
 	return []cli.Flag{
-		dbFlag,
+		dbFlag(),
 		&cli.StringFlag{Name: "profile", Usage: profileUsage},
 		&cli.IntFlag{Name: "parallel", Value: 4, Usage: "nodes run at once"},
 		&cli.BoolFlag{Name: "json", Usage: "print the result as JSON on stdout"},

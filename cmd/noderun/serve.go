@@ -39,7 +39,7 @@ func serveCommand() *cli.Command {
 			"  NODERUN_TOKEN=$(openssl rand -hex 16) noderun serve --addr :8080 --token-env NODERUN_TOKEN\n" +
 			"  noderun serve --temporal 127.0.0.1:7233         # the runs on Temporal too (their figures; not their tokens live)\n\n" +
 			"Off a loopback address a token is required (--token-env); writes always need one.",
-		Flags: append([]cli.Flag{dbFlag,
+		Flags: append([]cli.Flag{dbFlag(),
 			&cli.StringFlag{Name: "addr", Value: defaultServeAddr, Usage: "listen on `HOST:PORT` (:0 picks a port)"},
 			&cli.StringFlag{Name: "dir", Value: ".", Usage: "the `DIR` whose graph files a run started through the server may name", TakesFile: true},
 			&cli.StringFlag{Name: "profile", Usage: "the recovery `PROFILE` of runs started through the server"},
