@@ -306,7 +306,7 @@ func probe(path string) error {
 	case v == 0 && tables > 0 && runs == 0:
 		return &notJournalError{path, "an SQLite database without noderun's tables"}
 	case v > len(migrations):
-		return fmt.Errorf("journal %s: %w: version %d is newer than this build knows (%d): upgrade noderun", path, ErrSchema, v, len(migrations))
+		return fmt.Errorf("journal %s: %w", path, &SchemaError{Have: v, Want: len(migrations)})
 	}
 	return nil
 }
@@ -347,6 +347,23 @@ var ErrReadOnly = errors.New("journal opened read-only")
 
 // ErrSchema: the journal's schema is not this build's.
 var ErrSchema = errors.New("journal schema version differs")
+
+// SchemaError is the refusal of a journal whose schema version is not this
+// build's: Open refuses a newer one, OpenReadOnly an older one too (Open
+// migrates those). It is ErrSchema.
+type SchemaError struct{ Have, Want int }
+
+func (e *SchemaError) Error() string {
+	if e.Older() {
+		return fmt.Sprintf("%v: version %d is older than this build's (%d): open it for writing once to migrate it", ErrSchema, e.Have, e.Want)
+	}
+	return fmt.Sprintf("%v: version %d is newer than this build knows (%d): upgrade noderun", ErrSchema, e.Have, e.Want)
+}
+
+func (e *SchemaError) Is(target error) bool { return target == ErrSchema }
+
+// Older: Open migrates the journal to this build's schema.
+func (e *SchemaError) Older() bool { return e.Have < e.Want }
 
 // Path returns the journal's file path as given to Open.
 func (j *Journal) Path() string { return j.path }

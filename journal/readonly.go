@@ -217,13 +217,13 @@ func checkVersion(ctx context.Context, db *sql.DB, path string) error {
 	}
 	switch {
 	case v > len(migrations):
-		return fmt.Errorf("%w: version %d is newer than this build knows (%d): upgrade noderun", ErrSchema, v, len(migrations))
+		return &SchemaError{Have: v, Want: len(migrations)}
 	case tables == 0:
 		return &notJournalError{path, "an SQLite database with no tables"}
 	case v == 0 || runs == 0:
 		return &notJournalError{path, "an SQLite database without noderun's tables"}
 	case v < len(migrations):
-		return fmt.Errorf("%w: version %d is older than this build's (%d): open it for writing once to migrate it", ErrSchema, v, len(migrations))
+		return &SchemaError{Have: v, Want: len(migrations)}
 	}
 	return nil
 }

@@ -535,3 +535,28 @@ func TestReadOnlyLeavesNoFilesAsAWriterEnds(t *testing.T) {
 		t.Errorf("%d rounds left files", left)
 	}
 }
+
+// A journal of an older schema is refused for reading with a SchemaError
+// that says so (the CLI migrates it with Open, then reads), a newer one with
+// one that does not.
+func TestSchemaErrorSaysOlderOrNewer(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		have  int
+		older bool
+		says  string
+	}{{len(migrations) - 1, true, "is older than this build's"}, {len(migrations) + 1, false, "is newer than this build knows"}} {
+		path := filepath.Join(t.TempDir(), "j.db")
+		openTest(t, path).Close()
+		db, err := openDB(path, writerParams)
+		check(t, err)
+		_, err = db.Exec(fmt.Sprintf("PRAGMA user_version = %d", c.have))
+		check(t, err)
+		check(t, db.Close())
+		_, err = OpenReadOnly(ctx, path)
+		var se *SchemaError
+		if !errors.As(err, &se) || !errors.Is(err, ErrSchema) || se.Older() != c.older || se.Have != c.have || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("version %d: %v (SchemaError %+v), want a SchemaError, older %v, saying %q", c.have, err, se, c.older, c.says)
+		}
+	}
+}

@@ -204,7 +204,7 @@ func migrate(ctx context.Context, db *sql.DB, list []string) error {
 		return fmt.Errorf("migrate: read version: %w", err)
 	}
 	if v > len(list) {
-		return fmt.Errorf("%w: version %d is newer than this build knows (%d): upgrade noderun", ErrSchema, v, len(list))
+		return &SchemaError{Have: v, Want: len(list)}
 	}
 	if v == len(list) {
 		return nil

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -56,7 +55,7 @@ func openForReading(c *cli.Context) (*journal.Journal, error) {
 		return nil, err
 	}
 	j, err := journal.OpenReadOnly(c.Context, path)
-	if errors.Is(err, journal.ErrSchema) && strings.Contains(err.Error(), "older") {
+	if se := (*journal.SchemaError)(nil); errors.As(err, &se) && se.Older() {
 		if j, err = journal.Open(c.Context, path); err == nil {
 			_ = j.Close()
 			j, err = journal.OpenReadOnly(c.Context, path)
