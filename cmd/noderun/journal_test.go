@@ -118,7 +118,7 @@ func TestReadCommandsCreateNothing(t *testing.T) {
 	t.Logf("the killed runner left %d events in its WAL only", walOnly)
 	reads := [][]string{{"status"}, {"status", "last", "--json"}, {"events", "last", "--json"},
 		{"events", "last", "--follow", "--kind", "diagnostic"}, {"show", "last", "a"}, {"show", "last", "a", "--attempts", "--json"},
-		{"diagnose", "last"}, {"report", "last", "-o", "-"}}
+		{"diagnose", "last"}, {"report", "last", "-o", "-"}, {"prune", "--older-than", "1ms", "--dry-run"}}
 	for _, jn := range []struct {
 		name, dir string
 		nodes     []string // the run's nodes, for show

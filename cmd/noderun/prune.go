@@ -94,7 +94,11 @@ func pruneCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			j, _, err := openLogged(c)
+			open, verb := func(c *cli.Context) (*journal.Journal, error) { j, _, err := openLogged(c); return j, err }, "deleted"
+			if c.Bool("dry-run") { // reads only: a journal the user cannot write too, and creates no file
+				open, verb = openForReading, "would delete"
+			}
+			j, err := open(c)
 			if err != nil {
 				return err
 			}
@@ -102,10 +106,6 @@ func pruneCommand() *cli.Command {
 			res, err := j.Prune(c.Context, journal.PruneOptions{OlderThan: d, Status: q.Status, DryRun: c.Bool("dry-run")})
 			if err != nil {
 				return &exitError{exitFailed, err}
-			}
-			verb := "deleted"
-			if c.Bool("dry-run") {
-				verb = "would delete"
 			}
 			for _, r := range res.Deleted {
 				fmt.Fprintf(c.App.Writer, "%s run %s (%s, %s, started %s)\n", verb, r.ID, r.Graph, j.Standing(r), r.Started.Format(time.DateTime))
