@@ -1,6 +1,7 @@
 package yamlnode
 
 import (
+	"errors"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -55,3 +56,33 @@ func TestResolveStopsAtItsBound(t *testing.T) {
 		t.Errorf("Resolve followed %d aliases; it should stop at %d", maxAliases+3, maxAliases)
 	}
 }
+
+type lineProblem struct{ line int }
+
+func (p *lineProblem) Error() string { return "f.yaml:" + string(rune('0'+p.line)) + ": bad" }
+
+// A list of problems says each on a line, and errors.As finds each.
+func TestLinesAndErrors(t *testing.T) {
+	ps := []*lineProblem{{2}, {5}}
+	if got, want := Lines(ps), "f.yaml:2: bad\nf.yaml:5: bad"; got != want {
+		t.Errorf("Lines = %q, want %q", got, want)
+	}
+	if Lines([]*lineProblem{}) != "" || len(Errors([]*lineProblem(nil))) != 0 {
+		t.Error("no problems are not an empty message and an empty list")
+	}
+	err := error(joined(ps))
+	for _, p := range ps {
+		if !errors.Is(err, p) {
+			t.Errorf("errors.Is does not find line %d's problem", p.line)
+		}
+	}
+	var first *lineProblem
+	if !errors.As(err, &first) || first.line != 2 {
+		t.Errorf("errors.As found %v, want the first problem", first)
+	}
+}
+
+type joined []*lineProblem
+
+func (j joined) Error() string   { return Lines(j) }
+func (j joined) Unwrap() []error { return Errors(j) }

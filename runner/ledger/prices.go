@@ -192,21 +192,8 @@ func (e *lineError) Unwrap() error { return e.err }
 // lineErrors are every problem of a price table, in line order, one a line.
 type lineErrors struct{ list []*lineError }
 
-func (l *lineErrors) Error() string {
-	s := make([]string, len(l.list))
-	for i, e := range l.list {
-		s[i] = e.Error()
-	}
-	return strings.Join(s, "\n")
-}
-
-func (l *lineErrors) Unwrap() []error {
-	out := make([]error, len(l.list))
-	for i, e := range l.list {
-		out[i] = e
-	}
-	return out
-}
+func (l *lineErrors) Error() string   { return yamlnode.Lines(l.list) }
+func (l *lineErrors) Unwrap() []error { return yamlnode.Errors(l.list) }
 
 // priceParser collects a table's problems, so that a file is reported
 // whole rather than one problem per try.

@@ -94,22 +94,10 @@ type ConfigErrors struct {
 	Problems []*ConfigError
 }
 
-func (l *ConfigErrors) Error() string {
-	lines := make([]string, len(l.Problems))
-	for i, e := range l.Problems {
-		lines[i] = e.Error()
-	}
-	return strings.Join(lines, "\n")
-}
+func (l *ConfigErrors) Error() string { return yamlnode.Lines(l.Problems) }
 
 // Unwrap lists the problems.
-func (l *ConfigErrors) Unwrap() []error {
-	out := make([]error, len(l.Problems))
-	for i, e := range l.Problems {
-		out[i] = e
-	}
-	return out
-}
+func (l *ConfigErrors) Unwrap() []error { return yamlnode.Errors(l.Problems) }
 
 // LoadConfig reads a simulator config from a YAML file (the file of
 // `noderun sim serve --faults FILE`). It is strict: an unknown field, a
