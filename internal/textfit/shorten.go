@@ -98,27 +98,40 @@ func atoms(s string) []atom {
 // bracket or a JSON body as long as it closes what it opens.
 func states(as []atom) []string {
 	st := make([]string, len(as)+1)
-	var stack []rune
-	quoted := false
+	var o opened
 	for i, a := range as {
 		for _, c := range a.s {
-			switch c {
-			case '(', '[', '{':
-				stack = append(stack, c)
-			case ')', ']', '}':
-				if len(stack) > 0 {
-					stack = stack[:len(stack)-1]
-				}
-			case '"':
-				quoted = !quoted
-			}
+			o.add(c)
 		}
-		st[i+1] = string(stack)
-		if quoted {
-			st[i+1] += `"`
-		}
+		st[i+1] = o.String()
 	}
 	return st
+}
+
+// opened is what the text read so far leaves open: brackets, and a quote.
+type opened struct {
+	stack  []rune
+	quoted bool
+}
+
+func (o *opened) add(c rune) {
+	switch c {
+	case '(', '[', '{':
+		o.stack = append(o.stack, c)
+	case ')', ']', '}':
+		if len(o.stack) > 0 {
+			o.stack = o.stack[:len(o.stack)-1]
+		}
+	case '"':
+		o.quoted = !o.quoted
+	}
+}
+
+func (o *opened) String() string {
+	if o.quoted {
+		return string(o.stack) + `"`
+	}
+	return string(o.stack)
 }
 
 // balanced reports, for each k, whether as[:k] leaves nothing open. A line
@@ -187,10 +200,7 @@ func Text(s string, n int) string {
 	}
 	as := atoms(s)
 	bal := balanced(as)
-	keep := make([]bool, len(as))
-	for i := range keep {
-		keep[i] = true
-	}
+	keep := all(len(as))
 	// Whole clauses from the middle first.
 	cl := clauses(as, bal)
 	for c := 1; c+1 < len(cl)-1; c++ {
@@ -312,12 +322,17 @@ func pick(as []atom, n int, head, tail bool) string {
 }
 
 func joinAtoms(as []atom) string {
-	keep := make([]bool, len(as))
+	out, _ := render(as, all(len(as)))
+	return out
+}
+
+// all is n trues: every atom kept.
+func all(n int) []bool {
+	keep := make([]bool, n)
 	for i := range keep {
 		keep[i] = true
 	}
-	out, _ := render(as, keep)
-	return out
+	return keep
 }
 
 // cutRunes is the last resort, for a line whose first word alone is wider
@@ -361,36 +376,20 @@ func CutEnd(s string, n int) string {
 	}
 	end := states(atoms(s))
 	want := end[len(end)-1]
-	var stack []rune
-	quoted, best, runes := false, -1, 0
+	var o opened
+	best, runes := -1, 0
 	for i, c := range s {
-		if c == ' ' && i > 0 && s[i-1] != ' ' && runes <= n-2 && (want != "" || openOf(stack, quoted) == "") &&
+		if c == ' ' && i > 0 && s[i-1] != ' ' && runes <= n-2 && (want != "" || o.String() == "") &&
 			!slices.ContainsFunc(inPinned, func(r [2]int) bool { return r[0] < i && i < r[1] }) {
 			best = i
 		}
-		switch c {
-		case '(', '[', '{':
-			stack = append(stack, c)
-		case ')', ']', '}':
-			if len(stack) > 0 {
-				stack = stack[:len(stack)-1]
-			}
-		case '"':
-			quoted = !quoted
-		}
+		o.add(c)
 		runes++
 	}
 	if best <= 0 {
 		return cutRunes(s, n, true)
 	}
 	return s[:best] + " …"
-}
-
-func openOf(stack []rune, quoted bool) string {
-	if quoted {
-		return string(stack) + `"`
-	}
-	return string(stack)
 }
 
 // CutStart keeps the end of s in n columns by the one rule.
