@@ -111,7 +111,7 @@ func (j *Journal) Events(ctx context.Context, runID string, f EventFilter) ([]Ev
 	for rows.Next() {
 		e := Event{RunID: runID}
 		var t int64
-		if err := rows.Scan(&e.Seq, &e.NodeID, &e.Attempt, &t, &e.Kind, &e.Code, &e.ProviderSeq, &e.Payload); err != nil {
+		if err := rows.Scan(&e.Seq, &e.NodeID, &e.Attempt, &t, &e.Kind, &e.Code, &e.ProviderSeq, &e.Chunks, &e.Payload); err != nil {
 			return nil, j.errorf("events of run %q: %w", runID, err)
 		}
 		e.Time = time.Unix(0, t)
@@ -137,7 +137,7 @@ func (j *Journal) Events(ctx context.Context, runID string, f EventFilter) ([]Ev
 // eventsQuery builds the query behind Events.
 func eventsQuery(runID string, f EventFilter) (string, []any) {
 	var q strings.Builder
-	q.WriteString(`SELECT seq, node, attempt, time, kind, code, provider_seq, `)
+	q.WriteString(`SELECT seq, node, attempt, time, kind, code, provider_seq, chunks, `)
 	if f.NoText {
 		q.WriteString(`CASE WHEN kind IN ('delta', 'reasoning') THEN x'' ELSE payload END FROM events`)
 	} else {
@@ -274,16 +274,22 @@ func (j *Journal) rebuild(ctx context.Context, runID, nodeID string, attempt int
 // streamedQuery is how many chunks and bytes of output an attempt's chain
 // has streamed since its last reset. Arguments: run id, node id, first and
 // last attempt.
-const streamedQuery = `SELECT COALESCE(SUM(chunks), 0), COALESCE(SUM(length(CAST(payload AS BLOB))), 0) FROM events INDEXED BY events_by_node
+const streamedQuery = `SELECT COALESCE(SUM(chunks), 0), COALESCE(SUM(length(CAST(payload AS BLOB))), 0), ` + lastReset + `
+	FROM events INDEXED BY events_by_node
 	WHERE run = (SELECT key FROM runs WHERE id = ?1) AND node = ?2 AND attempt BETWEEN ?3 AND ?4 AND kind = 'delta'
-		AND seq > COALESCE((SELECT MAX(seq) FROM events INDEXED BY events_by_node
+		AND seq > ` + lastReset
+
+// lastReset is the seq of the chain's last reset, 0 if none (a reset is
+// never folded). Arguments as streamedQuery.
+const lastReset = `COALESCE((SELECT MAX(seq) FROM events INDEXED BY events_by_node
 			WHERE run = (SELECT key FROM runs WHERE id = ?1) AND node = ?2 AND attempt BETWEEN ?3 AND ?4 AND kind = 'reset'), 0)`
 
 // Streamed is what an attempt's chain streamed since its last reset (see
 // Journal.Streamed).
 type Streamed struct {
 	// Chunks are the output's tokens as they came (a token a chunk), not
-	// estimated from the text; a row folded by Fold counts one.
+	// estimated from the text; folded rows count theirs too (a row folded
+	// before schema 8 counts one).
 	Chunks int
 	// Bytes is len(RebuildOutput(...)), counted without reading the text
 	// into memory (a 32 MiB partial answer is 32 MiB less to hold).
@@ -299,7 +305,8 @@ func (j *Journal) Streamed(ctx context.Context, runID, nodeID string, attempt in
 	if err != nil {
 		return st, j.errorf("streamed output of %s/%s#%d: %w", runID, nodeID, attempt, err)
 	}
-	if err := j.queryRow(ctx, streamedQuery, runID, nodeID, start, attempt).Scan(&st.Chunks, &st.Bytes); err != nil {
+	var reset int64
+	if err := j.queryRow(ctx, streamedQuery, runID, nodeID, start, attempt).Scan(&st.Chunks, &st.Bytes, &reset); err != nil {
 		return st, j.errorf("streamed output of %s/%s#%d: %w", runID, nodeID, attempt, err)
 	}
 	folded, err := j.foldedRebuildRows(ctx, runID, nodeID, start, attempt, KindDelta)
@@ -307,8 +314,10 @@ func (j *Journal) Streamed(ctx context.Context, runID, nodeID string, attempt in
 		return st, j.errorf("streamed output of %s/%s#%d: %w", runID, nodeID, attempt, err)
 	}
 	for _, r := range folded {
-		st.Chunks++
-		st.Bytes += len(r.payload)
+		if r.seq > reset { // what a reset voided does not count, folded or not
+			st.Chunks += r.chunks
+			st.Bytes += len(r.payload)
+		}
 	}
 	return st, nil
 }

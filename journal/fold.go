@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -82,11 +83,11 @@ const (
 	// events may name an attempt with no row, which is never folded.
 	foldAttemptsQuery = `SELECT n FROM attempts WHERE run = ? AND node = ? AND outcome <> 'running' ORDER BY n`
 	// Arguments: run key, node id, attempt, kind.
-	foldRowsQuery = `SELECT seq, time, provider_seq, payload FROM events INDEXED BY events_by_node
+	foldRowsQuery = `SELECT seq, time, provider_seq, payload, chunks FROM events INDEXED BY events_by_node
 		WHERE run = ? AND node = ? AND attempt = ? AND kind = ? AND code = '' ORDER BY seq`
 	foldExistsQuery = `SELECT count(*) FROM folds WHERE run = ? AND node = ? AND attempt = ? AND kind = ?`
-	foldInsertQuery = `INSERT INTO folds (run, node, attempt, kind, first_seq, last_seq, rows, bytes, out_off, text, idx)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	foldInsertQuery = `INSERT INTO folds (run, node, attempt, kind, first_seq, last_seq, rows, bytes, out_off, text, idx, chunks)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	foldDeleteQuery = `DELETE FROM events WHERE run = ? AND node = ? AND attempt = ? AND kind = ? AND code = ''
 		AND seq BETWEEN ? AND ?`
 	// unshareQuery copies into the fold the stretch of the node's output its
@@ -101,6 +102,7 @@ const (
 type foldedRow struct {
 	seq, time, providerSeq int64
 	payload                []byte
+	chunks                 int // the provider's chunks the row joined (Event.Chunks), at least 1
 }
 
 func foldNode(ctx context.Context, tx stmtTx, runID, nodeID string, st *FoldStats) error {
@@ -156,7 +158,7 @@ func foldRows(ctx context.Context, tx stmtTx, key int64, nodeID string, attempt 
 	var got []foldedRow
 	for rows.Next() {
 		var r foldedRow
-		if err := rows.Scan(&r.seq, &r.time, &r.providerSeq, &r.payload); err != nil {
+		if err := rows.Scan(&r.seq, &r.time, &r.providerSeq, &r.payload, &r.chunks); err != nil {
 			rows.Close()
 			return err
 		}
@@ -182,11 +184,14 @@ func foldRows(ctx context.Context, tx stmtTx, key int64, nodeID string, attempt 
 	}
 	// Nothing is deleted that the fold does not give back, byte for byte.
 	back, err := unpackFold(f.firstSeq, f.bytes, f.idx, f.text)
+	if err == nil {
+		err = setChunks(back, f.chunks)
+	}
 	if err != nil || !sameRows(back, got) {
 		return fmt.Errorf("fold does not give its rows back (%v): nothing folded", err)
 	}
 	if _, err := tx.ExecContext(ctx, foldInsertQuery, key, nodeID, attempt, kind, f.firstSeq, f.lastSeq,
-		len(got), f.bytes, f.outOff, text, f.idx); err != nil {
+		len(got), f.bytes, f.outOff, text, f.idx, f.chunks); err != nil {
 		return err
 	}
 	res, err := tx.ExecContext(ctx, foldDeleteQuery, key, nodeID, attempt, kind, f.firstSeq, f.lastSeq)
@@ -203,7 +208,8 @@ func foldRows(ctx context.Context, tx stmtTx, key int64, nodeID string, attempt 
 
 func sameRows(a, b []foldedRow) bool {
 	return slices.EqualFunc(a, b, func(x, y foldedRow) bool {
-		return x.seq == y.seq && x.time == y.time && x.providerSeq == y.providerSeq && bytes.Equal(x.payload, y.payload)
+		return x.seq == y.seq && x.time == y.time && x.providerSeq == y.providerSeq && bytes.Equal(x.payload, y.payload) &&
+			max(x.chunks, 1) == max(y.chunks, 1)
 	})
 }
 
@@ -214,6 +220,7 @@ type fold struct {
 	outOff            int64
 	text              []byte // every row's payload, in seq order
 	idx               []byte
+	chunks            []byte // every row's chunks less one (uvarints); nil: one each
 }
 
 // packFold packs rows (in seq order): per row, as varints, its seq after
@@ -230,9 +237,33 @@ func packFold(rows []foldedRow) fold {
 		f.idx = binary.AppendUvarint(f.idx, uint64(len(r.payload)))
 		prevSeq, prevTime, prevPS = r.seq, r.time, r.providerSeq
 		f.text = append(f.text, r.payload...)
+		f.chunks = binary.AppendUvarint(f.chunks, uint64(max(r.chunks, 1)-1))
 	}
 	f.bytes = int64(len(f.text))
+	if !slices.ContainsFunc(f.chunks, func(b byte) bool { return b != 0 }) {
+		f.chunks = nil // a chunk a row: the column's NULL says so
+	}
 	return f
+}
+
+// setChunks gives unpacked rows their chunk counts, from a folds row's
+// chunks column (packFold); nil counts one a row.
+func setChunks(rows []foldedRow, chunks []byte) error {
+	for i := range rows {
+		rows[i].chunks = 1
+		if chunks == nil {
+			continue
+		}
+		u, n := binary.Uvarint(chunks)
+		if n <= 0 || u > math.MaxInt32 {
+			return fmt.Errorf("%w: row %d's chunk count", errBadFold, i+1)
+		}
+		rows[i].chunks, chunks = int(u)+1, chunks[n:]
+	}
+	if len(chunks) > 0 {
+		return fmt.Errorf("%w: %d bytes of chunk counts left over", errBadFold, len(chunks))
+	}
+	return nil
 }
 
 var errBadFold = errors.New("a folded row does not decode")
@@ -281,7 +312,7 @@ func unpackFold(firstSeq, size int64, idx, text []byte) ([]foldedRow, error) {
 // after seq, then the node and kinds, as eventsQuery.
 func foldedQuery(runID string, f EventFilter) (string, []any) {
 	var q strings.Builder
-	q.WriteString(`SELECT f.node, f.attempt, f.kind, f.first_seq, f.bytes, f.idx,
+	q.WriteString(`SELECT f.node, f.attempt, f.kind, f.first_seq, f.bytes, f.idx, f.chunks,
 		CASE WHEN f.out_off >= 0
 			THEN (SELECT substr(CAST(n.output AS BLOB), f.out_off + 1, f.bytes) FROM nodes n WHERE n.run = ?1 AND n.id = f.node)
 			ELSE f.text END
@@ -313,11 +344,14 @@ func (j *Journal) foldedEvents(ctx context.Context, runID string, f EventFilter)
 		var node, kind string
 		var attempt int
 		var first, size int64
-		var idx, text []byte
-		if err := rows.Scan(&node, &attempt, &kind, &first, &size, &idx, &text); err != nil {
+		var idx, chunks, text []byte
+		if err := rows.Scan(&node, &attempt, &kind, &first, &size, &idx, &chunks, &text); err != nil {
 			return nil, err
 		}
 		back, err := unpackFold(first, size, idx, text)
+		if err == nil {
+			err = setChunks(back, chunks)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("folded %s rows of %s#%d: %w", kind, node, attempt, err)
 		}
@@ -326,7 +360,7 @@ func (j *Journal) foldedEvents(ctx context.Context, runID string, f EventFilter)
 				continue
 			}
 			e := Event{RunID: runID, NodeID: node, Attempt: attempt, Seq: r.seq, Time: time.Unix(0, r.time),
-				Kind: kind, ProviderSeq: r.providerSeq, Payload: r.payload}
+				Kind: kind, ProviderSeq: r.providerSeq, Payload: r.payload, Chunks: r.chunks}
 			if f.NoText && (kind == KindDelta || kind == KindReasoning) {
 				e.Payload = []byte{}
 			}
@@ -374,7 +408,7 @@ func merge[T any](a, b []T, seq func(T) int64) []T {
 
 // foldedRebuildQuery: the folds of a chain of attempts, for rebuild.
 // Arguments: run id, node id, first and last attempt, the kind rebuilt.
-const foldedRebuildQuery = `SELECT f.first_seq, f.bytes, f.idx,
+const foldedRebuildQuery = `SELECT f.first_seq, f.bytes, f.idx, f.chunks,
 	CASE WHEN f.out_off >= 0
 		THEN (SELECT substr(CAST(n.output AS BLOB), f.out_off + 1, f.bytes) FROM nodes n WHERE n.run = ?1 AND n.id = f.node)
 		ELSE f.text END
@@ -390,11 +424,14 @@ func (j *Journal) foldedRebuildRows(ctx context.Context, runID, nodeID string, f
 	var out []foldedRow
 	for rows.Next() {
 		var firstSeq, size int64
-		var idx, text []byte
-		if err := rows.Scan(&firstSeq, &size, &idx, &text); err != nil {
+		var idx, chunks, text []byte
+		if err := rows.Scan(&firstSeq, &size, &idx, &chunks, &text); err != nil {
 			return nil, err
 		}
 		back, err := unpackFold(firstSeq, size, idx, text)
+		if err == nil {
+			err = setChunks(back, chunks)
+		}
 		if err != nil {
 			return nil, err
 		}

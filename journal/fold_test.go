@@ -28,7 +28,7 @@ func foldFixture(t *testing.T, j *Journal) (output string) {
 	l1, err := j.BeginAttempt(ctx, "run", "live", ModeStart, "p")
 	check(t, err)
 	for i := range 40 {
-		check(t, j.Append(Event{RunID: "run", NodeID: "done", Attempt: a1, Kind: KindDelta, ProviderSeq: int64(i), Payload: []byte(fmt.Sprintf("old %d ", i))}))
+		check(t, j.Append(Event{RunID: "run", NodeID: "done", Attempt: a1, Kind: KindDelta, ProviderSeq: int64(i), Payload: []byte(fmt.Sprintf("old %d ", i)), Chunks: i%3 + 1}))
 		check(t, j.Append(Event{RunID: "run", NodeID: "live", Attempt: l1, Kind: KindDelta, ProviderSeq: -1, Payload: []byte(fmt.Sprintf("live %d ", i))}))
 		if i == 20 {
 			check(t, j.Append(Event{RunID: "run", NodeID: "done", Attempt: a1, Kind: KindDiagnostic, Code: "NR101", ProviderSeq: -1, Payload: []byte(`{"code":"NR101"}`)}))
@@ -45,7 +45,8 @@ func foldFixture(t *testing.T, j *Journal) (output string) {
 			s = "" // an empty delta row
 		}
 		want.WriteString(s)
-		check(t, j.Append(Event{RunID: "run", NodeID: "done", Attempt: a2, Kind: KindDelta, ProviderSeq: -1, Payload: []byte(s)}))
+		// Rows of the runner's coalescing join several chunks (a token each).
+		check(t, j.Append(Event{RunID: "run", NodeID: "done", Attempt: a2, Kind: KindDelta, ProviderSeq: -1, Payload: []byte(s), Chunks: 1 + i%16}))
 		if i%10 == 0 {
 			check(t, j.Append(Event{RunID: "run", NodeID: "done", Attempt: a2, Kind: KindReasoning, ProviderSeq: -1, Payload: []byte(fmt.Sprintf("thought %d. ", i))}))
 		}
@@ -72,7 +73,7 @@ func readFolded(t *testing.T, j *Journal) string {
 		check(t, err)
 		fmt.Fprintf(&b, "%+v: %d events\n", f, len(evs))
 		for _, e := range evs {
-			fmt.Fprintf(&b, "  %d %s#%d %d %s %q %d %q\n", e.Seq, e.NodeID, e.Attempt, e.Time.UnixNano(), e.Kind, e.Code, e.ProviderSeq, e.Payload)
+			fmt.Fprintf(&b, "  %d %s#%d %d %s %q %d %q %d\n", e.Seq, e.NodeID, e.Attempt, e.Time.UnixNano(), e.Kind, e.Code, e.ProviderSeq, e.Payload, e.Chunks)
 		}
 	}
 	for _, node := range []string{"done", "live"} {
@@ -81,14 +82,17 @@ func readFolded(t *testing.T, j *Journal) string {
 			check(t, err)
 			th, err := j.RebuildReasoning(ctx, "run", node, a)
 			check(t, err)
-			fmt.Fprintf(&b, "%s#%d output %q reasoning %q\n", node, a, out, th)
+			st, err := j.Streamed(ctx, "run", node, a) // a killed attempt's tokens, in an account
+			check(t, err)
+			fmt.Fprintf(&b, "%s#%d output %q reasoning %q streamed %+v\n", node, a, out, th, st)
 		}
 	}
 	return b.String()
 }
 
 // A folded run reads as it did: every event, in every filter, with its
-// seq, time, kind, code, provider seq and payload; every rebuilt output.
+// seq, time, kind, code, provider seq, payload and chunks; every rebuilt
+// output, and what each attempt streamed (chunks and bytes).
 // Only the completed node's ended attempts are folded, its coded rows and
 // the running node's rows stay rows; a second fold does nothing; seqs go on
 // from the last one, folded or not, in this process and after a reopen.

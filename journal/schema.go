@@ -185,6 +185,11 @@ DROP TABLE folds;
 ALTER TABLE folds_rowid RENAME TO folds;
 CREATE UNIQUE INDEX folds_key ON folds (run, node, attempt, kind);
 `,
+	// 8: how many chunks each folded row joined (6), so that a folded
+	// attempt counts what it streamed as its rows did: per row, in seq
+	// order, its chunks less one as a uvarint (a byte a row); NULL when every
+	// row is one chunk. Folds made before this count one a row.
+	`ALTER TABLE folds ADD COLUMN chunks BLOB;`,
 }
 
 // errForeignDB: an SQLite database with tables but no journal schema.
