@@ -245,7 +245,7 @@ func ParsePriceTable(b []byte) (PriceTable, error) {
 	}
 	p := &priceParser{}
 	if root.Kind != yaml.MappingNode {
-		p.at(root, ErrPriceInvalid, "a price table is a mapping of model to prices, not %s (%s)", yamlKind(root), pricesWant)
+		p.at(root, ErrPriceInvalid, "a price table is a mapping of model to prices, not %s (%s)", yamlnode.Got(root), pricesWant)
 		return PriceTable{}, &lineErrors{p.errs}
 	}
 	t := PriceTable{}
@@ -255,7 +255,7 @@ func ParsePriceTable(b []byte) (PriceTable, error) {
 		key, val := root.Content[i], yamlnode.Resolve(root.Content[i+1])
 		model := key.Value
 		if key.Kind != yaml.ScalarNode {
-			p.at(key, ErrPriceInvalid, "a model is a name, not %s (%s)", yamlKind(key), pricesWant)
+			p.at(key, ErrPriceInvalid, "a model is a name, not %s (%s)", yamlnode.Got(key), pricesWant)
 			continue
 		}
 		if model == keyAsOf || model == keySources {
@@ -276,7 +276,7 @@ func ParsePriceTable(b []byte) (PriceTable, error) {
 			continue
 		}
 		if val.Kind != yaml.MappingNode {
-			p.at(val, ErrPriceInvalid, "%s: want {input: USD, output: USD, reasoning: USD} per 1M tokens, not %s", model, yamlKind(val))
+			p.at(val, ErrPriceInvalid, "%s: want {input: USD, output: USD, reasoning: USD} per 1M tokens, not %s", model, yamlnode.Got(val))
 			continue
 		}
 		out[model] = p.price(model, val)
@@ -316,7 +316,7 @@ func (p *priceParser) price(model string, val *yaml.Node) Price {
 			continue
 		}
 		if v.Kind != yaml.ScalarNode || v.Decode(dst) != nil {
-			p.at(v, ErrPriceInvalid, "%s: %s: %s is not a number of USD per 1M tokens", model, field.Value, yamlValue(v))
+			p.at(v, ErrPriceInvalid, "%s: %s: %s is not a number of USD per 1M tokens", model, field.Value, yamlnode.Got(v))
 			continue
 		}
 		if !(*dst >= 0) || math.IsInf(*dst, 0) {
@@ -334,7 +334,7 @@ func (p *priceParser) asOf(v *yaml.Node) time.Time {
 			return d
 		}
 	}
-	p.at(v, ErrPriceInvalid, "%s: %s is not a date (want YYYY-MM-DD: the day the prices were read)", keyAsOf, yamlValue(v))
+	p.at(v, ErrPriceInvalid, "%s: %s is not a date (want YYYY-MM-DD: the day the prices were read)", keyAsOf, yamlnode.Got(v))
 	return time.Time{}
 }
 
@@ -344,14 +344,14 @@ const sourcesWant = "want a list of {vendor: NAME, url: https://...}"
 // the vendor it prices and a web address a reader can open.
 func (p *priceParser) sources(v *yaml.Node) []PriceSource {
 	if v.Kind != yaml.SequenceNode {
-		p.at(v, ErrPriceInvalid, "%s: %s, not %s", keySources, sourcesWant, yamlKind(v))
+		p.at(v, ErrPriceInvalid, "%s: %s, not %s", keySources, sourcesWant, yamlnode.Got(v))
 		return nil
 	}
 	out := []PriceSource{}
 	for _, item := range v.Content {
 		item = yamlnode.Resolve(item)
 		if item.Kind != yaml.MappingNode {
-			p.at(item, ErrPriceInvalid, "%s: %s, not %s", keySources, sourcesWant, yamlKind(item))
+			p.at(item, ErrPriceInvalid, "%s: %s, not %s", keySources, sourcesWant, yamlnode.Got(item))
 			continue
 		}
 		var s PriceSource
@@ -370,7 +370,7 @@ func (p *priceParser) sources(v *yaml.Node) []PriceSource {
 				continue
 			}
 			if fv.Kind != yaml.ScalarNode {
-				p.at(fv, ErrPriceInvalid, "%s: %s: want text, not %s", keySources, field.Value, yamlKind(fv))
+				p.at(fv, ErrPriceInvalid, "%s: %s: want text, not %s", keySources, field.Value, yamlnode.Got(fv))
 				ok = false
 				continue
 			}
@@ -390,25 +390,4 @@ func (p *priceParser) sources(v *yaml.Node) []PriceSource {
 		out = append(out, s)
 	}
 	return out
-}
-
-// yamlKind names a YAML node's kind as a person would.
-func yamlKind(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.AliasNode:
-		return "an alias"
-	}
-	return yamlValue(n)
-}
-
-// yamlValue quotes a scalar node's value, or names its kind.
-func yamlValue(n *yaml.Node) string {
-	if n.Kind == yaml.ScalarNode {
-		return strconv.Quote(n.Value)
-	}
-	return yamlKind(n)
 }
