@@ -191,12 +191,9 @@ func render(as []atom, keep []bool) (string, int) {
 // Text shortens s to at most n columns by the one rule (above). Runs of
 // white space become one space.
 func Text(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) <= n {
+	s, done := folded(s, n)
+	if done {
 		return s
-	}
-	if n <= 1 {
-		return "…"
 	}
 	as := atoms(s)
 	bal := balanced(as)
@@ -394,15 +391,24 @@ func CutEnd(s string, n int) string {
 
 // CutStart keeps the end of s in n columns by the one rule.
 func CutStart(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) <= n {
+	s, done := folded(s, n)
+	if done {
 		return s
 	}
-	if n <= 1 {
-		return "…"
+	return pick(atoms(s), n, false, true)
+}
+
+// folded is s with its runs of white space made one space, and done when
+// that fits n columns (or only "…" does).
+func folded(s string, n int) (string, bool) {
+	s = strings.Join(strings.Fields(s), " ")
+	switch {
+	case utf8.RuneCountInString(s) <= n:
+		return s, true
+	case n <= 1:
+		return "…", true
 	}
-	as := atoms(s)
-	return pick(as, n, false, true)
+	return s, false
 }
 
 func abs(x int) int { return max(x, -x) }
