@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -200,17 +201,23 @@ func TestFoldAndVacuumShrinkTheFile(t *testing.T) {
 }
 
 func TestUnpackFoldRejectsDamage(t *testing.T) {
-	rows := []foldedRow{{seq: 5, time: 100, providerSeq: -1, payload: []byte("ab")}, {seq: 9, time: 90, providerSeq: 3, payload: []byte("cde")}}
+	rows := []foldedRow{{seq: 5, time: 100, providerSeq: -1, payload: []byte("ab"), chunks: 300}, {seq: 9, time: 90, providerSeq: 3, payload: []byte("cde"), chunks: 1}}
 	f := packFold(rows)
 	back, err := unpackFold(f.firstSeq, f.bytes, f.idx, f.text)
+	if err == nil {
+		err = setChunks(back, f.chunks)
+	}
 	if err != nil || !sameRows(back, rows) {
 		t.Fatalf("round trip: %+v %v", back, err)
 	}
 	cases := map[string]func() error{
-		"short text":     func() error { _, err := unpackFold(f.firstSeq, f.bytes, f.idx, f.text[1:]); return err },
-		"long text":      func() error { _, err := unpackFold(f.firstSeq, f.bytes+1, f.idx, append(f.text, 'x')); return err },
-		"truncated idx":  func() error { _, err := unpackFold(f.firstSeq, f.bytes, f.idx[:len(f.idx)-1], f.text); return err },
-		"overlong index": func() error { _, err := unpackFold(f.firstSeq, f.bytes, append(f.idx, 0, 0, 0, 9), f.text); return err },
+		"short text":                      func() error { _, err := unpackFold(f.firstSeq, f.bytes, f.idx, f.text[1:]); return err },
+		"long text":                       func() error { _, err := unpackFold(f.firstSeq, f.bytes+1, f.idx, append(f.text, 'x')); return err },
+		"truncated idx":                   func() error { _, err := unpackFold(f.firstSeq, f.bytes, f.idx[:len(f.idx)-1], f.text); return err },
+		"overlong index":                  func() error { _, err := unpackFold(f.firstSeq, f.bytes, append(f.idx, 0, 0, 0, 9), f.text); return err },
+		"chunk counts for one row of two": func() error { return setChunks(slices.Clone(back), f.chunks[:len(f.chunks)-1]) },
+		"a chunk count left over":         func() error { return setChunks(slices.Clone(back), append(slices.Clone(f.chunks), 0)) },
+		"a chunk count cut short":         func() error { return setChunks(slices.Clone(back), []byte{0xff}) },
 	}
 	for name, c := range cases {
 		if c() == nil {
@@ -222,13 +229,19 @@ func TestUnpackFoldRejectsDamage(t *testing.T) {
 // FuzzUnpackFold: a folds row read from a damaged file never panics the
 // reader, and what unpacks packs back to the same idx and text.
 func FuzzUnpackFold(f *testing.F) {
-	good := packFold([]foldedRow{{seq: 5, time: 100, providerSeq: -1, payload: []byte("ab")}, {seq: 9, time: 90, providerSeq: 3, payload: []byte("cde")}})
-	f.Add(good.firstSeq, good.bytes, good.idx, good.text)
-	f.Add(int64(1), int64(0), []byte{0, 0, 0, 0}, []byte{})
-	f.Add(int64(0), int64(3), []byte{0xff, 0xff, 0xff}, []byte("abc"))
-	f.Fuzz(func(t *testing.T, first, size int64, idx, text []byte) {
+	good := packFold([]foldedRow{{seq: 5, time: 100, providerSeq: -1, payload: []byte("ab"), chunks: 16}, {seq: 9, time: 90, providerSeq: 3, payload: []byte("cde")}})
+	f.Add(good.firstSeq, good.bytes, good.idx, good.text, good.chunks)
+	f.Add(int64(1), int64(0), []byte{0, 0, 0, 0}, []byte{}, []byte(nil))
+	f.Add(int64(0), int64(3), []byte{0xff, 0xff, 0xff}, []byte("abc"), []byte{0xff})
+	f.Fuzz(func(t *testing.T, first, size int64, idx, text, chunks []byte) {
 		rows, err := unpackFold(first, size, idx, text)
 		if err != nil || len(rows) == 0 {
+			return
+		}
+		if len(chunks) == 0 {
+			chunks = nil // the column's NULL (the fuzzer gives no nil)
+		}
+		if setChunks(rows, chunks) != nil {
 			return
 		}
 		back := packFold(rows)
@@ -236,6 +249,9 @@ func FuzzUnpackFold(f *testing.F) {
 			t.Fatalf("repacked text %q, want %q", back.text, text)
 		}
 		again, err := unpackFold(back.firstSeq, back.bytes, back.idx, back.text)
+		if err == nil {
+			err = setChunks(again, back.chunks)
+		}
 		if err != nil || !sameRows(again, rows) {
 			t.Fatalf("repacked rows differ: %v", err)
 		}
