@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/chromedp/chromedp"
 
@@ -299,8 +300,12 @@ func TestBrowserActions(t *testing.T) {
 	ref := filepath.Join(t.TempDir(), "ref.db")
 	refRun := runGraph(t, context.Background(), ref, filepath.Join(dir, "live.yaml"))
 	for _, n := range []string{"a", "b"} {
-		if want := noderun(t, "show", refRun.RunID, n, "--db", ref); texts[n] != want {
+		want := noderun(t, "show", refRun.RunID, n, "--db", ref)
+		if texts[n] != want {
 			t.Errorf("resumed node %s: %d bytes on the page, the undisturbed run's %d", n, len(texts[n]), len(want))
+		}
+		if got := pageBytes(t, ctx)[n]; got != len(want) {
+			t.Errorf("resumed node %s: the page's figure says %d bytes, the undisturbed run has %d", n, got, len(want))
 		}
 	}
 
@@ -345,6 +350,40 @@ nodes:
 	if n := srv.Stats().Requests[sim.EndpointResponsesCancel]; n != 1 {
 		t.Errorf("%d cancel requests reached the provider, want 1", n)
 	}
+	// The partial answer's size, as the page counts it and as the executor
+	// journaled it when the run was interrupted, in the same unit (bytes of
+	// a text far from ASCII: the simulator's words include €, π, 日本, 🚀).
+	waitPage(t, ctx, `/interrupted after [0-9,]+ bytes/.test(document.querySelector('[data-node="r"] .node-verdict').textContent)`, 10*time.Second)
+	verdict, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('[data-node="r"] .node-verdict').textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var journaled int
+	if _, err := fmt.Sscanf(strings.ReplaceAll(verdict[strings.Index(verdict, "after ")+len("after "):], ",", ""), "%d", &journaled); err != nil {
+		t.Fatalf("verdict %q: %v", verdict, err)
+	}
+	text := pageTexts(t, ctx)["r"]
+	if got := pageBytes(t, ctx)["r"]; got != journaled || got != len(text) || len(text) == utf8.RuneCountInString(text) {
+		t.Errorf("r: the page's figure says %d bytes; the journal %d; its text is %d bytes, %d characters", got, journaled, len(text), utf8.RuneCountInString(text))
+	}
+}
+
+// pageBytes are the nodes' byte figures on the page.
+func pageBytes(t *testing.T, ctx context.Context) map[string]int {
+	t.Helper()
+	figs, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`(() => { const t = {}; for (const n of document.querySelectorAll('[data-node]')) t[n.dataset.node] = n.querySelector('.node-figures').textContent; return t; })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for id, f := range figs {
+		var n int
+		if _, err := fmt.Sscanf(f, "%d bytes", &n); err != nil {
+			t.Fatalf("node %s's figures %q: %v", id, f, err)
+		}
+		out[id] = n
+	}
+	return out
 }
 
 func writeFileIn(t *testing.T, dir, name, text string) {

@@ -110,10 +110,12 @@ func TestOldAnswersDoNotRaiseTheBudget(t *testing.T) {
 }
 
 // A 429 holds every request of the account until its Retry-After; a parked
-// request then goes first.
+// request then goes first. One request may be in flight, so the second is
+// admitted only after the first is done: which went first is the pacer's
+// choice, not the order two goroutines happen to report in.
 func TestA429HoldsEveryoneAndTheParkedGoFirst(t *testing.T) {
 	clk := newClock()
-	p := NewPacer(Limits{}, clk.now)
+	p := NewPacer(Limits{Concurrency: 1}, clk.now)
 	tk := admitNow(t, p, Request{})
 	h := openAI(100, 0, "1s", 0, 0, "")
 	h.Set("Retry-After", "3")
@@ -122,14 +124,19 @@ func TestA429HoldsEveryoneAndTheParkedGoFirst(t *testing.T) {
 	if !held(p, Request{Order: 1}) {
 		t.Fatal("a request went during the Retry-After")
 	}
-	order := make(chan int, 2)
+	type admitted struct {
+		order int
+		tk    *Ticket
+	}
+	got := make(chan admitted, 2)
 	var wg sync.WaitGroup
-	for i, r := range []Request{{Order: 1}, {Order: 0, Front: true}} { // the unparked one queues first
+	defer wg.Wait()
+	for i, r := range []Request{{Order: 1}, {Order: 2, Front: true}} { // the unparked one queues first, and is earlier in the graph
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, _, err := p.Wait(context.Background(), r); err == nil {
-				order <- r.Order
+			if tk, _, err := p.Wait(context.Background(), r); err == nil {
+				got <- admitted{r.Order, tk}
 			}
 		}()
 		for p.Waiting() < i+1 {
@@ -138,10 +145,16 @@ func TestA429HoldsEveryoneAndTheParkedGoFirst(t *testing.T) {
 	}
 	clk.add(3 * time.Second)
 	p.Observe(200, nil) // a nudge: the clock moved
-	wg.Wait()
-	close(order)
-	if first := <-order; first != 0 {
-		t.Errorf("request %d went first, want the parked one", first)
+	first := <-got
+	if first.order != 2 {
+		t.Errorf("request %d went first, want the parked one (2)", first.order)
+	}
+	if p.Waiting() != 1 {
+		t.Errorf("%d requests wait while one is in flight, want 1", p.Waiting())
+	}
+	first.tk.Done(0)
+	if second := <-got; second.order == first.order {
+		t.Errorf("request %d went twice", second.order)
 	}
 }
 
@@ -166,21 +179,17 @@ func TestGraphOrder(t *testing.T) {
 	for p.Waiting() < 5 {
 		time.Sleep(time.Millisecond)
 	}
-	for range 5 {
+	want := []int{1, 3, 5, 7, 9}
+	for i := range 5 {
+		// A second refills one request: exactly one is admitted per
+		// nudge, so the order they arrive in is the order they went.
 		clk.add(time.Second)
 		p.Observe(200, nil) // a nudge: the clock moved
-		time.Sleep(20 * time.Millisecond)
-	}
-	wg.Wait()
-	close(got)
-	want := []int{1, 3, 5, 7, 9}
-	i := 0
-	for o := range got {
-		if o != want[i] {
+		if o := <-got; o != want[i] {
 			t.Fatalf("admitted %d as number %d, want graph order %v", o, i+1, want)
 		}
-		i++
 	}
+	wg.Wait()
 }
 
 // Declared limits bound the pace without any header; concurrency bounds

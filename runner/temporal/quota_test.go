@@ -54,15 +54,38 @@ func TestTwoWorkersPaceOneAccount(t *testing.T) {
 	}
 	in.Profile = prof
 	start := time.Now()
+	// The first window is the simulator's: it begins with the first request
+	// it sees, which under a loaded make test comes seconds after Submit
+	// (the workflow is scheduled, the activities dispatched), not at start.
 	var early atomic.Int64
 	early.Store(-1)
-	stop := time.AfterFunc(window, func() { early.Store(srv.Stats().RateLimited) })
+	watch, unwatch := context.WithCancel(ctx)
+	defer unwatch()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for srv.Stats().Requests[sim.EndpointChat] == 0 {
+			select {
+			case <-tick.C:
+			case <-watch.Done():
+				return
+			}
+		}
+		select {
+		case <-time.After(window):
+			early.Store(srv.Stats().RateLimited)
+		case <-watch.Done():
+		}
+	}()
 	if _, err := ntemporal.Submit(ctx, c, queue, in); err != nil {
 		t.Fatal(err)
 	}
 	res, err := ntemporal.Follow(ctx, c, in.RunID, 50*time.Millisecond, nil)
 	wall := time.Since(start)
-	stop.Stop()
+	unwatch()
+	<-watched
 	if err != nil || res.Status != string(journal.RunCompleted) {
 		t.Fatalf("run: %v %+v", err, res)
 	}

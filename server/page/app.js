@@ -22,6 +22,17 @@
     return e;
   }
 
+  // utf8Len is how many bytes s takes in UTF-8. A surrogate counts 2, so a
+  // pair counts 4 even when appends split it.
+  function utf8Len(s) {
+    let n = 0;
+    for (let i = 0; i < s.length; i++) {
+      const c = s.charCodeAt(i);
+      n += c < 0x80 ? 1 : c < 0x800 || (c >= 0xd800 && c < 0xe000) ? 2 : 3;
+    }
+    return n;
+  }
+
   // api fetches a document; an error's message is the server's.
   async function api(path, opts) {
     const res = await fetch(path, Object.assign({cache: 'no-store', credentials: 'same-origin'}, opts));
@@ -260,6 +271,11 @@
     const runStatus = el('span', {id: 'run-status'}, '');
     const head = el('p', {class: 'meta'});
     const actions = el('section', {id: 'actions', 'aria-label': 'Actions'});
+    // The actions redraw with every refresh; what an action answered, and
+    // that one is on its way, outlive the redraw (a refresh while a cancel
+    // is in flight would otherwise drop its answer, and offer it again).
+    const say = el('p', {class: 'note', role: 'status'});
+    let acting = false;
     const nodesEl = el('section', {id: 'nodes', 'aria-label': 'Nodes'});
     const figures = el('section', {id: 'figures', 'aria-label': 'Figures'});
     const runDiags = el('ul', {class: 'diags', id: 'run-diags'});
@@ -301,7 +317,7 @@
         out, el('details', {}, el('summary', {}, 'Diagnostics'), diags));
       nodesEl.append(sec);
       n = {id, sec, stateEl, figs, step, verdict, out, think, diags, state: 'pending', atts: new Map(), modes: new Map(),
-        latest: 0, bytes: 0, tokens: null, chunks: 0, first: 0, last: 0, done: false, codes: new Set(), reconciled: false};
+        latest: 0, tokens: null, chunks: 0, first: 0, last: 0, done: false, codes: new Set(), reconciled: false};
       n.out.append(document.createTextNode(''));
       n.think.append(document.createTextNode(''));
       nodes.set(id, n);
@@ -331,11 +347,20 @@
 
     // show puts text in a pre, appending when it only grew: the text node
     // is never emptied while what it holds is still true.
+    // It keeps the text's length in UTF-8 bytes, the unit the journal and
+    // every other figure count in (a JavaScript length counts UTF-16 units:
+    // fewer than the bytes of any text beyond ASCII).
     function show(pre, text) {
       const t = pre.firstChild;
       if (text === t.data) return;
-      if (text.startsWith(t.data)) t.appendData(text.slice(t.data.length));
-      else t.data = text;
+      if (text.startsWith(t.data)) {
+        const more = text.slice(t.data.length);
+        t.appendData(more);
+        pre.bytes = (pre.bytes || 0) + utf8Len(more);
+      } else {
+        t.data = text;
+        pre.bytes = utf8Len(text);
+      }
     }
 
     function render(n) {
@@ -349,7 +374,7 @@
       const running = n.state === 'running' && !ended;
       const silent = running && n.last ? ` · silent ${secs(Date.now() - n.last)}` : '';
       const elapsed = n.first ? ` · ${secs((running ? Date.now() : n.last) - n.first)}` : '';
-      n.figs.textContent = `${n.out.firstChild.data.length} bytes · ${tokens}${rate}${elapsed}${silent}`;
+      n.figs.textContent = `${n.out.bytes || 0} bytes · ${tokens}${rate}${elapsed}${silent}`;
     }
 
     // Modes of attempts, read when a new attempt shows up (a re-attach
@@ -479,15 +504,17 @@
     // it cannot justify.
     function actionsOf() {
       const out = [];
-      const say = el('p', {class: 'note', role: 'status'});
       const stopped = doc.status === 'interrupted' || doc.abandoned;
       const unfinished = doc.nodes.filter((s) => !['completed', 'skipped'].includes(s.state));
       const act = (label, attrs, why, fn) => out.push(el('div', {class: 'action'},
-        el('button', Object.assign({type: 'button', onclick: async (ev) => {
-          ev.target.disabled = true;
+        el('button', Object.assign({type: 'button', disabled: acting, onclick: async () => {
+          acting = true;
+          for (const b of actions.querySelectorAll('button')) b.disabled = true;
           say.textContent = 'Sending…';
           try { say.textContent = await fn(); } catch (e) { say.textContent = e.message; }
-          ev.target.disabled = false;
+          acting = false;
+          actionsOf();
+          refresh();
         }}, attrs), label), ' ', el('span', {}, why)));
       if (stopped || (doc.status === 'failed' && unfinished.length)) {
         act('Resume', {'data-action': 'resume'}, stopped
