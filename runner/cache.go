@@ -213,7 +213,7 @@ const inFlightPoll = 250 * time.Millisecond
 // answer (a cache hit, NR407, naming it), instead of paying for the same
 // request twice. Otherwise, or if that node ends without an answer, it
 // claims the key (journal.ClaimKey: of two runs at once, exactly one does)
-// and returns nil: this node computes it. Cache hits and waits go by the
+// and returns nil, unless the cache now has it: this node computes it. Cache hits and waits go by the
 // same rules (reuses): --no-cache, a node's cache: false and --refresh
 // turn both off.
 func (r *runState) awaitInFlight(ctx context.Context, n *Node, key string) *NodeResult {
@@ -228,7 +228,11 @@ func (r *runState) awaitInFlight(ctx context.Context, n *Node, key string) *Node
 			return nil
 		}
 		if other == nil {
-			return nil // claimed: this node computes it
+			// Claimed. A node of another run that completed the key
+			// after this one's cache lookup and before its claim was
+			// neither a hit nor in flight: look once more, now that
+			// any later one must wait for this node.
+			return r.fromCache(ctx, n, key)
 		}
 		from := *other
 		r.log.Info("waiting for another run's node computing the same request", "node", n.ID,

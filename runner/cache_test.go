@@ -329,7 +329,9 @@ func TestCacheNotForAResumedNode(t *testing.T) {
 // each node once: every node of the run that starts second waits for the
 // first run's node computing the same key and reuses its answer, its NR407
 // naming that run. The simulator's request counts are the independent
-// count. With --no-cache the second run pays again. (A node whose runner
+// count. (Node a is the first run's: the second starts once it streams.
+// Later nodes go to whichever run reaches them first, which under load may
+// be the second: each is computed by one run and reused by the other.) With --no-cache the second run pays again. (A node whose runner
 // is gone is not waited for: TestClaimKey.)
 func TestInFlightSharing(t *testing.T) {
 	srv := simtest.Start(t, sim.Config{Seed: 3, Tokens: 60, TokensPerSecond: 300})
@@ -355,9 +357,15 @@ func TestInFlightSharing(t *testing.T) {
 	if got := calls(srv); !sameCalls(got, "a", "b", "c", "d", "e", "f") {
 		t.Fatalf("two runs at once called %v, want each node once", got)
 	}
-	for _, n := range second.Nodes {
-		if n.FromCache != first.RunID+"/"+n.ID {
-			t.Errorf("node %s of the second run: from %q, want %s/%s", n.ID, n.FromCache, first.RunID, n.ID)
+	if a := second.Nodes[0]; a.ID != "a" || a.FromCache != first.RunID+"/a" {
+		t.Errorf("node %s of the second run: %s from %q (%v), want %s/a", a.ID, a.State, a.FromCache, a.Err, first.RunID)
+	}
+	for i, n := range second.Nodes {
+		f := first.Nodes[i]
+		if n.State != journal.NodeCompleted || f.State != journal.NodeCompleted ||
+			n.FromCache != first.RunID+"/"+n.ID && f.FromCache != second.RunID+"/"+n.ID {
+			t.Errorf("node %s: %s from %q in the second run, %s from %q in the first: want one run's answer reused by the other",
+				n.ID, n.State, n.FromCache, f.State, f.FromCache)
 		}
 	}
 	if a, b := outputs(first), outputs(second); fmt.Sprint(a) != fmt.Sprint(b) {

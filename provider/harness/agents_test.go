@@ -147,6 +147,7 @@ out {"type":"init","timestamp":"t","session_id":"9a31c761-a8e8-4b9a-8e75-fbab647
 out {"type":"message","timestamp":"t","role":"user","content":"hi"}
 env GEMINI_CLI_HOME
 env GEMINI_CLI_CUSTOM_HEADERS
+env GEMINI_CLI_NO_RELAUNCH
 out {"type":"message","timestamp":"t","role":"assistant","content":"Señor","delta":true}
 out {"type":"message","timestamp":"t","role":"assistant","content":" stream ✓","delta":true}
 out {"type":"result","timestamp":"t","status":"success","stats":{"total_tokens":70,"input_tokens":6,"output_tokens":64}}
@@ -164,6 +165,9 @@ out {"type":"result","timestamp":"t","status":"success","stats":{"total_tokens":
 	}
 	if got := envOf(r)["GEMINI_CLI_CUSTOM_HEADERS"]; got != "X-Noderun-Node: n" {
 		t.Errorf("GEMINI_CLI_CUSTOM_HEADERS %q, want the node named", got)
+	}
+	if got := envOf(r)["GEMINI_CLI_NO_RELAUNCH"]; got != "true" {
+		t.Errorf("GEMINI_CLI_NO_RELAUNCH %q, want true (one process per node)", got)
 	}
 	b, err := os.ReadFile(filepath.Join(home, ".gemini", "settings.json"))
 	var settings struct {

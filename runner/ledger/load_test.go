@@ -2,11 +2,15 @@ package ledger_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner/ledger"
@@ -61,6 +65,92 @@ func TestNoPartialKeepsTheSize(t *testing.T) {
 		}
 		if c := full.Nodes[1]; c.ID != "cut" || !strings.HasPrefix(c.Partial, "cut-10 ") {
 			t.Fatalf("%s: the cut node's partial %q, want it from the reset on", when, c.Partial)
+		}
+	}
+}
+
+// Load leaves the chunks unread where they cannot change a figure (every
+// node settled, no fault, every session ended) and reads them where they
+// can: its account, sessions and nodes' active time equal those of a load
+// that reads every chunk, run by run: clean, resumed (two sessions), with a
+// fault (whose lost time ends at the next chunk), and one whose runner died
+// after its nodes settled (its session ends at the last chunk).
+func TestLoadReadsChunksOnlyWhereTheyCount(t *testing.T) {
+	ctx := context.Background()
+	j := testkit.OpenJournal(t, filepath.Join(t.TempDir(), "j.db"))
+	check := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	diag := func(run, node string, attempt int, d diagnostics.Record) {
+		t.Helper()
+		b, err := json.Marshal(d)
+		check(err)
+		check(j.Append(journal.Event{RunID: run, NodeID: node, Attempt: attempt, Kind: journal.KindDiagnostic, Code: d.Code.ID, ProviderSeq: -1, Payload: b}))
+	}
+	for _, c := range []struct {
+		run      string
+		sessions int
+		fault    bool // a disconnect mid-stream on node b
+		ended    bool // the last session's runner recorded its end
+	}{
+		{"clean", 1, false, true},
+		{"resumed", 2, false, true},
+		{"faulted", 1, true, true},
+		{"killed", 1, false, false},
+	} {
+		check(j.CreateRun(ctx, journal.Run{ID: c.run, Graph: "g", GraphText: []byte("name: g\n"), Status: journal.RunRunning}))
+		check(j.SetNodesPending(ctx, c.run, []string{"a", "b"}))
+		for s := range c.sessions {
+			diag(c.run, "", 0, diagnostics.New(diagnostics.RunStarted, "run started"))
+			for _, n := range []string{"a", "b"} {
+				if s == 0 && n == "b" && c.sessions > 1 {
+					continue // b runs in the second session
+				}
+				a, err := j.BeginAttempt(ctx, c.run, n, journal.ModeStart, "p")
+				check(err)
+				for i := range 30 {
+					if c.fault && n == "b" && i == 10 {
+						diag(c.run, n, a, diagnostics.New(diagnostics.DisconnectDetected, "stream disconnected"))
+					}
+					check(j.Append(journal.Event{RunID: c.run, NodeID: n, Attempt: a, Kind: journal.KindDelta, ProviderSeq: -1, Payload: fmt.Appendf(nil, "%s-%d ", n, i)}))
+					if c.fault {
+						// The account counts whole milliseconds: the fault's
+						// lost time (to the next chunk) must differ from the
+						// rest of the node's.
+						time.Sleep(time.Millisecond)
+					}
+				}
+				check(j.Flush(ctx))
+				out, err := j.RebuildOutput(ctx, c.run, n, a)
+				check(err)
+				check(j.EndAttempt(ctx, c.run, n, a, journal.AttemptEnd{Outcome: journal.OutcomeOK, Cursor: -1}))
+				check(j.CompleteNode(ctx, c.run, n, out))
+			}
+			if c.ended || s+1 < c.sessions {
+				diag(c.run, "", 0, diagnostics.New(diagnostics.RunFinished, "run completed"))
+			}
+		}
+		if c.ended {
+			check(j.SetRunStatus(ctx, c.run, journal.RunCompleted))
+		}
+		check(j.Flush(ctx))
+		got, err := ledger.Load(ctx, j, c.run, ledger.LoadOptions{})
+		check(err)
+		want, err := ledger.LoadEverything(ctx, j, c.run)
+		check(err)
+		if !reflect.DeepEqual(got.Sessions, want.Sessions) {
+			t.Errorf("%s: sessions %v, read with every chunk %v", c.run, got.Sessions, want.Sessions)
+		}
+		for i, n := range got.Nodes {
+			if !reflect.DeepEqual(n.Active, want.Nodes[i].Active) {
+				t.Errorf("%s: node %s active %v, read with every chunk %v", c.run, n.ID, n.Active, want.Nodes[i].Active)
+			}
+		}
+		if a, b := ledger.AccountOf(got, nil), ledger.AccountOf(want, nil); !reflect.DeepEqual(a, b) {
+			t.Errorf("%s: account\n%+v\nread with every chunk\n%+v", c.run, a, b)
 		}
 	}
 }
