@@ -57,11 +57,19 @@ const MaxIdlePerHost = 64
 
 // Transport is the adapters' HTTP transport: http.DefaultTransport's
 // settings, connects bounded by dialTimeout and, per host, by maxDials at
-// once (Limit), keep-alive reuse of up to MaxIdlePerHost idle connections
-// per host, and response headers awaited at most headerTimeout (0: no bound).
+// once (Limit), reads paced by ReadGap (Paced), keep-alive reuse of up to
+// MaxIdlePerHost idle connections per host, and response headers awaited at
+// most headerTimeout (0: no bound).
 func Transport(maxDials int, dialTimeout, headerTimeout time.Duration) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = Limit((&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext, maxDials)
+	dial := Limit((&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext, maxDials)
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return Paced(c, ReadGap), nil
+	}
 	t.ResponseHeaderTimeout = headerTimeout
 	t.MaxIdleConnsPerHost = MaxIdlePerHost
 	t.MaxIdleConns = 0 // no bound across hosts beyond the per-host one
