@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/provider/conns"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
 	"github.com/noderun/noderun/runner"
@@ -25,16 +26,20 @@ import (
 // instants of a trickling chat answer (continued by prefix) and a Responses
 // answer: every resume completes byte-identical; the Responses node
 // regenerates nothing (re-read by its cursor); the chat node regenerates at
-// most that bound, and the token or two in flight when the process died
-// (the simulator's own count).
+// most that bound, and what had reached the socket and was not read yet
+// when the process died (at most conns.ReadGap of the stream) or was in
+// flight (the simulator's own count).
 func TestKill9AtATrickleRegeneratesWithinTheCrashBound(t *testing.T) {
 	t.Parallel()
 	const (
 		tokens = 150
 		pace   = 100 // tokens a second: 1.5 s a node
 		trials = 40
-		inAir  = 2 // written by the simulator, not yet read, when the process died
 	)
+	// Written by the simulator and not read when the process died: those a
+	// read waiting out conns.ReadGap had left in the socket, and a token or
+	// two on their way.
+	inAir := int(math.Ceil(conns.ReadGap.Seconds()*pace)) + 2
 	bound := min(int(math.Ceil(runner.CrashBound.Seconds()*pace)), runner.CrashChunks) + inAir
 	bin := noderunBinary(t)
 	dir := t.TempDir()

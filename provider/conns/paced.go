@@ -16,24 +16,41 @@ import (
 // events that came meanwhile at once. What it costs is latency: a chunk
 // reaches the node (its journal row, the live view, a fault's detection)
 // at most ReadGap later, well within the journal's own coalescing of rows
-// (a second) and every idle bound (seconds). A full read does not wait (the
-// stream is fast, the socket has more), nor does the first read after a
-// request is written (its answer is awaited, not trickling).
+// (a second) and every idle bound (seconds). Only a trickle waits: a short
+// read that came trickleAfter or more after the one before it. A stream
+// whose events come faster (a cached answer, a fast model) is not delayed,
+// nor is a full read (the socket has more), nor are the first eagerReads after a
+// request is written: its answer is awaited, and the first events of a
+// stream name what recovery needs (a response or interaction id, a thread),
+// which must be journaled the moment it comes: a runner killed before then
+// leaves nothing to re-attach to, and the node is asked again.
 const ReadGap = 50 * time.Millisecond
+
+// eagerReads is how many reads after a write never wait: the answer's
+// headers and its first events (the Responses API's response.created, a
+// Gemini interaction's start, Anthropic's message_start come first).
+const eagerReads = 4
 
 // shortRead is the size below which a read is taken as a trickle's: an
 // event or a few, not a stream arriving faster than it is read.
 const shortRead = 4 << 10
+
+// trickleAfter is the least time between two short reads that makes a
+// stream a trickle's: reasoning streams trickle at a token every 20-50 ms.
+const trickleAfter = 5 * time.Millisecond
 
 // pacedConn is a connection whose reads wait out ReadGap after a short
 // one (see ReadGap).
 type pacedConn struct {
 	net.Conn
 	gap   time.Duration
+	now   func() time.Time     // time.Now; a test's clock
 	sleep func(time.Duration) // time.Sleep; a test's records
-	// waiting is set by a short read and cleared by a write: net/http
-	// reads a connection from one goroutine and writes it from another.
+	// waiting is set by a short read; eager counts the reads left after a
+	// write that never wait. net/http reads a connection from one
+	// goroutine and writes it from another.
 	waiting atomic.Bool
+	eager   atomic.Int32
 	last    time.Time // when the last read returned (the reader's alone)
 }
 
@@ -42,22 +59,25 @@ func Paced(c net.Conn, gap time.Duration) net.Conn {
 	if gap <= 0 {
 		return c
 	}
-	return &pacedConn{Conn: c, gap: gap, sleep: time.Sleep}
+	return &pacedConn{Conn: c, gap: gap, now: time.Now, sleep: time.Sleep}
 }
 
 func (c *pacedConn) Read(p []byte) (int, error) {
-	if c.waiting.Load() {
-		if d := c.gap - time.Since(c.last); d > 0 {
+	if c.eager.Load() > 0 {
+		c.eager.Add(-1)
+	} else if c.waiting.Load() {
+		if d := c.gap - c.now().Sub(c.last); d > 0 {
 			c.sleep(d)
 		}
 	}
 	n, err := c.Conn.Read(p)
-	c.last = time.Now()
-	c.waiting.Store(err == nil && n > 0 && n < min(len(p), shortRead))
+	now := c.now()
+	c.waiting.Store(err == nil && n > 0 && n < min(len(p), shortRead) && now.Sub(c.last) >= trickleAfter)
+	c.last = now
 	return n, err
 }
 
 func (c *pacedConn) Write(p []byte) (int, error) {
-	c.waiting.Store(false) // a request: its answer is read at once
+	c.eager.Store(eagerReads) // a request: its answer is read at once
 	return c.Conn.Write(p)
 }
