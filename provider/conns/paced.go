@@ -44,7 +44,7 @@ const trickleAfter = 5 * time.Millisecond
 type pacedConn struct {
 	net.Conn
 	gap   time.Duration
-	now   func() time.Time     // time.Now; a test's clock
+	now   func() time.Time    // time.Now; a test's clock
 	sleep func(time.Duration) // time.Sleep; a test's records
 	// waiting is set by a short read; eager counts the reads left after a
 	// write that never wait. net/http reads a connection from one
