@@ -122,3 +122,14 @@ func RepoRoot() (string, error) {
 		dir = parent
 	}
 }
+
+// Check returns a function that fails tb at once on an error: for a test
+// whose every step must succeed before the next means anything.
+func Check(tb testing.TB) func(error) {
+	return func(err error) {
+		if err != nil {
+			tb.Helper()
+			tb.Fatal(err)
+		}
+	}
+}

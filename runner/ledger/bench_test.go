@@ -26,12 +26,7 @@ func BenchmarkLoadNodeOf(b *testing.B) {
 			for i := range ids {
 				ids[i] = fmt.Sprint("node", i)
 			}
-			check := func(err error) {
-				if err != nil {
-					b.Helper()
-					b.Fatal(err)
-				}
-			}
+			check := testkit.Check(b)
 			check(j.CreateRun(ctx, journal.Run{ID: "run", Graph: "bench"}))
 			check(j.SetNodesPending(ctx, "run", ids))
 			for _, id := range ids {

@@ -22,12 +22,7 @@ import (
 func TestNoPartialKeepsTheSize(t *testing.T) {
 	ctx := context.Background()
 	j := testkit.OpenJournal(t, filepath.Join(t.TempDir(), "j.db"))
-	check := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	check := testkit.Check(t)
 	check(j.CreateRun(ctx, journal.Run{ID: "r", Graph: "g", GraphText: []byte("name: g\n"), Status: journal.RunRunning}))
 	check(j.SetNodesPending(ctx, "r", []string{"done", "cut"}))
 	for _, n := range []string{"done", "cut"} {
@@ -78,12 +73,7 @@ func TestNoPartialKeepsTheSize(t *testing.T) {
 func TestLoadReadsChunksOnlyWhereTheyCount(t *testing.T) {
 	ctx := context.Background()
 	j := testkit.OpenJournal(t, filepath.Join(t.TempDir(), "j.db"))
-	check := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	check := testkit.Check(t)
 	diag := func(run, node string, attempt int, d diagnostics.Record) {
 		t.Helper()
 		b, err := json.Marshal(d)

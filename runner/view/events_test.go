@@ -44,12 +44,7 @@ func TestEventText(t *testing.T) {
 func TestTail(t *testing.T) {
 	ctx := context.Background()
 	j := testkit.OpenJournal(t, filepath.Join(t.TempDir(), "j.db"))
-	check := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	check := testkit.Check(t)
 	// chunk journals a chunk of node a of run id, and waits until it can be read.
 	chunk := func(id, text string) {
 		t.Helper()
