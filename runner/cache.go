@@ -213,9 +213,9 @@ const inFlightPoll = 250 * time.Millisecond
 // answer (a cache hit, NR407, naming it), instead of paying for the same
 // request twice. Otherwise, or if that node ends without an answer, it
 // claims the key (journal.ClaimKey: of two runs at once, exactly one does)
-// and returns nil, unless the cache now has it: this node computes it. Cache hits and waits go by the
-// same rules (reuses): --no-cache, a node's cache: false and --refresh
-// turn both off.
+// and returns nil, unless the cache now has it: this node computes it.
+// Cache hits and waits go by the same rules (reuses): --no-cache, a node's
+// cache: false and --refresh turn both off.
 func (r *runState) awaitInFlight(ctx context.Context, n *Node, key string) *NodeResult {
 	if !r.reuses(n) {
 		return nil

@@ -180,13 +180,18 @@ func watchPage(t *testing.T, ctx context.Context, url string, limit time.Duratio
 }
 
 // sameAsShow checks each node's final text on the page against `noderun
-// show`, byte for byte.
-func sameAsShow(t *testing.T, texts map[string]string, db, runID string, nodes ...string) {
+// show`, byte for byte, and the size the page's figures say it is (kept
+// as the text grew, was replaced, was read again after a cut).
+func sameAsShow(t *testing.T, ctx context.Context, texts map[string]string, db, runID string, nodes ...string) {
 	t.Helper()
+	figures := pageBytes(t, ctx)
 	for _, n := range nodes {
 		want := noderun(t, "show", runID, n, "--db", db)
 		if got, ok := texts[n]; !ok || got != want {
 			t.Errorf("node %s on the page: %d bytes, noderun show: %d bytes", n, len(got), len(want))
+		}
+		if figures[n] != len(want) {
+			t.Errorf("node %s: the page's figure says %d bytes, noderun show has %d", n, figures[n], len(want))
 		}
 	}
 }
@@ -238,7 +243,7 @@ func TestBrowserThroughCuts(t *testing.T) {
 	if c.cuts.Load() < 5 || !states["reconnecting"] || !states["live"] {
 		t.Errorf("the page was cut %d times, states %v: want several cuts, reconnecting and live again", c.cuts.Load(), states)
 	}
-	sameAsShow(t, texts, db, runID, "a", "b")
+	sameAsShow(t, ctx, texts, db, runID, "a", "b")
 }
 
 // Behind nginx with a 2 s proxy_read_timeout, and a server whose
@@ -268,7 +273,7 @@ nodes:
 	if cuts < 1 || !states["reconnecting"] {
 		t.Errorf("nginx cut %d streams, the page's states %v: want cuts and reconnecting", cuts, states)
 	}
-	sameAsShow(t, texts, db, runID, "a")
+	sameAsShow(t, ctx, texts, db, runID, "a")
 }
 
 // The page's actions: a run started from its form completes; a run whose
@@ -323,7 +328,7 @@ func TestBrowserActions(t *testing.T) {
 	if started == interrupted || started == "" {
 		t.Fatalf("the form did not start a run (at %q)", started)
 	}
-	sameAsShow(t, pageTexts(t, ctx), db, started, "a", "b")
+	sameAsShow(t, ctx, pageTexts(t, ctx), db, started, "a", "b")
 
 	// Cancel: a Responses node interrupted while its background response
 	// goes on at the provider (an external simulator) is offered "Cancel at

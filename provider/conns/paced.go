@@ -19,11 +19,11 @@ import (
 // (a second) and every idle bound (seconds). Only a trickle waits: a short
 // read that came trickleAfter or more after the one before it. A stream
 // whose events come faster (a cached answer, a fast model) is not delayed,
-// nor is a full read (the socket has more), nor are the first eagerReads after a
-// request is written: its answer is awaited, and the first events of a
-// stream name what recovery needs (a response or interaction id, a thread),
-// which must be journaled the moment it comes: a runner killed before then
-// leaves nothing to re-attach to, and the node is asked again.
+// nor is a full read (the socket has more), nor are the first eagerReads
+// after a request is written: its answer is awaited, and the first events
+// of a stream name what recovery needs (a response or interaction id, a
+// thread), which must be journaled the moment it comes: a runner killed
+// before then leaves nothing to re-attach to, and the node is asked again.
 const ReadGap = 50 * time.Millisecond
 
 // eagerReads is how many reads after a write never wait: the answer's
