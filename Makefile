@@ -202,6 +202,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLeanChunk$$' -fuzztime $(FUZZTIME) ./provider/openai/
 	$(GO) test -run '^$$' -fuzz '^FuzzInteractionsStream$$' -fuzztime $(FUZZTIME) ./provider/gemini/
 	$(GO) test -run '^$$' -fuzz '^FuzzString$$' -fuzztime $(FUZZTIME) ./internal/redact/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./diagnostics/
+	$(GO) test -run '^$$' -fuzz '^FuzzScalar$$' -fuzztime $(FUZZTIME) ./diagnostics/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEvent$$' -fuzztime $(FUZZTIME) ./provider/harness/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./provider/sim/simconfig/
 	$(GO) test -run '^$$' -fuzz '^FuzzChatInput$$' -fuzztime $(FUZZTIME) ./provider/sim/

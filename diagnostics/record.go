@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Record is one diagnostic: a code, a sentence for a person, and the typed
@@ -121,11 +123,13 @@ func Decode(b []byte) (Record, error) {
 // decodeValue types a journaled attribute by its key, so that Key.Of finds
 // the kind it expects whatever JSON made of it.
 func decodeValue(key string, raw json.RawMessage) slog.Value {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if dec.Decode(&v) != nil {
-		return slog.StringValue(string(raw))
+	v, ok := scalar(raw)
+	if !ok {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if dec.Decode(&v) != nil {
+			return slog.StringValue(string(raw))
+		}
 	}
 	kind, known := keyKinds[key]
 	switch x := v.(type) {
@@ -150,6 +154,34 @@ func decodeValue(key string, raw json.RawMessage) slog.Value {
 	}
 	return slog.AnyValue(v)
 }
+
+// scalar is what a json.Decoder with UseNumber makes of raw, for the values
+// attributes almost always are: a string without escapes, a number, a
+// boolean. Every journaled diagnostic's attributes are decoded by each
+// account of its run, and a decoder for each was a third of accounting
+// 1,000 nodes (issue 45). Anything else (ok false) goes to the decoder.
+func scalar(raw json.RawMessage) (v any, ok bool) {
+	switch {
+	case len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"':
+		s := raw[1 : len(raw)-1]
+		// Escapes, quotes, control bytes and invalid UTF-8 (which the
+		// decoder replaces) are the decoder's to read.
+		if bytes.IndexFunc(s, func(r rune) bool { return r == '\\' || r == '"' || r < 0x20 || r == utf8.RuneError }) >= 0 {
+			return nil, false
+		}
+		return string(s), true
+	case string(raw) == "true":
+		return true, true
+	case string(raw) == "false":
+		return false, true
+	case len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') && jsonNumber.Match(raw):
+		return json.Number(raw), true
+	}
+	return nil, false
+}
+
+// jsonNumber is JSON's grammar of a number (RFC 8259 section 6).
+var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$`)
 
 // CheckAttrs reports an attribute that the record's code does not declare,
 // or whose value is not of its key's type: the contract between whoever

@@ -1,11 +1,13 @@
 package diagnostics
 
 import (
+	"bytes"
 	"encoding/json"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -231,4 +233,61 @@ func TestNoReaderMatchesCodeStrings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// decoded is what the general path makes of raw: a json.Decoder with
+// UseNumber, as decodeValue did for every value before scalar.
+func decoded(t *testing.T, raw []byte) any {
+	t.Helper()
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("%q: %v", raw, err)
+	}
+	return v
+}
+
+// scalar's fast path reads each value as the decoder does, and leaves to it
+// what it cannot read exactly.
+func TestScalarIsTheDecoders(t *testing.T) {
+	for _, c := range []struct {
+		raw  string
+		fast bool
+	}{
+		{`"transport_disconnect"`, true}, {`""`, true}, {`"574ms"`, true}, {`"héllo ☃"`, true},
+		{`0`, true}, {`-12`, true}, {`1.5`, true}, {`1e9`, true}, {`-0.25E-3`, true}, {`9223372036854775808`, true},
+		{`true`, true}, {`false`, true},
+		{`"a\"b"`, false}, {`"a\\nb"`, false}, {`"\u00e9"`, false}, {"\"\xff\"", false},
+		{`null`, false}, {`[1]`, false}, {`{"a":1}`, false}, {`01`, false}, {`1.`, false}, {`+1`, false}, {` 1`, false},
+	} {
+		v, ok := scalar([]byte(c.raw))
+		if ok != c.fast {
+			t.Errorf("scalar(%s): fast %v, want %v", c.raw, ok, c.fast)
+			continue
+		}
+		if ok && json.Valid([]byte(c.raw)) {
+			if want := decoded(t, []byte(c.raw)); !reflect.DeepEqual(v, want) {
+				t.Errorf("scalar(%s) = %#v, the decoder says %#v", c.raw, v, want)
+			}
+		}
+	}
+}
+
+func FuzzScalar(f *testing.F) {
+	for _, s := range []string{`"x"`, `12`, `-1.5e3`, `true`, `"a\u0041"`, "\"\xc3\xa9\"", `null`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		v, ok := scalar(raw)
+		if !ok {
+			return
+		}
+		if !json.Valid(raw) {
+			t.Fatalf("scalar(%q) read what is not JSON: %#v", raw, v)
+		}
+		if want := decoded(t, raw); !reflect.DeepEqual(v, want) {
+			t.Fatalf("scalar(%q) = %#v, the decoder says %#v", raw, v, want)
+		}
+	})
 }

@@ -23,14 +23,18 @@ func (j *Journal) checkpointer() {
 	defer close(j.ckptDone)
 	var last time.Time
 	for {
+		now := false
 		select {
 		case <-j.ckpt:
+		case <-j.ckptNow:
+			now = true
 		case <-j.done:
 			return
 		}
-		if wait := checkpointEvery - time.Since(last); wait > 0 {
+		if wait := j.ckptEvery - time.Since(last); wait > 0 && !now {
 			select {
 			case <-time.After(wait):
+			case <-j.ckptNow:
 			case <-j.done:
 				return
 			}
@@ -40,6 +44,20 @@ func (j *Journal) checkpointer() {
 		if err := j.cdb.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &walPages, &copied); err != nil {
 			j.log.Warn("journal checkpoint failed", "path", j.path, "err", err)
 		}
+	}
+}
+
+// ended tells the checkpointer that a run has ended, so that it checkpoints
+// at once rather than within the second. What follows a run's end is
+// reading its account and closing the journal, and Close's checkpoint moves
+// whatever the WAL still holds while the caller waits (measured at 1,000
+// trickling nodes: 60 ms, a sixth of the runner's time after its last
+// stream). Done now, it runs beside those reads, on the other core, and
+// Close finds the WAL nearly empty. It never blocks.
+func (j *Journal) ended() {
+	select {
+	case j.ckptNow <- struct{}{}:
+	default:
 	}
 }
 

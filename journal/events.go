@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 )
@@ -143,10 +144,16 @@ func eventsQuery(runID string, f EventFilter) (string, []any) {
 	} else {
 		q.WriteString(`payload FROM events`)
 	}
-	if f.Node != "" {
+	// The records of a run (no chunk asked for) are the few rows of the
+	// partial index events_records (schema.go).
+	records := f.Node == "" && len(f.Kinds) > 0 && !slices.ContainsFunc(f.Kinds, func(k string) bool { return k == KindDelta || k == KindReasoning })
+	switch {
+	case f.Node != "":
 		// A node's events are a small part of a long run's log: never let the
 		// planner walk the whole run in seq order instead.
 		q.WriteString(` INDEXED BY events_by_node`)
+	case records:
+		q.WriteString(` INDEXED BY events_records`) // as above: the planner, without statistics, took the primary key
 	}
 	q.WriteString(` WHERE run = (SELECT key FROM runs WHERE id = ?) AND seq > ?`)
 	args := []any{runID, f.AfterSeq}
@@ -158,6 +165,9 @@ func eventsQuery(runID string, f EventFilter) (string, []any) {
 		q.WriteString(` AND kind IN (?` + strings.Repeat(`, ?`, len(f.Kinds)-1) + `)`)
 		for _, k := range f.Kinds {
 			args = append(args, k)
+		}
+		if records {
+			q.WriteString(` AND ` + recordsTerm) // the index's own term, which SQLite needs to use it
 		}
 	}
 	limit := f.Limit

@@ -109,8 +109,12 @@ type Journal struct {
 
 	reads readStmts // rdb's prepared read statements (readstmt.go)
 
-	ckpt     chan struct{} // a commit happened (capacity 1)
-	ckptDone chan struct{} // closed when the checkpointer has stopped
+	ckpt    chan struct{} // a commit happened (capacity 1)
+	ckptNow chan struct{} // a run ended: checkpoint without waiting (capacity 1)
+	// ckptEvery bounds how often the checkpointer runs (checkpointEvery;
+	// tests set it).
+	ckptEvery time.Duration
+	ckptDone  chan struct{} // closed when the checkpointer has stopped
 
 	// The write queue. Senders hold mu.RLock while sending, so that Close,
 	// which takes mu.Lock before telling the writer to finish, knows that no
@@ -196,6 +200,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Journal, error) {
 		quit:       make(chan struct{}),
 		done:       make(chan struct{}),
 		ckpt:       make(chan struct{}, 1),
+		ckptNow:    make(chan struct{}, 1),
+		ckptEvery:  checkpointEvery,
 		ckptDone:   make(chan struct{}),
 		held:       map[string]*heldRun{},
 	}

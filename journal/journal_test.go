@@ -256,6 +256,15 @@ func TestRunNodeAttemptRoundTrip(t *testing.T) {
 	if nodes[0].Output != "the plan" || nodes[0].Started.IsZero() {
 		t.Errorf("plan = %+v", nodes[0])
 	}
+	states, err := j.NodeStates(ctx, "r1")
+	if err != nil || len(states) != len(nodes) || states[0].Output != "" {
+		t.Fatalf("NodeStates = %+v, %v", states, err)
+	}
+	for i := range states {
+		if states[i].Output = nodes[i].Output; states[i] != nodes[i] {
+			t.Errorf("NodeStates[%d] = %+v, Nodes has %+v", i, states[i], nodes[i])
+		}
+	}
 	if nodes[1].ErrClass != "deterministic" || nodes[1].Error != "401 unauthorized" {
 		t.Errorf("write = %+v", nodes[1])
 	}

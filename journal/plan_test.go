@@ -18,6 +18,8 @@ func TestQueryPlans(t *testing.T) {
 	createRun(t, j, "r")
 	byRun, byRunArgs := eventsQuery("r", EventFilter{AfterSeq: 0, Limit: 10})
 	byNode, byNodeArgs := eventsQuery("r", EventFilter{Node: "a", Kinds: []string{KindDelta}, Limit: 10})
+	records, recordsArgs := eventsQuery("r", EventFilter{AfterSeq: -1, Kinds: []string{KindDiagnostic, KindUsage}, NoText: true})
+	withData, withDataArgs := eventsQuery("r", EventFilter{AfterSeq: -1, Kinds: []string{KindDiagnostic, KindDelta}})
 	// A sort of the few rows an index found is no scan: a key's cache
 	// candidates, newest first.
 	sorts := map[string]bool{"cache lookup": true}
@@ -26,6 +28,9 @@ func TestQueryPlans(t *testing.T) {
 		args              []any
 	}{
 		{"events after seq", byRun, "SEARCH events USING PRIMARY KEY (run=? AND seq>?)", byRunArgs},
+		// An account, and each run's result, read a run's records, not its chunks.
+		{"records of a run", records, "SEARCH events USING INDEX events_records (run=? AND seq>?)", recordsArgs},
+		{"records and chunks of a run", withData, "SEARCH events USING PRIMARY KEY (run=? AND seq>?)", withDataArgs},
 		{"events of a node", byNode, "SEARCH events USING INDEX events_by_node (run=? AND node=? AND seq>?)", byNodeArgs},
 		{"rebuild output", rebuildQuery, "SEARCH events USING INDEX events_by_node (run=? AND node=?)", []any{"r", "a", 1, 2, KindDelta}},
 		{"last mark", lastMarkQuery, "SEARCH events USING INDEX events_by_node (run=? AND node=?)", []any{"r", "a", 1, 2}},

@@ -434,23 +434,30 @@ func (r *runState) finish(ctx context.Context) (*Result, error) {
 // journal: one query of each kind for the whole run, so that a wide run
 // does not pay a query per node. Measured on BenchmarkFanOut (10,000 nodes,
 // 2 shared cores): ~35 µs of CPU and ~3 KiB of heap per node, ~5% of the
-// runner's cost there. A read that fails leaves them out (and
-// says so in the log): the run itself is journaled and finished.
+// runner's cost there. The three reads go side by side: the caller waits
+// for them after the last node (at 1,000 trickling nodes, 33 ms in a row).
+// A read that fails leaves them out (and says so in the log): the run
+// itself is journaled and finished.
 func (r *runState) records(ctx context.Context, res *Result) {
-	atts, err := r.j.Attempts(ctx, r.id, "")
-	if err != nil {
-		r.log.Warn("result: reading the attempts", "error", err)
-		return
-	}
-	usage, err := r.j.AttemptUsage(ctx, r.id, "")
-	if err != nil {
-		r.log.Warn("result: reading the usage", "error", err)
-		return
-	}
-	evs, err := r.j.Events(ctx, r.id, journal.EventFilter{Kinds: []string{journal.KindDiagnostic}})
-	if err != nil {
-		r.log.Warn("result: reading the diagnostics", "error", err)
-		return
+	var (
+		atts                []journal.Attempt
+		usage               map[string]map[int]journal.Usage
+		evs                 []journal.Event
+		attErr, useErr, err error
+		wg                  sync.WaitGroup
+	)
+	wg.Go(func() { atts, attErr = r.j.Attempts(ctx, r.id, "") })
+	wg.Go(func() { usage, useErr = r.j.AttemptUsage(ctx, r.id, "") })
+	evs, err = r.j.Events(ctx, r.id, journal.EventFilter{Kinds: []string{journal.KindDiagnostic}})
+	wg.Wait()
+	for _, e := range []struct {
+		what string
+		err  error
+	}{{"attempts", attErr}, {"usage", useErr}, {"diagnostics", err}} {
+		if e.err != nil {
+			r.log.Warn("result: reading the "+e.what, "error", e.err)
+			return
+		}
 	}
 	at := make(map[string]int, len(res.Nodes))
 	for i, n := range res.Nodes {

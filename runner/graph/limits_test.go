@@ -117,3 +117,39 @@ func FuzzRender(f *testing.F) {
 		}
 	})
 }
+
+// A prompt without an action is not parsed as a template: it renders as
+// text/template would render it (itself), needs still checked, and a code-built
+// node's past MaxPromptBytes is refused as a rendered one is.
+func TestLiteralPromptRendersAsItself(t *testing.T) {
+	lit := "a plain prompt: {not an action} } {, 100% \\n $x . \n"
+	g, err := Parse("g.yaml", []byte("name: t\nproviders:\n  p: {kind: sim}\nnodes:\n  - {id: a, prompt: x}\n"+
+		"  - {id: b, needs: [a], system: "+strconv.Quote("sys "+lit)+", prompt: "+strconv.Quote(lit)+"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := g.Node("b")
+	want, err := graphNewTemplate("prompt", lit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var viaTemplate strings.Builder
+	if err := want.Execute(&viaTemplate, nil); err != nil {
+		t.Fatal(err)
+	}
+	sys, p, err := b.Render(Values{Outputs: map[string]string{"a": "A"}})
+	if err != nil || p != viaTemplate.String() || p != lit || sys != "sys "+lit {
+		t.Fatalf("Render = %q, %q, %v; text/template renders %q", sys, p, err, viaTemplate.String())
+	}
+	if _, _, err := b.Render(Values{}); err == nil || !strings.Contains(err.Error(), `no output given for "a"`) {
+		t.Fatalf("a missing need: %v", err)
+	}
+	built := &Node{ID: "c", Prompt: strings.Repeat("z", MaxPromptBytes+1)}
+	if _, _, err := built.Render(Values{}); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), `node "c": prompt`) {
+		t.Fatalf("a literal past MaxPromptBytes: %v, want ErrTooLarge naming the node", err)
+	}
+	built.Prompt = built.Prompt[1:]
+	if _, p, err := built.Render(Values{}); err != nil || len(p) != MaxPromptBytes {
+		t.Fatalf("a literal of MaxPromptBytes: %d bytes, %v", len(p), err)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
@@ -116,6 +117,10 @@ type LoadOptions struct {
 	// size): an account that shows sizes, not the text, reads no chunk's
 	// text (the run's closing summary after a 32 MiB answer).
 	NoPartial bool
+	// NoOutput leaves a completed node's Output out (empty): a caller that
+	// holds the outputs (a run's result, view.ResultFrom) or shows only
+	// figures need not read them all again.
+	NoOutput bool
 	// everything reads every data event, as a load of a faulted run does
 	// (a test checks that leaving them out changes no figure).
 	everything bool
@@ -128,10 +133,18 @@ func Load(ctx context.Context, j *journal.Journal, runID string, opts LoadOption
 		return nil, err
 	}
 	run := &Run{Run: jr, Abandoned: j.Abandoned(jr)}
-	if g, err := graph.ParseWith(jr.GraphPath, jr.GraphText, graph.Options{AnyKind: true}); err == nil {
-		run.Graph = g
+	var wg sync.WaitGroup // the graph is parsed while the nodes are read
+	wg.Go(func() {
+		if g, err := graph.ParseWith(jr.GraphPath, jr.GraphText, graph.Options{AnyKind: true}); err == nil {
+			run.Graph = g
+		}
+	})
+	readNodes := j.Nodes
+	if opts.NoOutput {
+		readNodes = j.NodeStates
 	}
-	nodes, err := j.Nodes(ctx, runID)
+	nodes, err := readNodes(ctx, runID)
+	wg.Wait()
 	if err != nil {
 		return nil, err
 	}
@@ -186,12 +199,13 @@ func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.No
 		run.Nodes = append(run.Nodes, nd)
 		byID[n.ID] = nd
 	}
-	atts, err := j.Attempts(ctx, runID, only)
-	if err != nil {
-		return err
-	}
-	evs, err := run.events(ctx, j, nodes, only, opts.everything)
-	if err != nil {
+	var atts []journal.Attempt
+	var attErr error
+	var wg sync.WaitGroup // side by side: an account is waited for
+	wg.Go(func() { atts, attErr = j.Attempts(ctx, runID, only) })
+	evs, decoded, err := run.events(ctx, j, nodes, only, opts.everything)
+	wg.Wait()
+	if err = cmp.Or(attErr, err); err != nil {
 		return err
 	}
 	// An attempt ended twice (interrupted, then continued by a resume)
@@ -221,9 +235,12 @@ func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.No
 		}
 		switch e.Kind {
 		case journal.KindDiagnostic:
-			d, err := diagnostics.Decode(e.Payload)
-			if err != nil {
-				return fmt.Errorf("run %s: event %d: %w", runID, e.Seq, err)
+			d, ok := decoded[e.Seq]
+			if !ok {
+				var err error
+				if d, err = diagnostics.Decode(e.Payload); err != nil {
+					return fmt.Errorf("run %s: event %d: %w", runID, e.Seq, err)
+				}
 			}
 			rec := Record{Record: d, Node: e.NodeID, Attempt: e.Attempt, Seq: e.Seq, Time: e.Time}
 			if nd == nil {
@@ -267,24 +284,30 @@ func (run *Run) load(ctx context.Context, j *journal.Journal, nodes []journal.No
 // the ends do not give (a node's last chunk came before it finished), and
 // reading back every chunk streamed was most of what accounting cost: a
 // node of 300 chunks is 300 rows, a run of 10,000 such nodes 3 million. Such
-// a run (or node) is read without them.
-func (run *Run) events(ctx context.Context, j *journal.Journal, nodes []journal.Node, only string, everything bool) ([]journal.Event, error) {
+// a run (or node) is read without them. The diagnostics decoded to find
+// that out come back by seq, for load not to decode them again.
+func (run *Run) events(ctx context.Context, j *journal.Journal, nodes []journal.Node, only string, everything bool) ([]journal.Event, map[int64]diagnostics.Record, error) {
 	all := []string{journal.KindDiagnostic, journal.KindUsage, journal.KindDelta, journal.KindReasoning}
 	read := func(kinds []string) ([]journal.Event, error) {
 		return j.Events(ctx, run.ID, journal.EventFilter{Node: only, AfterSeq: -1, Kinds: kinds, NoText: true})
 	}
+	readAll := func(decoded map[int64]diagnostics.Record) ([]journal.Event, map[int64]diagnostics.Record, error) {
+		evs, err := read(all)
+		return evs, decoded, err
+	}
 	if everything {
-		return read(all)
+		return readAll(nil)
 	}
 	for _, n := range nodes {
 		if !settled(n.State) || n.Finished.IsZero() {
-			return read(all)
+			return readAll(nil)
 		}
 	}
 	some, err := read(all[:2]) // no data
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	decoded := make(map[int64]diagnostics.Record, len(some))
 	var starts, ends []int64 // the run's sessions, by their records' seqs
 	for _, e := range some {
 		if e.Kind != journal.KindDiagnostic {
@@ -292,8 +315,9 @@ func (run *Run) events(ctx context.Context, j *journal.Journal, nodes []journal.
 		}
 		d, err := diagnostics.Decode(e.Payload)
 		if err != nil || d.Code.IsFault() {
-			return read(all) // load reports the error
+			return readAll(decoded) // load reports the error
 		}
+		decoded[e.Seq] = d
 		switch {
 		case e.NodeID != "":
 		case d.Code == diagnostics.RunStarted:
@@ -303,9 +327,9 @@ func (run *Run) events(ctx context.Context, j *journal.Journal, nodes []journal.
 		}
 	}
 	if only == "" && !sessionsEnded(starts, ends) {
-		return read(all)
+		return readAll(decoded)
 	}
-	return some, nil
+	return some, decoded, nil
 }
 
 // sessionsEnded: there were sessions, and each start (seqs ascending) has

@@ -142,5 +142,16 @@ func TestLoadReadsChunksOnlyWhereTheyCount(t *testing.T) {
 		if a, b := ledger.AccountOf(got, nil), ledger.AccountOf(want, nil); !reflect.DeepEqual(a, b) {
 			t.Errorf("%s: account\n%+v\nread with every chunk\n%+v", c.run, a, b)
 		}
+		// A run's result reads its account without the outputs it holds.
+		brief, err := ledger.Load(ctx, j, c.run, ledger.LoadOptions{NoPartial: true, NoOutput: true})
+		check(err)
+		for i, n := range brief.Nodes {
+			if n.Output != "" || want.Nodes[i].Output == "" {
+				t.Errorf("%s: node %s: output %q without outputs, %q with", c.run, n.ID, n.Output, want.Nodes[i].Output)
+			}
+		}
+		if a, b := ledger.AccountOf(brief, nil), ledger.AccountOf(want, nil); !reflect.DeepEqual(a, b) {
+			t.Errorf("%s: account\n%+v\nread without outputs\n%+v", c.run, b, a)
+		}
 	}
 }

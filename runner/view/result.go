@@ -90,7 +90,7 @@ func ResultFrom(ctx context.Context, j *journal.Journal, res *runner.Result) Res
 	if j == nil {
 		return ResultOf(res, nil, nil)
 	}
-	run, err := ledger.Load(ctx, j, res.RunID, ledger.LoadOptions{NoPartial: true})
+	run, err := ledger.Load(ctx, j, res.RunID, ledger.LoadOptions{NoPartial: true, NoOutput: true})
 	if err != nil {
 		return ResultOf(res, nil, nil)
 	}
