@@ -13,6 +13,10 @@ import (
 // Issue 44: the program builds and does what it says as a separate module
 // (example.com/embedder, noderun by a replace directive, offline): it uses
 // exported API only, since another module cannot import internal packages.
+// Its go.mod requires what noderun's does, at the same versions, and no more
+// is looked up: `go mod tidy` would also want the modules that only the
+// tests of noderun's dependencies import, which a machine that built and
+// tested noderun need not have (GOPROXY is off).
 func TestFromASeparateModule(t *testing.T) {
 	root, err := testkit.RepoRoot()
 	if err != nil {
@@ -31,19 +35,25 @@ func TestFromASeparateModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mod := "module example.com/embedder\n\ngo 1.26\n\nrequire github.com/noderun/noderun v0.0.0\n\nreplace github.com/noderun/noderun => " + root + "\n"
+	rootMod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs, ok := strings.CutPrefix(string(rootMod), "module github.com/noderun/noderun\n")
+	if !ok {
+		t.Fatalf("go.mod does not begin with noderun's module line:\n%s", rootMod)
+	}
+	mod := "module example.com/embedder\n" + reqs + "\nrequire github.com/noderun/noderun v0.0.0\n\nreplace github.com/noderun/noderun => " + root + "\n"
 	for name, b := range map[string][]byte{"main.go": src, "go.sum": sum, "go.mod": []byte(mod)} {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	env := append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=mod", "GOWORK=off")
-	for _, args := range [][]string{{"mod", "tidy"}, {"vet", "."}} {
-		cmd := exec.CommandContext(t.Context(), goBin, args...)
-		cmd.Dir, cmd.Env = dir, env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %s in a separate module: %v\n%s", strings.Join(args, " "), err, out)
-		}
+	vet := exec.CommandContext(t.Context(), goBin, "vet", ".")
+	vet.Dir, vet.Env = dir, env
+	if out, err := vet.CombinedOutput(); err != nil {
+		t.Fatalf("go vet in a separate module: %v\n%s", err, out)
 	}
 	cmd := exec.CommandContext(t.Context(), goBin, "run", ".")
 	cmd.Dir, cmd.Env = dir, env
