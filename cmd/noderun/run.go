@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -287,7 +288,13 @@ func execOptions(c *cli.Context) (runner.Options, func(), error) {
 	if err != nil {
 		return runner.Options{}, nil, err
 	}
-	opts.Logger, opts.OnProgress = log, progressLogger(log)
+	opts.Logger = log
+	// What progressLogger logs is at Info. Below that nobody hears it, and
+	// without OnProgress the runner does no progress work per chunk (at
+	// 10,000 trickling nodes, 1 s of its 29 s of CPU).
+	if log.Enabled(c.Context, slog.LevelInfo) {
+		opts.OnProgress = progressLogger(log)
+	}
 	return opts, func() {}, nil
 }
 
