@@ -94,7 +94,12 @@ func nodeOutputs(t *testing.T, db string) (journal.Run, map[string]string) {
 // multi-node graph; every `noderun resume` completes the run with outputs
 // byte-identical to an undisturbed run, no duplicated event, an intact
 // database, and no token regenerated for Responses nodes.
+//
+// Every trial has its simulators and journal to itself and runs the CLI as
+// a process of its own: the trials run side by side, and beside the
+// package's other parallel tests (20 trials were 28 s one after another).
 func TestKill9ThenResumeCompletesByteIdentical(t *testing.T) {
+	t.Parallel()
 	bin := noderunBinary(t)
 	dir := t.TempDir()
 
@@ -109,63 +114,67 @@ func TestKill9ThenResumeCompletesByteIdentical(t *testing.T) {
 		t.Fatalf("undisturbed run completed %d nodes", len(want))
 	}
 	const trials = 20
-	for trial := 0; trial < trials; trial++ {
-		chat, resp := simPair(t)
-		graph := crashGraph(t, dir, chat.BaseURL(), resp.BaseURL())
-		db := filepath.Join(dir, fmt.Sprintf("trial%d.db", trial))
-		cmd := exec.Command(bin, "run", "--db", db, graph)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		killAt := time.Duration(20+rand.IntN(700)) * time.Millisecond
-		time.Sleep(killAt)
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
+	for trial := range trials {
+		t.Run(fmt.Sprint(trial), func(t *testing.T) {
+			t.Parallel()
+			chat, resp := simPair(t)
+			dir := t.TempDir() // the trial's graph (crashGraph names it) and journal
+			graph := crashGraph(t, dir, chat.BaseURL(), resp.BaseURL())
+			db := filepath.Join(dir, fmt.Sprintf("trial%d.db", trial))
+			cmd := exec.Command(bin, "run", "--db", db, graph)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			killAt := time.Duration(20+rand.IntN(700)) * time.Millisecond
+			time.Sleep(killAt)
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			_ = cmd.Wait()
 
-		out, err := exec.Command(bin, "resume", "--db", db, "last").CombinedOutput()
-		if err != nil && strings.Contains(string(out), "no runs") || !fileExists(db) {
-			// Killed before the run was journaled: there is nothing to resume; run it again.
-			out, err = exec.Command(bin, "run", "--db", db, graph).CombinedOutput()
-		}
-		if err != nil {
-			t.Fatalf("trial %d (killed at %s): resume failed: %v\n%s", trial, killAt, err, out)
-		}
-		run, got := nodeOutputs(t, db)
-		if run.Status != journal.RunCompleted {
-			t.Fatalf("trial %d: run %s after resume", trial, run.Status)
-		}
-		for id, w := range want {
-			if got[id] != w {
-				t.Fatalf("trial %d (killed at %s): node %s output differs from the undisturbed run (%d vs %d bytes)\n%s", trial, killAt, id, len(got[id]), len(w), out)
+			out, err := exec.Command(bin, "resume", "--db", db, "last").CombinedOutput()
+			if err != nil && strings.Contains(string(out), "no runs") || !fileExists(db) {
+				// Killed before the run was journaled: there is nothing to resume; run it again.
+				out, err = exec.Command(bin, "run", "--db", db, graph).CombinedOutput()
 			}
-		}
-		checkJournal(t, db, run.ID)
-		// No token is regenerated for a Responses node whose response id was
-		// journaled: it is re-attached or taken from its status, never retried.
-		// The one window left is a kill after the create request left but
-		// before response.created reached the journal: the id is unknown, so a
-		// retry (side_effects: none) is the only way on; the sim may then have
-		// generated one orphan response.
-		unknownIDs := 0
-		for _, node := range []string{"r1", "r2"} {
-			atts := attempts(t, db, run.ID, node)
-			if len(atts) > 1 {
-				if atts[0].Ref != "" {
-					t.Fatalf("trial %d (killed at %s): %s was retried although its response %s was journaled", trial, killAt, node, atts[0].Ref)
+			if err != nil {
+				t.Fatalf("trial %d (killed at %s): resume failed: %v\n%s", trial, killAt, err, out)
+			}
+			run, got := nodeOutputs(t, db)
+			if run.Status != journal.RunCompleted {
+				t.Fatalf("trial %d: run %s after resume", trial, run.Status)
+			}
+			for id, w := range want {
+				if got[id] != w {
+					t.Fatalf("trial %d (killed at %s): node %s output differs from the undisturbed run (%d vs %d bytes)\n%s", trial, killAt, id, len(got[id]), len(w), out)
 				}
-				unknownIDs++
 			}
-		}
-		st := resp.Stats()
-		if st.TokensGenerated != st.ResponsesCreated*crashTokens {
-			t.Fatalf("trial %d: responses sim generated %d tokens for %d responses", trial, st.TokensGenerated, st.ResponsesCreated)
-		}
-		if st.ResponsesCreated < 2 || st.ResponsesCreated > int64(2+unknownIDs) {
-			t.Fatalf("trial %d (killed at %s): %d responses created for 2 nodes (%d retried before their id was known)", trial, killAt, st.ResponsesCreated, unknownIDs)
-		}
-		if unknownIDs > 0 {
-			t.Logf("trial %d (killed at %s): killed before a response id was journaled; %d response(s) created", trial, killAt, st.ResponsesCreated)
-		}
+			checkJournal(t, db, run.ID)
+			// No token is regenerated for a Responses node whose response id was
+			// journaled: it is re-attached or taken from its status, never retried.
+			// The one window left is a kill after the create request left but
+			// before response.created reached the journal: the id is unknown, so a
+			// retry (side_effects: none) is the only way on; the sim may then have
+			// generated one orphan response.
+			unknownIDs := 0
+			for _, node := range []string{"r1", "r2"} {
+				atts := attempts(t, db, run.ID, node)
+				if len(atts) > 1 {
+					if atts[0].Ref != "" {
+						t.Fatalf("trial %d (killed at %s): %s was retried although its response %s was journaled", trial, killAt, node, atts[0].Ref)
+					}
+					unknownIDs++
+				}
+			}
+			st := resp.Stats()
+			if st.TokensGenerated != st.ResponsesCreated*crashTokens {
+				t.Fatalf("trial %d: responses sim generated %d tokens for %d responses", trial, st.TokensGenerated, st.ResponsesCreated)
+			}
+			if st.ResponsesCreated < 2 || st.ResponsesCreated > int64(2+unknownIDs) {
+				t.Fatalf("trial %d (killed at %s): %d responses created for 2 nodes (%d retried before their id was known)", trial, killAt, st.ResponsesCreated, unknownIDs)
+			}
+			if unknownIDs > 0 {
+				t.Logf("trial %d (killed at %s): killed before a response id was journaled; %d response(s) created", trial, killAt, st.ResponsesCreated)
+			}
+		})
 	}
 }
 

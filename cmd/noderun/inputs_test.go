@@ -100,6 +100,7 @@ func TestRunInputErrorsWriteNothing(t *testing.T) {
 // undisturbed run with the same inputs (the simulator's text is a function
 // of the prompt), and differ from one with another goal.
 func TestKill9ResumeReusesInputs(t *testing.T) {
+	t.Parallel() // processes of its own and a simulator of its own
 	bin := noderunBinary(t)
 	dir := t.TempDir()
 	srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: 1200, TokensPerSecond: 3000})
