@@ -110,7 +110,16 @@ nodes:
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(300+trial*400) * time.Millisecond)
+		// Killed once it streams, then later each trial (the run takes
+		// ~5 s): a fixed time from the start was, on a loaded machine,
+		// sometimes before the run was journaled at all.
+		for deadline := time.Now().Add(30 * time.Second); !streamed(t, db); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				_ = cmd.Process.Kill()
+				t.Fatalf("trial %d: the run streamed nothing in 30 s", trial)
+			}
+		}
+		time.Sleep(time.Duration(trial*400) * time.Millisecond)
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
 
@@ -290,4 +299,24 @@ func TestAppsShareNoFlags(t *testing.T) {
 	if len(seen) < 50 {
 		t.Fatalf("walked only %d flags", len(seen))
 	}
+}
+
+// streamed says whether the last run of the journal db has journaled a chunk
+// (false while there is no journal or run yet).
+func streamed(t *testing.T, db string) bool {
+	t.Helper()
+	if runs(t, db) == 0 {
+		return false
+	}
+	j, err := journal.OpenReadOnly(context.Background(), db)
+	if err != nil {
+		return false
+	}
+	defer j.Close()
+	rs, err := j.Runs(context.Background(), 1)
+	if err != nil || len(rs) == 0 {
+		return false
+	}
+	evs, err := j.Events(context.Background(), rs[0].ID, journal.EventFilter{Kinds: []string{journal.KindDelta}, Limit: 1})
+	return err == nil && len(evs) > 0
 }
