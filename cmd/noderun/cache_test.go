@@ -293,16 +293,8 @@ func TestCacheAfterACrash(t *testing.T) {
 
 // completedNodes reads, read-only, what a live run has completed so far.
 func completedNodes(db string) map[string]string {
-	j, err := journal.OpenReadOnly(context.Background(), db)
-	if err != nil {
-		return nil
-	}
-	defer j.Close()
-	runs, err := j.Runs(context.Background(), 1)
-	if err != nil || len(runs) == 0 {
-		return nil
-	}
-	nodes, _ := j.Nodes(context.Background(), runs[0].ID)
+	var nodes []journal.Node
+	withLastRun(db, func(j *journal.Journal, run journal.Run) { nodes, _ = j.Nodes(context.Background(), run.ID) })
 	out := map[string]string{}
 	for _, n := range nodes {
 		if n.State == journal.NodeCompleted {

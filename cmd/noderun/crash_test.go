@@ -483,14 +483,24 @@ func TestKill9GeminiResumesFromAMarkPastTheCursor(t *testing.T) {
 // runs is how many runs the journal db holds, 0 while it does not exist.
 func runs(t *testing.T, db string) int {
 	t.Helper()
+	n := 0
+	withLastRun(db, func(*journal.Journal, journal.Run) { n = 1 })
+	return n
+}
+
+// withLastRun calls f with the journal db, opened read-only (a live run
+// goes on beside it), and its newest run; not at all while there is no
+// journal or run yet.
+func withLastRun(db string, f func(*journal.Journal, journal.Run)) {
 	if _, err := os.Stat(db); err != nil {
-		return 0
+		return
 	}
 	j, err := journal.OpenReadOnly(context.Background(), db)
 	if err != nil {
-		return 0
+		return
 	}
 	defer j.Close()
-	rs, _ := j.Runs(context.Background(), 1)
-	return len(rs)
+	if rs, err := j.Runs(context.Background(), 1); err == nil && len(rs) > 0 {
+		f(j, rs[0])
+	}
 }

@@ -305,18 +305,10 @@ func TestAppsShareNoFlags(t *testing.T) {
 // (false while there is no journal or run yet).
 func streamed(t *testing.T, db string) bool {
 	t.Helper()
-	if runs(t, db) == 0 {
-		return false
-	}
-	j, err := journal.OpenReadOnly(context.Background(), db)
-	if err != nil {
-		return false
-	}
-	defer j.Close()
-	rs, err := j.Runs(context.Background(), 1)
-	if err != nil || len(rs) == 0 {
-		return false
-	}
-	evs, err := j.Events(context.Background(), rs[0].ID, journal.EventFilter{Kinds: []string{journal.KindDelta}, Limit: 1})
-	return err == nil && len(evs) > 0
+	some := false
+	withLastRun(db, func(j *journal.Journal, run journal.Run) {
+		evs, err := j.Events(context.Background(), run.ID, journal.EventFilter{Kinds: []string{journal.KindDelta}, Limit: 1})
+		some = err == nil && len(evs) > 0
+	})
+	return some
 }
