@@ -40,6 +40,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -434,30 +435,24 @@ func (r *runState) finish(ctx context.Context) (*Result, error) {
 // journal: one query of each kind for the whole run, so that a wide run
 // does not pay a query per node. Measured on BenchmarkFanOut (10,000 nodes,
 // 2 shared cores): ~35 µs of CPU and ~3 KiB of heap per node, ~5% of the
-// runner's cost there. The three reads go side by side: the caller waits
-// for them after the last node (at 1,000 trickling nodes, 33 ms in a row).
-// A read that fails leaves them out (and says so in the log): the run
-// itself is journaled and finished.
+// runner's cost there. The attempts are read beside the records (usage
+// and diagnostics, in one walk of the run's records): the caller waits for
+// them after the last node. A read that fails leaves them out (and says so
+// in the log): the run itself is journaled and finished.
 func (r *runState) records(ctx context.Context, res *Result) {
-	var (
-		atts                []journal.Attempt
-		usage               map[string]map[int]journal.Usage
-		evs                 []journal.Event
-		attErr, useErr, err error
-		wg                  sync.WaitGroup
-	)
+	var atts []journal.Attempt
+	var attErr error
+	var wg sync.WaitGroup
 	wg.Go(func() { atts, attErr = r.j.Attempts(ctx, r.id, "") })
-	wg.Go(func() { usage, useErr = r.j.AttemptUsage(ctx, r.id, "") })
-	evs, err = r.j.Events(ctx, r.id, journal.EventFilter{Kinds: []string{journal.KindDiagnostic}})
+	evs, err := r.j.Events(ctx, r.id, journal.EventFilter{AfterSeq: -1, Kinds: []string{journal.KindDiagnostic, journal.KindUsage}})
 	wg.Wait()
-	for _, e := range []struct {
-		what string
-		err  error
-	}{{"attempts", attErr}, {"usage", useErr}, {"diagnostics", err}} {
-		if e.err != nil {
-			r.log.Warn("result: reading the "+e.what, "error", e.err)
-			return
-		}
+	var usage map[string]map[int]journal.Usage
+	if err == nil {
+		usage, err = journal.UsageOf(evs)
+	}
+	if err = cmp.Or(attErr, err); err != nil {
+		r.log.Warn("result: reading the attempts, usage and diagnostics", "error", err)
+		return
 	}
 	at := make(map[string]int, len(res.Nodes))
 	for i, n := range res.Nodes {
@@ -470,8 +465,8 @@ func (r *runState) records(ctx context.Context, res *Result) {
 	}
 	for _, e := range evs {
 		i, ok := at[e.NodeID]
-		if !ok {
-			continue // run-level
+		if !ok || e.Kind != journal.KindDiagnostic {
+			continue // run-level, or usage (above)
 		}
 		rec, err := diagnostics.Decode(e.Payload)
 		if err != nil {
