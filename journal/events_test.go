@@ -43,6 +43,50 @@ func TestStateChangeCommitsEarlierAppends(t *testing.T) {
 	checkSeqs(t, evs)
 }
 
+// AppendAll journals its events in order, in one transaction however many
+// there are (a commit per operation here: 3,000 appends one by one would be
+// 3,000 commits), with payloads of their own: the caller may reuse its
+// buffers at once. An unusable event queues none of them.
+func TestAppendAllIsOneTransaction(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	var commits []int
+	j := openTest(t, "", WithBatch(1, 0), WithWriteObserver(func(_ time.Duration, ops int, err error) {
+		mu.Lock()
+		commits = append(commits, ops)
+		mu.Unlock()
+	}))
+	createRun(t, j, "run")
+	mu.Lock()
+	commits = nil // the run's
+	mu.Unlock()
+	check(t, j.AppendAll(nil)) // nothing queued, nothing committed
+	const n = 3000
+	evs := make([]Event, n)
+	for i := range evs {
+		evs[i] = Event{RunID: "run", NodeID: fmt.Sprint("n", i%7), Kind: KindDelta, ProviderSeq: -1, Payload: []byte(strconv.Itoa(i + 1))}
+	}
+	check(t, j.AppendAll(evs))
+	for i := range evs {
+		clear(evs[i].Payload) // the caller's buffers, reused
+	}
+	bad := []Event{{RunID: "run", Kind: KindDelta, Payload: []byte("x")}, {RunID: "run", Payload: []byte("no kind")}}
+	if err := j.AppendAll(bad); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("AppendAll with an event without a kind: %v, want ErrInvalid", err)
+	}
+	check(t, j.Flush(ctx))
+	got, err := j.Events(ctx, "run", EventFilter{})
+	if err != nil || len(got) != n {
+		t.Fatalf("%d events, %v; want %d", len(got), err, n)
+	}
+	checkSeqs(t, got)
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(commits, []int{1, 1}) {
+		t.Fatalf("commits of %v operations; want the batch's and the flush's, one each", commits)
+	}
+}
+
 func TestSeqsArePerRunAndGapFree(t *testing.T) {
 	ctx := context.Background()
 	j := openTest(t, "", WithBatch(7, time.Millisecond)) // many small batches

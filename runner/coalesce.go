@@ -22,7 +22,7 @@ import (
 // A run's flusher journals every node's pending row at once, every
 // coalesceWindow: one goroutine and one ticker for the whole run, not a timer
 // per node armed per token, and the slow rows of many nodes reach the writer
-// together, so it commits them in a few large transactions. A row is also
+// together, in one transaction (journal.AppendAll). A row is also
 // flushed by its own stream: at coalesceChunks or coalesceBytes, before any
 // other event of the node (terminal evidence, a fault's diagnostic, a mark, a
 // reset), when the attempt ends (a cut, a cancel, a shutdown signal), and by
@@ -54,15 +54,17 @@ const (
 
 // flusher journals the pending rows of a run's nodes every coalesceWindow.
 type flusher struct {
+	j       *journal.Journal
 	mu      sync.Mutex
 	pending []*coalescer // coalescers holding a row, each once (coalescer.listed)
 	spare   []*coalescer
+	rows    []journal.Event // flushAll's, reused
 	stop    chan struct{}
 	done    chan struct{}
 }
 
-func startFlusher() *flusher {
-	f := &flusher{stop: make(chan struct{}), done: make(chan struct{})}
+func startFlusher(j *journal.Journal) *flusher {
+	f := &flusher{j: j, stop: make(chan struct{}), done: make(chan struct{})}
 	go f.loop()
 	return f
 }
@@ -108,10 +110,39 @@ func (f *flusher) flushAll() {
 		c.listed = false
 	}
 	f.mu.Unlock()
+	// Every pending row goes to the journal in one call (journal.AppendAll:
+	// one transaction, instead of a page of its node index written for
+	// almost every row). Each coalescer stays locked until its row is
+	// queued, as its own flushes are, so that no later row of its node
+	// overtakes it.
+	rows := f.rows[:0]
 	for i, c := range batch {
-		c.timedFlush()
+		c.mu.Lock()
+		if c.ev.Kind == "" {
+			c.mu.Unlock() // its stream flushed it
+			batch[i] = nil
+			continue
+		}
+		c.ev.Payload = c.buf // AppendAll copies it
+		rows = append(rows, c.ev)
+		c.ev = journal.Event{}
+	}
+	var err error
+	if len(rows) > 0 {
+		err = f.j.AppendAll(rows)
+	}
+	for i, c := range batch {
+		if c == nil {
+			continue
+		}
+		if err != nil && c.err == nil {
+			c.err = err // its stream stops at its next chunk
+		}
+		c.mu.Unlock()
 		batch[i] = nil
 	}
+	clear(rows)
+	f.rows = rows[:0]
 	f.mu.Lock()
 	if f.spare == nil {
 		f.spare = batch[:0] // reused: no allocation per tick
@@ -175,14 +206,6 @@ func (c *coalescer) flush() error {
 		err, c.err = c.err, nil
 	}
 	return err
-}
-
-func (c *coalescer) timedFlush() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.flushLocked(); err != nil && c.err == nil {
-		c.err = err
-	}
 }
 
 func (c *coalescer) flushLocked() error {

@@ -384,7 +384,7 @@ func newRunState(ctx context.Context, g *Graph, opts *Options) (*runState, func(
 	r := &runState{graphText: text, id: opts.RunID, g: g, j: opts.Journal, log: opts.Logger.With("run", opts.RunID), red: red, prof: prof,
 		provs: provs, onProg: newProgressSink(progressFunc(opts.RunID, opts.OnProgress, opts.Observer)), obs: opts.Observer, parallel: opts.Parallel, owner: journal.NewOwner(),
 		outputs: map[string]string{}, results: map[string]*NodeResult{}, breakers: map[string]*breaker{},
-		entries: map[string]*entry{}, journalArg: opts.JournalArg, cache: cache, flush: startFlusher()}
+		entries: map[string]*entry{}, journalArg: opts.JournalArg, cache: cache, flush: startFlusher(opts.Journal)}
 	if !opts.Quota.Off {
 		r.pacers = opts.Quota.Pacers
 		if r.pacers == nil {
