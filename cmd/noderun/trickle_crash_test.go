@@ -27,7 +27,7 @@ import (
 // answer: every resume completes byte-identical; the Responses node
 // regenerates nothing (re-read by its cursor); the chat node regenerates at
 // most that bound, and what had reached the socket and was not read yet
-// when the process died (at most conns.ReadGap of the stream) or was in
+// when the process died (at most conns.MaxReadWait of the stream) or was in
 // flight (the simulator's own count).
 func TestKill9AtATrickleRegeneratesWithinTheCrashBound(t *testing.T) {
 	t.Parallel()
@@ -37,9 +37,9 @@ func TestKill9AtATrickleRegeneratesWithinTheCrashBound(t *testing.T) {
 		trials = 40
 	)
 	// Written by the simulator and not read when the process died: those a
-	// read waiting out conns.ReadGap had left in the socket, and a token or
-	// two on their way.
-	inAir := int(math.Ceil(conns.ReadGap.Seconds()*pace)) + 2
+	// read waiting (conns.MaxReadWait at most) had left in the socket, and a
+	// token or two on their way.
+	inAir := int(math.Ceil(conns.MaxReadWait.Seconds()*pace)) + 2
 	bound := min(int(math.Ceil(runner.CrashBound.Seconds()*pace)), runner.CrashChunks) + inAir
 	bin := noderunBinary(t)
 	dir := t.TempDir()

@@ -26,6 +26,29 @@ import (
 // before then leaves nothing to re-attach to, and the node is asked again.
 const ReadGap = 50 * time.Millisecond
 
+// A stream slower than ReadGap (a token every 100 ms and more: a slow model,
+// or thousands of streams sharing a machine) would find nothing after the
+// wait: every token would cost the wait's timer on top of the read it saves
+// nothing of. So the wait adapts: when the read after it blocked, no event
+// had come, and the next wait is twice as long, up to MaxReadWait; when
+// something had come, the next is a quarter shorter, down to ReadGap; a read
+// that is not a trickle's (a full one, the stream's end) sets it back to
+// ReadGap. At 10,000 streams on two cores (a token every ~140 ms each), a
+// read then takes two tokens or so, not one, and the runner's CPU fell by a
+// tenth (internal/trickle's BenchmarkTrickle). A chunk reaches the node at
+// most MaxReadWait after it came: well within the journal's coalescing of
+// rows (a second). What a crash can leave in the socket, unread, is at most
+// the tokens of MaxReadWait.
+const MaxReadWait = maxWaits * ReadGap
+
+// maxWaits bounds the adaptive wait, in gaps.
+const maxWaits = 4
+
+// blocked is how long a read after the wait must have blocked to tell that
+// nothing had come during it (a read that finds data returns in
+// microseconds).
+const blocked = time.Millisecond
+
 // eagerReads is how many reads after a write never wait: the answer's
 // headers and its first events (the Responses API's response.created, a
 // Gemini interaction's start, Anthropic's message_start come first).
@@ -51,7 +74,8 @@ type pacedConn struct {
 	// goroutine and writes it from another.
 	waiting atomic.Bool
 	eager   atomic.Int32
-	last    time.Time // when the last read returned (the reader's alone)
+	last    time.Time     // when the last read returned (the reader's alone)
+	wait    time.Duration // how long a short read waits: from gap to MaxReadWait (the reader's alone)
 }
 
 // Paced returns c with its reads paced by gap (none when gap <= 0).
@@ -59,20 +83,35 @@ func Paced(c net.Conn, gap time.Duration) net.Conn {
 	if gap <= 0 {
 		return c
 	}
-	return &pacedConn{Conn: c, gap: gap, now: time.Now, sleep: time.Sleep}
+	return &pacedConn{Conn: c, gap: gap, wait: gap, now: time.Now, sleep: time.Sleep}
 }
 
 func (c *pacedConn) Read(p []byte) (int, error) {
+	slept := false
 	if c.eager.Load() > 0 {
 		c.eager.Add(-1)
 	} else if c.waiting.Load() {
-		if d := c.gap - c.now().Sub(c.last); d > 0 {
+		if d := c.wait - c.now().Sub(c.last); d > 0 {
 			c.sleep(d)
+			slept = true
 		}
+	}
+	var woke time.Time
+	if slept {
+		woke = c.now()
 	}
 	n, err := c.Conn.Read(p)
 	now := c.now()
-	c.waiting.Store(err == nil && n > 0 && n < min(len(p), shortRead) && now.Sub(c.last) >= trickleAfter)
+	waiting := err == nil && n > 0 && n < min(len(p), shortRead) && now.Sub(c.last) >= trickleAfter
+	c.waiting.Store(waiting)
+	switch {
+	case !waiting:
+		c.wait = c.gap
+	case slept && now.Sub(woke) >= blocked:
+		c.wait = min(2*c.wait, maxWaits*c.gap) // nothing came while it slept
+	case slept:
+		c.wait = max(c.wait*3/4, c.gap) // something had come: wait less
+	}
 	c.last = now
 	return n, err
 }

@@ -3,6 +3,7 @@ package conns
 import (
 	"fmt"
 	"net"
+	"slices"
 	"testing"
 	"time"
 )
@@ -12,30 +13,7 @@ import (
 // the first eagerReads after a write (an answer is awaited, its first
 // events name what recovery needs), not once the gap has passed.
 func TestPacedWaitsOnlyAfterAShortRead(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			close(accepted)
-			return
-		}
-		accepted <- c
-	}()
-	raw, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	srv, ok := <-accepted
-	if !ok {
-		t.Fatal("accept failed")
-	}
-	defer srv.Close()
+	raw, srv := loopback(t)
 
 	const gap = time.Hour // no read may be let through by the clock alone
 	var slept []time.Duration
@@ -43,9 +21,10 @@ func TestPacedWaitsOnlyAfterAShortRead(t *testing.T) {
 	tick := 20 * time.Millisecond // between reads: a trickle's pace
 	c := Paced(raw, gap).(*pacedConn)
 	c.sleep = func(d time.Duration) { slept = append(slept, d) }
-	c.now = func() time.Time { clock = clock.Add(tick); return clock }
+	c.now = func() time.Time { return clock }
 	read := func(want string, buf int) {
 		t.Helper()
+		clock = clock.Add(tick) // the data was there when the read began: the wait stays the gap
 		p := make([]byte, buf)
 		n, err := c.Read(p)
 		if err != nil || string(p[:n]) != want {
@@ -120,5 +99,117 @@ func TestPacedWaitsOnlyAfterAShortRead(t *testing.T) {
 	}
 	if Paced(raw, 0) != raw {
 		t.Error("a zero gap wraps the connection")
+	}
+}
+
+// loopback returns both ends of a real TCP connection on 127.0.0.1.
+func loopback(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	server, ok := <-accepted
+	if !ok {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { server.Close() })
+	return client, server
+}
+
+// clockedConn moves a test's clock by *during while each read is in the
+// socket: how long the read blocked before an event came.
+type clockedConn struct {
+	net.Conn
+	clock  *time.Time
+	during *time.Duration
+}
+
+func (c clockedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	*c.clock = c.clock.Add(*c.during)
+	return n, err
+}
+
+// The wait after a short read follows the stream's pace: when nothing had
+// come during it (the read then blocked), the next is twice as long, up to
+// MaxReadWait; when something had, a quarter shorter, down to ReadGap; a
+// read that is not a trickle's sets it back to ReadGap at once.
+func TestPacedWaitFollowsTheStreamsPace(t *testing.T) {
+	raw, srv := loopback(t)
+	clock := time.Now()
+	var during time.Duration
+	c := Paced(clockedConn{raw, &clock, &during}, ReadGap).(*pacedConn)
+	var slept []time.Duration
+	c.sleep = func(d time.Duration) { slept = append(slept, d); clock = clock.Add(d) }
+	c.now = func() time.Time { return clock }
+	// events reads n events, each every after the one before, and returns
+	// what each read waited first.
+	events := func(n int, every time.Duration) []time.Duration {
+		t.Helper()
+		slept = slept[:0]
+		for range n {
+			during = 0
+			if c.waiting.Load() && every > c.wait {
+				during = every - c.wait // the read blocks until the event comes
+			}
+			if _, err := srv.Write([]byte("data: x\n\n")); err != nil {
+				t.Fatal(err)
+			}
+			p := make([]byte, 4096)
+			if n, err := c.Read(p); err != nil || string(p[:n]) != "data: x\n\n" {
+				t.Fatalf("read %q, %v", p[:n], err)
+			}
+		}
+		return slices.Clone(slept)
+	}
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	for _, step := range []struct {
+		what  string
+		n     int
+		every time.Duration
+		want  []time.Duration
+	}{
+		// The first read does not wait; then a token every 140 ms: the
+		// wait doubles while the reads after it block, shrinks once one
+		// finds the token there.
+		{"a slow stream", 6, 140 * time.Millisecond, []time.Duration{ms(50), ms(100), ms(200), ms(150), ms(112.5)}},
+		{"a faster one", 6, 20 * time.Millisecond, []time.Duration{ms(200), ms(150), ms(112.5), ms(84.375), ms(63.28125), ms(50)}},
+		{"at the gap", 2, 20 * time.Millisecond, []time.Duration{ms(50), ms(50)}},
+	} {
+		if got := events(step.n, step.every); !slices.Equal(got, step.want) {
+			t.Errorf("%s: waited %v, want %v", step.what, got, step.want)
+		}
+	}
+	if MaxReadWait != 4*ReadGap || c.wait > MaxReadWait {
+		t.Errorf("wait %s, MaxReadWait %s: want at most 4 gaps", c.wait, MaxReadWait)
+	}
+	// A full read (a stream faster than the reads) waits no more.
+	events(3, 140*time.Millisecond) // the wait grows again
+	if _, err := srv.Write([]byte("abcd")); err != nil {
+		t.Fatal(err)
+	}
+	during = 0
+	p := make([]byte, 4)
+	if n, err := c.Read(p); err != nil || n != 4 {
+		t.Fatalf("read %q, %v", p[:n], err)
+	}
+	if c.waiting.Load() || c.wait != ReadGap {
+		t.Errorf("after a full read: waiting %v, wait %s; want no wait, and the gap next time", c.waiting.Load(), c.wait)
 	}
 }
