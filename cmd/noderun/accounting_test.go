@@ -130,6 +130,7 @@ nodes:
 // it recovered from an interruption by re-attaching, and its tokens equal
 // the simulator's (none regenerated).
 func TestResumedNodeSaysItWasInterrupted(t *testing.T) {
+	t.Parallel()
 	srv := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: intTokens, TokensPerSecond: 1000})
 	db, _, _ := interruptRun(t, srv, os.Interrupt)
 	before := diagnoseJSON(t, db)
@@ -156,6 +157,7 @@ func TestResumedNodeSaysItWasInterrupted(t *testing.T) {
 // without a price is a warning that names it and its nodes, and the cost
 // line says it counts priced models only.
 func TestPricesBySimModel(t *testing.T) {
+	t.Parallel()
 	db, _ := demoRun(t)
 	dir := t.TempDir()
 	priced := filepath.Join(dir, "sim.yaml")

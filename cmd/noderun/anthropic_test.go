@@ -45,6 +45,7 @@ nodes:
 // `noderun chaos` on an Anthropic graph: every default case and the
 // Anthropic error-event cases hold, with no API key.
 func TestChaosAnthropicCLI(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := chaosCLI(t, "../../testdata/chaos/anthropic.yaml", "--faults", "../../testdata/chaos/anthropic-matrix.yaml")
 	if code != 0 || !strings.Contains(stdout, "54 passed, every case held") {
 		t.Fatalf("chaos anthropic.yaml: exit %d\n%s\n%s", code, stdout, stderr)

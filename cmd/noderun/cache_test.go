@@ -103,6 +103,7 @@ func mustRun(t *testing.T, args ...string) string {
 // priced by the same table. Then --refresh recalls exactly a node and its
 // dependents, though the simulator's answer comes back the same.
 func TestCacheEditAndRerunCLI(t *testing.T) {
+	t.Parallel()
 	srv := simtest.Start(t, sim.Config{Seed: 9, Tokens: 50})
 	dir := t.TempDir()
 	db := filepath.Join(dir, "j.db")
@@ -209,6 +210,7 @@ func TestCacheEditAndRerunCLI(t *testing.T) {
 // --cache-from reuses another journal, which it opens read-only: its
 // directory is left exactly as it was.
 func TestCacheFromLeavesTheOtherJournalAlone(t *testing.T) {
+	t.Parallel()
 	srv := simtest.Start(t, sim.Config{Seed: 2, Tokens: 30})
 	dir, ci := t.TempDir(), t.TempDir()
 	artifact := filepath.Join(ci, "previous.db")
@@ -244,6 +246,7 @@ func TestCacheFromLeavesTheOtherJournalAlone(t *testing.T) {
 // A run killed mid-way (kill -9) and run again, not resumed, reuses the
 // nodes it had completed: they do not call the simulator again.
 func TestCacheAfterACrash(t *testing.T) {
+	t.Parallel()
 	bin := noderunBinary(t)
 	srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: 200, TokensPerSecond: 1000})
 	dir := t.TempDir()
@@ -309,6 +312,7 @@ func completedNodes(db string) map[string]string {
 // waits for, and reuses their answers; the simulator's request counts are
 // the independent count.
 func TestConcurrentRunsPayOnce(t *testing.T) {
+	t.Parallel()
 	srv := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: 80, TokensPerSecond: 400})
 	dir := t.TempDir()
 	src, err := os.ReadFile(cacheGraph(t, dir, srv.BaseURL(), "expand"))

@@ -79,6 +79,7 @@ func noderunProcess(t *testing.T, extra []string, args ...string) (code int, std
 // fragile node (retries: 0) fails the run, and the JUnit failure names the
 // node, the case and the diagnostic.
 func TestChaosCLI(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	junit := filepath.Join(dir, "chaos.xml")
 	code, stdout, stderr := chaosCLI(t, "../../testdata/chaos/small.yaml", "--junit", junit)
@@ -167,6 +168,7 @@ func TestRunSimNeedsNoKeys(t *testing.T) {
 // failure, whose inspect command works as printed. When every case holds,
 // it is removed.
 func TestChaosKeepsAFailingJournal(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	env := []string{"TMPDIR=" + tmp}
 	kept := func() []string {
@@ -239,6 +241,7 @@ func TestChaosKeepsAFailingJournal(t *testing.T) {
 // side by side, and a run waits for a slot. Time figures are compared with
 // each other, never with a threshold.
 func TestChaosRunsCasesConcurrently(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	junit, matrix := filepath.Join(dir, "chaos.xml"), filepath.Join(dir, "m.yaml")
 	// idle-silence waits out the quick profile's 1 s idle window, and
@@ -393,6 +396,7 @@ func chaosIdleArgs(t *testing.T, idle string) []string {
 // running case is known to wait for (its idle window), however quickly the
 // other cases went.
 func TestChaosProgressLine(t *testing.T) {
+	t.Parallel()
 	var piped bytes.Buffer
 	cp := newChaosProgress(&piped)
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -432,6 +436,7 @@ func TestChaosProgressLine(t *testing.T) {
 // for most of its wall time and ci would at least halve it; not under ci,
 // not when the other cases took as long, not when ci would save little.
 func TestProfileHint(t *testing.T) {
+	t.Parallel()
 	builtins := profile.Set(profile.Builtins())
 	def, _ := builtins.Get("default")
 	ci, _ := builtins.Get("ci")

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 
@@ -80,6 +81,7 @@ func helpTemplate(cmds []*cli.Command) string {
 // usage-error handling on the app and every command below it.
 func applyConventions(app *cli.App) {
 	app.EnableBashCompletion = true
+	app.Action = afterParsing(app.Action)
 	app.CustomAppHelpTemplate = helpTemplate(app.Commands)
 	app.OnUsageError = func(c *cli.Context, err error, _ bool) error {
 		return usageError(c, nil, err)
@@ -100,10 +102,53 @@ func applyConventions(app *cli.App) {
 					return unknownCommand(strings.Join(path, " "), c.Args().First(), cmd.Subcommands)
 				}
 			}
+			if cmd.Name != "completion" { // it walks the commands, help's too (helpAfresh)
+				cmd.Action = afterParsing(cmd.Action)
+			}
 			walk(path, cmd.Subcommands)
 		}
 	}
 	walk(nil, app.Commands)
+}
+
+// parsing lets one App at a time parse its command line. urfave/cli applies
+// its package-level HelpFlag to every command it parses, and applying a flag
+// writes its default into it: two Apps parsing at once in one process (the
+// tests run the CLI in process, side by side; an embedder might) race on it.
+// run holds parsing from its start until the command's action begins, or
+// until it returns (help, a usage error, a completion, `noderun completion`).
+var parsing sync.Mutex
+
+// helpAfresh sets up app and empties the subcommands of its help command.
+// urfave/cli's help command is one *Command shared by every App, and running
+// it (noderun help, noderun sim help) appends it to its own subcommands: an
+// App run after that in the same process, whose fish completion walks every
+// command's subcommands, would walk for ever. It runs under parsing, as does
+// every other run of help and of completion, so no App walks the commands
+// while another changes them.
+func helpAfresh(app *cli.App) {
+	app.Setup()
+	if h := app.Command("help"); h != nil {
+		h.Subcommands = nil
+	}
+}
+
+// parsedKey finds, in an App's metadata, the function that lets go of
+// parsing (once) for the run that holds it.
+const parsedKey = "parsed"
+
+// afterParsing is action, once the App has let go of parsing: every flag of
+// its command line is parsed when an action begins.
+func afterParsing(action cli.ActionFunc) cli.ActionFunc {
+	if action == nil {
+		return nil
+	}
+	return func(c *cli.Context) error {
+		if parsed, ok := c.App.Metadata[parsedKey].(func()); ok {
+			parsed()
+		}
+		return action(c)
+	}
 }
 
 // usageError turns a flag parse error into exit 2 with a suggestion and a

@@ -61,6 +61,7 @@ func inspect(t *testing.T, db string, nodes []string) map[string]string {
 // diagnose and report. The demo's run has dropped, continued and
 // re-attached streams, so attempts that failed are folded too.
 func TestCompactedRunReadsTheSame(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "demo.db")
 	if code, stdout, stderr := runCLI(t, "run", "--db", db, "--profile", "ci", "../../testdata/graphs/demo.yaml"); code != exitOK {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
@@ -121,6 +122,7 @@ func checkFolded(t *testing.T, db string) {
 // rows are folded, the interrupted node's are not, and resume re-attaches
 // after the last sequence number the journal holds.
 func TestResumeOfACompactedInterruptedRun(t *testing.T) {
+	t.Parallel()
 	srv := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: intTokens, TokensPerSecond: 1000})
 	chat := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: 200, TokensPerSecond: 4000,
 		Faults: []sim.Fault{{Endpoint: sim.EndpointChat, Requests: []int{1}, Kind: sim.FaultClose, AfterEvents: 50}}})
@@ -172,6 +174,7 @@ func firstDiff(a, b string) string {
 // runner, and the run completes as it would have, every output whole in its
 // events.
 func TestCompactDuringALiveRun(t *testing.T) {
+	t.Parallel()
 	srv := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: 2000, TokensPerSecond: 1000})
 	chat := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: 200, TokensPerSecond: 4000})
 	cmd, db, errOut := startRunOut(t, t.TempDir(), fmt.Sprintf(

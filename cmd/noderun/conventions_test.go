@@ -29,6 +29,7 @@ func tempFile(t *testing.T, name, content string) string {
 // Durations are printed as people write them: the README's 60 min and 90 s
 // are "60m" and "90s", not Go's "1h0m0s" and "1m30s".
 func TestProfilesPrintDurationsAsPeopleWriteThem(t *testing.T) {
+	t.Parallel()
 	code, out, errs := runCLI(t, "profiles")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, errs)
@@ -51,6 +52,7 @@ const maxUsage = 72
 // characters, without a trailing period (as every other one), and every
 // command is in a --help group.
 func TestUsageIsOneShortLine(t *testing.T) {
+	t.Parallel()
 	app := newApp(io.Discard, io.Discard)
 	check := func(what, usage string) {
 		t.Helper()
@@ -96,6 +98,7 @@ func TestUsageIsOneShortLine(t *testing.T) {
 // --help lists the commands in groups, in the order people need them, and
 // one column of descriptions.
 func TestHelpGroupsCommands(t *testing.T) {
+	t.Parallel()
 	code, out, errs := runCLI(t, "--help")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, errs)
@@ -156,6 +159,7 @@ func TestHelpGroupsCommands(t *testing.T) {
 
 // `noderun version` prints what --version prints.
 func TestVersionCommand(t *testing.T) {
+	t.Parallel()
 	_, flag, _ := runCLI(t, "--version")
 	code, cmd, errs := runCLI(t, "version")
 	if code != 0 || cmd != flag || !strings.HasPrefix(cmd, "noderun ") {
@@ -210,6 +214,7 @@ printf '%s\n' "${COMPREPLY[@]}"
 // commands. Completing never runs the command, flags anywhere still work,
 // and an unknown command still gets its suggestion.
 func TestCompletionScripts(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Fatal("bash is needed: the script is run in a real bash")
 	}
@@ -299,6 +304,7 @@ func TestCompletionScripts(t *testing.T) {
 
 // Go's flag errors come out in noderun's words, naming what the flag wants.
 func TestFlagErrorsInNoderunWords(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		args []string
 		want string

@@ -215,6 +215,7 @@ func checkJournal(t *testing.T, db, runID string) {
 // An unsafe chat node killed mid-stream is not replayed on resume: it needs
 // attention, with an explanation; --retry runs it.
 func TestUnsafeNodeNeedsAttentionAfterCrash(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: 3000, TokensPerSecond: 1000})
 	cmd, db := startRun(t, dir, fmt.Sprintf(`name: unsafe
@@ -255,6 +256,7 @@ nodes:
 // error; once its runner is dead the lock is taken over (the kill -9 tests
 // resume such runs).
 func TestSecondRunnerIsRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: 2000, TokensPerSecond: 1000})
 	first, db := startRun(t, dir, fmt.Sprintf("name: slow\nprofile: ci\nproviders:\n  p: {kind: openai, base_url: %s, model: sim}\nnodes:\n  - {id: a, prompt: long}\n", srv.BaseURL()))
@@ -274,6 +276,7 @@ func TestSecondRunnerIsRefused(t *testing.T) {
 // events --follow prints a run's events as they are journaled, from another
 // process, and returns when the run ends.
 func TestEventsFollow(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: 400, TokensPerSecond: 400})
 	_, db := startRun(t, dir, fmt.Sprintf("name: f\nprofile: ci\nproviders:\n  p: {kind: openai, base_url: %s, model: sim}\nnodes:\n  - {id: a, prompt: one}\n  - {id: b, needs: [a], prompt: two}\n", srv.BaseURL()))
@@ -334,6 +337,7 @@ func waitStreaming(t *testing.T, srv *sim.Server, n int64) {
 // has) and completes byte-identical to the simulator's text, one
 // interaction created, no token regenerated, no event journaled twice.
 func TestKill9GeminiNodeThenResume(t *testing.T) {
+	t.Parallel()
 	bin := noderunBinary(t)
 	const T = 300
 	const prompt = "reason at length"
@@ -419,6 +423,7 @@ func lastEvent(t *testing.T, bin, db, kind string, code ...string) map[string]an
 // on after the mark (the server sees last_event_id), not from the first
 // event, and the output is the simulator's, none of it generated twice.
 func TestKill9GeminiResumesFromAMarkPastTheCursor(t *testing.T) {
+	t.Parallel()
 	bin := noderunBinary(t)
 	const T = 40
 	srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: T, TokensPerSecond: 400, Silence: 3 * time.Second})

@@ -18,6 +18,7 @@ import (
 // everywhere it is read (the runs list and its JSON, the run's nodes and
 // their JSON, diagnose, the report), never running; resume completes it.
 func TestKilledRunIsInterruptedEverywhere(t *testing.T) {
+	t.Parallel()
 	srv := simtest.Start(t, sim.Config{Seed: 9, Tokens: 600, TokensPerSecond: 300})
 	dir := t.TempDir()
 	cmd, db := startRun(t, dir, "name: killed\nprofile: ci\nproviders:\n  chat: {kind: openai, base_url: "+srv.BaseURL()+", model: sim}\n"+
@@ -65,6 +66,7 @@ func TestKilledRunIsInterruptedEverywhere(t *testing.T) {
 // failed) has no time of its own: 0 wall, useful and lost, and "the nodes
 // ran" sums the nodes that ran.
 func TestSkippedNodesTookNoTime(t *testing.T) {
+	t.Parallel()
 	graph, db := writeGraph(t, `name: skip
 profile: ci
 cache: false
@@ -107,6 +109,7 @@ nodes:
 // Issue 41: a node polled through a silence (NR202, NR203, NR201) met no
 // fault, but its verdict names the steps it took: never "clean".
 func TestVerdictNamesStepsWithoutAFault(t *testing.T) {
+	t.Parallel()
 	graph, db := writeGraph(t, `name: idle
 profile: ci
 cache: false

@@ -21,6 +21,7 @@ import (
 
 // The goal graph runs with its goal from the command line.
 func TestRunGoalGraphWithInput(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "j.db")
 	code, stdout, stderr := runCLI(t, "run", "--db", db, "--profile", "ci", "../../testdata/graphs/goal.yaml",
 		"--input", "goal=why streams drop, and how to survive it", "--input", "depth=2")
@@ -37,6 +38,7 @@ func TestRunGoalGraphWithInput(t *testing.T) {
 // Missing, unknown and ill-typed inputs are exit 2 with file:line of the
 // inputs block, and nothing is written.
 func TestRunInputErrorsWriteNothing(t *testing.T) {
+	t.Parallel()
 	const goal = "../../testdata/graphs/goal.yaml"
 	dir := t.TempDir()
 	big := filepath.Join(dir, "big.txt")
@@ -188,6 +190,7 @@ func runOf(t *testing.T, db, id string) journal.Run {
 
 // noderun schema prints the schema in docs/graph.schema.json.
 func TestSchemaCommand(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := runCLI(t, "schema")
 	want, err := os.ReadFile("../../docs/graph.schema.json")
 	if code != exitOK || err != nil || stdout != string(want) {
@@ -201,6 +204,7 @@ func TestSchemaCommand(t *testing.T) {
 // continue_on_failure: the graph finishes, the dependent runs, and the exit
 // code is 1 because a node failed.
 func TestContinueOnFailureExit1(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	graph := filepath.Join(dir, "g.yaml")
 	src := `name: optional
@@ -235,6 +239,7 @@ nodes:
 // A file input that is a FIFO nobody writes to waits, as a read of it
 // must; Ctrl-C ends the wait at once (exit 130, the run never began).
 func TestFIFOInputGivesWayToCtrlC(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "in")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {

@@ -82,6 +82,7 @@ func resumeRun(t *testing.T, db string) string {
 }
 
 func TestInterruptDetachesThenResumeRegeneratesNothing(t *testing.T) {
+	t.Parallel()
 	want := strings.Join(sim.Text("sim", intPrompt, intSeed, intTokens), "")
 	for _, sig := range []os.Signal{syscall.SIGTERM, os.Interrupt} {
 		t.Run(sig.String(), func(t *testing.T) {
@@ -121,6 +122,7 @@ func TestInterruptDetachesThenResumeRegeneratesNothing(t *testing.T) {
 // run was interrupted. The simulator sees the cancel, and resume then retries
 // the node from scratch (its side effects allow it).
 func TestCancelAfterInterrupt(t *testing.T) {
+	t.Parallel()
 	want := strings.Join(sim.Text("sim", intPrompt, intSeed, intTokens), "")
 	cases := []struct {
 		name   string
@@ -173,6 +175,7 @@ func TestCancelAfterInterrupt(t *testing.T) {
 // Issue 41: a response the provider no longer knows when resume checks it
 // (404) ends its attempt as not_found, not stuck, and is retried.
 func TestResumeOfAResponseTheProviderForgot(t *testing.T) {
+	t.Parallel()
 	want := strings.Join(sim.Text("sim", intPrompt, intSeed, intTokens), "")
 	srv := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: intTokens, TokensPerSecond: 1000,
 		Faults: []sim.Fault{{Endpoint: sim.EndpointResponsesGet, Kind: sim.FaultStatus, Status: 404, Times: 1}}})
@@ -210,6 +213,7 @@ func attemptClasses(t *testing.T, db string) []string {
 // Issue 15: events --follow of a run whose runner was killed ends (exit 1,
 // saying so) instead of waiting forever for events that will not come.
 func TestEventsFollowEndsWhenTheRunnerIsGone(t *testing.T) {
+	t.Parallel()
 	srv := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: intTokens, TokensPerSecond: 1000})
 	cmd, db := startRun(t, t.TempDir(), fmt.Sprintf(
 		"name: slow\nprofile: ci\nproviders:\n  p: {kind: responses, base_url: %s, model: sim}\nnodes:\n  - {id: a, prompt: %s}\n",

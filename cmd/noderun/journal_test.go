@@ -28,6 +28,7 @@ import (
 // stdout, and a journal the user cannot write can still be inspected. Issue
 // 24: in noderun's words, with the fix.
 func TestJournalProblemsAreExit2(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	notSQLite := filepath.Join(dir, "notes.db")
 	if err := os.WriteFile(notSQLite, []byte("these are my notes, not a database\n"), 0o600); err != nil {
@@ -70,6 +71,7 @@ func TestJournalProblemsAreExit2(t *testing.T) {
 // read it (they open it read-only), run and resume are refused with exit 2,
 // and the file is not changed.
 func TestReadOnlyJournalCanBeInspected(t *testing.T) {
+	t.Parallel()
 	src, _ := demoRun(t)
 	dir := t.TempDir()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=16m"); err != nil {
@@ -111,6 +113,7 @@ func TestReadOnlyJournalCanBeInspected(t *testing.T) {
 // the rows committed to it), in a directory the command may write and in a
 // read-only one.
 func TestReadCommandsCreateNothing(t *testing.T) {
+	t.Parallel()
 	demo, _ := demoRun(t)
 	closed := t.TempDir()
 	copyJournal(t, demo, closed)
@@ -240,6 +243,7 @@ func readOnlyCopy(t *testing.T, dir string) string {
 // commits, and does not keep the runner from removing its -wal and -shm when
 // it ends: nothing is left beside the journal.
 func TestFollowLeavesNoFiles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := simtest.Start(t, sim.Config{Seed: 5, Tokens: 400, TokensPerSecond: 800})
 	cmd, db := startRun(t, dir, fmt.Sprintf("name: f\nprofile: ci\nproviders:\n  p: {kind: openai, base_url: %s, model: sim}\nnodes:\n  - {id: a, prompt: one}\n  - {id: b, needs: [a], prompt: two}\n", srv.BaseURL()))
@@ -260,6 +264,7 @@ func TestFollowLeavesNoFiles(t *testing.T) {
 // exit 2. Root reads any file: as root, the command runs without the
 // capabilities that allow it (setpriv).
 func TestUnreadableJournal(t *testing.T) {
+	t.Parallel()
 	demo, _ := demoRun(t)
 	dir := t.TempDir()
 	copyJournal(t, demo, dir)

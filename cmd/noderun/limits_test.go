@@ -24,6 +24,7 @@ import (
 // FIFO that nobody writes holds the command only until a signal: SIGTERM
 // ends it at once. Real processes, real signals.
 func TestGraphFilesThatNeverEnd(t *testing.T) {
+	t.Parallel()
 	bin := noderunBinary(t)
 	dir := t.TempDir()
 	fed := filepath.Join(dir, "fed.yaml")
@@ -117,6 +118,7 @@ func feed(path string, done <-chan struct{}) {
 // runs: a negative duration, or a flag without the one it needs
 // (--metrics-linger without --metrics, --pack without --temporal, ...).
 func TestFlagsThatCannotMeanAnything(t *testing.T) {
+	t.Parallel()
 	graph, db := writeGraph(t, "name: t\nproviders:\n  c: {kind: sim, api: chat}\nnodes:\n  - {id: a, provider: c, prompt: hi}\n")
 	for _, c := range []struct {
 		args []string
@@ -156,6 +158,7 @@ func TestFlagsThatCannotMeanAnything(t *testing.T) {
 // answer), the account reads chunks without their text (EventFilter.NoText)
 // and the closing summary reads no chunk's text at all: ~96 MiB, also under load.
 func TestEndlessAnswerIsBounded(t *testing.T) {
+	t.Parallel()
 	piece := strings.Repeat("y", 1000)
 	deltas := bytes.Repeat(fmt.Appendf(nil, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s\"}}]}\n\n", piece), 64)
 	var served atomic.Int64

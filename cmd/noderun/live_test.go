@@ -217,6 +217,7 @@ nodes:
 // the step on it until data comes again, and drops it only on a final state,
 // with one line above that says how the node ended.
 func TestLiveViewKeepsNodeThroughRecovery(t *testing.T) {
+	t.Parallel()
 	steps := []runner.Progress{
 		{State: runner.ProgressRecovering, Text: "reconnecting 1/8 in 5ms (transport_disconnect)",
 			Step: runner.RecoveryStep{Code: diagnostics.ReconnectScheduled, Class: diagnostics.ClassDisconnect, Delay: 5 * time.Millisecond, N: 1, Of: 8}},
@@ -292,6 +293,7 @@ func TestLiveViewKeepsNodeThroughRecovery(t *testing.T) {
 
 // What a running node's line says, for each situation it can be in.
 func TestLiveLine(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	cases := []struct {

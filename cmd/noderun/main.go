@@ -50,7 +50,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, sig := watchSignals(context.Background())
 	defer sig.stop()
 	app := newApp(stdout, &lockedWriter{w: stderr})
-	app.Metadata = map[string]any{signalsKey: sig}
+	parsing.Lock()
+	parsed := sync.OnceFunc(parsing.Unlock)
+	defer parsed()
+	app.Metadata = map[string]any{signalsKey: sig, parsedKey: parsed}
+	helpAfresh(app)
 	if line, ok := completionArgs(args); ok && slices.Contains(line[1:], "--") {
 		return exitOK // the shell asks for completions after "--": arguments only, nothing to offer (and nothing runs)
 	}

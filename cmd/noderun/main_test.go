@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,6 +36,7 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 // Every malformed graph is rejected with exit code 2 and a message naming the
 // file and line, before the journal is created.
 func TestMalformedGraphsWriteNothing(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("../../testdata/graphs/invalid/*.yaml")
 	if err != nil || len(files) < 5 {
 		t.Fatalf("invalid graph fixtures: %v %v", files, err)
@@ -60,6 +62,7 @@ func TestMalformedGraphsWriteNothing(t *testing.T) {
 }
 
 func TestDemoGraphRunsAndRecovers(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "demo.db")
 	code, stdout, stderr := runCLI(t, "run", "--db", db, "--profile", "ci", "../../testdata/graphs/demo.yaml")
 	if code != exitOK {
@@ -87,6 +90,7 @@ func TestDemoGraphRunsAndRecovers(t *testing.T) {
 // kill -9 in the middle of a run leaves a journal that passes
 // PRAGMA integrity_check and shows the run as unfinished.
 func TestKill9LeavesAConsistentJournal(t *testing.T) {
+	t.Parallel()
 	bin := noderunBinary(t)
 	dir := t.TempDir()
 	graph := filepath.Join(dir, "slow.yaml")
@@ -148,6 +152,7 @@ nodes:
 }
 
 func TestIntersperse(t *testing.T) {
+	t.Parallel()
 	app := newApp(nil, nil)
 	cases := []struct{ in, want string }{
 		{"noderun events last --db x.db --kind diagnostic --follow", "noderun events --db x.db --kind diagnostic --follow last"},
@@ -192,6 +197,7 @@ func integrityOK(t *testing.T, db string) {
 // its width, folded at spaces on a terminal, shortened on a pipe with the
 // cause kept.
 func TestHumanHandler(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 12, 2, 1, 2, 3, 0, time.UTC)
 	record := func(l slog.Level, msg string, args ...any) slog.Record {
 		r := slog.NewRecord(at, l, msg, 0)
@@ -243,6 +249,7 @@ func TestHumanHandler(t *testing.T) {
 }
 
 func TestValidateAcceptsValidGraphs(t *testing.T) {
+	t.Parallel()
 	files, _ := filepath.Glob("../../testdata/graphs/valid/*.yaml")
 	files = append(files, "../../testdata/graphs/demo.yaml")
 	code, out, stderr := runCLI(t, append([]string{"validate"}, files...)...)
@@ -254,6 +261,7 @@ func TestValidateAcceptsValidGraphs(t *testing.T) {
 // Issue 15: one stderr value is at most maxLogValue bytes (whole characters),
 // saying how long it was; the journal keeps it whole.
 func TestLogValuesAreBounded(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("é", maxLogValue) // 2 bytes each
 	for _, c := range []struct {
 		in   string
@@ -278,7 +286,55 @@ func TestLogValuesAreBounded(t *testing.T) {
 // Two apps (two runs of the CLI in one process) share none of our flags:
 // urfave/cli writes to a flag as it parses. (Its own help and version flags
 // and help command are package-level: only one app may run at a time.)
+// Apps run side by side in one process (the tests run the CLI in process,
+// in parallel) parse their command lines one at a time: urfave/cli writes
+// into its package-level HelpFlag as it parses, and under the race detector
+// (make test) two Apps parsing at once fail this test.
+func TestAppsParseOneAtATime(t *testing.T) {
+	t.Parallel()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			args := []string{"validate", "../../testdata/graphs/demo.yaml"}
+			if i%2 == 1 {
+				args = []string{"profiles", "--help"}
+			}
+			if code, _, stderr := runCLI(t, args...); code != exitOK {
+				t.Errorf("%v: exit %d\n%s", args, code, stderr)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// urfave/cli's help command is shared by every App; once run, it is among
+// its own subcommands, and an App run after it in the same process must
+// still print its fish completion (which walks every command's subcommands)
+// instead of walking for ever.
+func TestFishCompletionAfterHelp(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"help"}, {"help", "sim"}, {"sim", "help"}} {
+		if code, _, stderr := runCLI(t, args...); code != exitOK {
+			t.Fatalf("%v: exit %d\n%s", args, code, stderr)
+		}
+	}
+	done := make(chan string, 1)
+	go func() {
+		_, stdout, _ := runCLI(t, "completion", "fish")
+		done <- stdout
+	}()
+	select {
+	case out := <-done:
+		if !strings.Contains(out, "complete -c noderun") {
+			t.Fatalf("completion fish printed %q", out)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("completion fish still walking the commands after 30 s")
+	}
+}
+
 func TestAppsShareNoFlags(t *testing.T) {
+	t.Parallel()
 	seen := map[cli.Flag]string{}
 	var walk func(app int, path string, flags []cli.Flag, cmds []*cli.Command)
 	walk = func(app int, path string, flags []cli.Flag, cmds []*cli.Command) {

@@ -60,6 +60,7 @@ func validJSON(t *testing.T, sch *jsonschema.Schema, what, text string) {
 // Every command's --json output is valid JSON that matches its schema in
 // docs/json.md.
 func TestJSONOutputMatchesDocumentedSchemas(t *testing.T) {
+	t.Parallel()
 	db, runOut := demoRun(t)
 	sch := schemas(t)
 	for _, name := range []string{"run", "status-runs", "status-run", "show", "show-attempts", "events", "diagnose", "validate", "profiles"} {
@@ -124,6 +125,7 @@ func tinyGraph(t *testing.T) string {
 // The friction list of issue 11: each case gets its documented exit code and
 // a message on stderr, and nothing on stdout.
 func TestCLIFriction(t *testing.T) {
+	t.Parallel()
 	db, _ := demoRun(t)
 	tiny := tinyGraph(t)
 	cases := []struct {
@@ -230,6 +232,7 @@ func TestCLIFriction(t *testing.T) {
 
 // The closing hint of a run is a command that works as printed.
 func TestClosingHintWorksAsPrinted(t *testing.T) {
+	t.Parallel()
 	bin := noderunBinary(t)
 	dir := t.TempDir()
 	tiny := tinyGraph(t)
@@ -390,6 +393,7 @@ func startSim(t *testing.T, bin, faults string) string {
 // Piped, stderr is one log stream: each recovery step once (no progress
 // line repeating a diagnostic), and with --log-format json every line is JSON.
 func TestPipedLogIsOneStream(t *testing.T) {
+	t.Parallel()
 	demoRun(t)
 	steps := 0
 	for _, l := range strings.Split(demo.errs, "\n") {

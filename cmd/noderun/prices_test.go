@@ -12,6 +12,7 @@ import (
 // vendors, dated, with its sources), in text and JSON, and a --prices file
 // over it.
 func TestPricesCommand(t *testing.T) {
+	t.Parallel()
 	code, out, errs := runCLI(t, "prices")
 	if code != 0 || !strings.Contains(out, "claude-sonnet-4-5") || !strings.Contains(out, "gpt-4o-mini") ||
 		!strings.Contains(out, "gemini-2.5-pro") || !strings.Contains(out, "As of 20") || !strings.Contains(out, "0.15 ") {

@@ -84,6 +84,7 @@ func runIDs(t *testing.T, db string, filter ...string) []string {
 // stays intact (integrity and foreign keys), and compact gives the space
 // back.
 func TestDeleteAndPrune(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "j.db")
 	g := twoNodeGraph(t, dir, "pair")
@@ -217,6 +218,7 @@ func TestDeleteRefusesALiveRun(t *testing.T) {
 // The runs list filters, in the table and in JSON, each run's document as
 // the unfiltered list has it.
 func TestStatusFilters(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "j.db")
 	mustRun(t, "run", "--sim", "--db", db, twoNodeGraph(t, dir, "first"))
@@ -274,6 +276,7 @@ func TestStatusFilters(t *testing.T) {
 
 // run --print writes the nodes' outputs, and nothing else, on stdout.
 func TestRunPrint(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "j.db")
 	g := twoNodeGraph(t, dir, "pair")

@@ -334,6 +334,7 @@ func checkNodes(t *testing.T, dom, db string, run *ledger.Run, max int) {
 // went well; each node's diagnostics and output are one click away, a long
 // output cut with the command that prints it.
 func TestReportRendersInHeadlessChromium(t *testing.T) {
+	t.Parallel()
 	db, _ := demoRun(t)
 	page, dom := reportDOM(t, db)
 	run, acct := ledgerOf(t, db)
@@ -386,6 +387,7 @@ func TestReportRendersInHeadlessChromium(t *testing.T) {
 // retries it, with the journal named so that it works when pasted (here
 // from a directory with a space in its name).
 func TestReportShowsFailuresFirst(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "my runs")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -500,6 +502,7 @@ nodes:
 // between the sessions as a gap, the node's attempt across it, and no
 // failure.
 func TestReportDrawsTheGapOfAResumedRun(t *testing.T) {
+	t.Parallel()
 	srv := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: intTokens, TokensPerSecond: 1000})
 	db, _, _ := interruptRun(t, srv, syscall.SIGTERM)
 	_, dom := reportDOM(t, db)

@@ -20,6 +20,7 @@ import (
 )
 
 func TestServeOptional(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ in, want []string }{
 		{[]string{"noderun", "run", "g.yaml", "--serve"}, []string{"noderun", "run", "g.yaml", "--serve=" + defaultServeAddr}},
 		{[]string{"noderun", "run", "--serve", "g.yaml"}, []string{"noderun", "run", "--serve=" + defaultServeAddr, "g.yaml"}},
@@ -70,6 +71,7 @@ func TestServeRefuses(t *testing.T) {
 // `noderun serve` prints its URL, serves the journal's runs and the page,
 // and on SIGTERM stops with 130, a run it started interrupted and resumable.
 func TestServeProcess(t *testing.T) {
+	t.Parallel()
 	graph, db := writeGraph(t, `name: slowish
 cache: false
 providers:
@@ -169,6 +171,7 @@ nodes:
 
 // `run --serve` serves the run's page while it runs and says where.
 func TestRunServe(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "j.db")
 	cmd := exec.Command(noderunBinary(t), "run", "../../testdata/graphs/demo.yaml", "--db", db, "--serve", "127.0.0.1:0")
 	var out testkit.Buffer

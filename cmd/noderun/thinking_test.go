@@ -16,6 +16,7 @@ import (
 // request, an independent count), `show` never does, and `show --json`
 // carries both, apart.
 func TestShowThinking(t *testing.T) {
+	t.Parallel()
 	const prompt = "think it over"
 	src := "name: think\nprofile: ci\nproviders:\n  deep:\n    kind: sim\n    api: responses\n    sim: {seed: 3, tokens: 40}\n" +
 		"nodes:\n  - {id: answer, prompt: " + prompt + ", reasoning_effort: low}\n"
@@ -45,6 +46,7 @@ func TestShowThinking(t *testing.T) {
 
 // The report shows a node's thinking apart from its output.
 func TestReportShowsThinking(t *testing.T) {
+	t.Parallel()
 	src := "name: think\nprofile: ci\nproviders:\n  deep:\n    kind: sim\n    api: responses\n    sim: {seed: 3, tokens: 40}\n" +
 		"nodes:\n  - {id: answer, prompt: ponder, reasoning_effort: low}\n"
 	db := filepath.Join(t.TempDir(), "j.db")

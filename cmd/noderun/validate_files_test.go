@@ -12,6 +12,7 @@ import (
 // full (every problem, at its line), beside graphs or alone; --json
 // documents them (docs/json.md) and the exit code is 2 when any is invalid.
 func TestValidateProfilesPricesAndFaults(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, text string) string {
 		p := filepath.Join(dir, name)

@@ -23,6 +23,7 @@ import (
 // once (the run's verdicts and totals, then the table of figures), and no
 // line of its log is wider than a CI log shows.
 func TestMakeDemoSaysEachFactOnce(t *testing.T) {
+	t.Parallel()
 	root, err := testkit.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -151,6 +152,7 @@ func TestCtrlCOnATerminal(t *testing.T) {
 // Issue 24: a response the provider answers 404 for is not running (it
 // expired, or the provider forgot it): cancel says so and exits 0.
 func TestCancelOfAForgottenResponseIsNotAFailure(t *testing.T) {
+	t.Parallel()
 	srv := simtest.Start(t, sim.Config{Seed: intSeed, Tokens: intTokens, TokensPerSecond: 1000})
 	db, _, _ := interruptRun(t, srv, syscall.SIGTERM)
 	// status says what the run's own table said: resumable, and detached.

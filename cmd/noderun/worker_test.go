@@ -13,6 +13,7 @@ import (
 // unreachable frontend is a failure (exit 1) that names it. The runs
 // themselves are tested against a real dev server in runner/temporal.
 func TestTemporalCommandsInput(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
