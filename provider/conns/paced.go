@@ -75,7 +75,7 @@ type pacedConn struct {
 	waiting atomic.Bool
 	eager   atomic.Int32
 	last    time.Time     // when the last read returned (the reader's alone)
-	wait    time.Duration // how long a short read waits: from gap to MaxReadWait (the reader's alone)
+	wait    time.Duration // how long a short read waits: from gap up to maxWaits gaps (MaxReadWait at ReadGap; the reader's alone)
 }
 
 // Paced returns c with its reads paced by gap (none when gap <= 0).
