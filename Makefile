@@ -41,13 +41,19 @@ demo: build
 
 # Tests run the real Codex CLI, Claude Code, Gemini CLI, a Temporal dev server, Jaeger (OTLP traces),
 # promtool (metrics), nginx and xmllint (JUnit schema checks); `tools` installs what is missing.
-# One package per core, go test's default. Four at once was faster here (same tree, tools installed:
-# 448 s of wall for 618 s of CPU, against 613 s for 588 s), but under that load the chaos matrix's
-# Codex node (runner/ledger TestAccountingInvariantsOverTheChaosMatrix, reset-late) once missed its
-# profile's recovery deadline: an agent CLI's restart is seconds of Node.js CPU. Not until the tests
-# that time agents scale their deadlines to the machine's load.
-test: tools
-	$(GO) test $(RACE) -count=1 ./...
+# Where the time goes (this 2-core machine, tools installed, `go test -json` and /usr/bin/time per test
+# binary): ~810 s of CPU, of which the five longest packages (SLOW) are ~560 s and 150-220 s of wall
+# each. go test starts packages in the order given and ran these in its order (cmd/noderun, runner,
+# runner/temporal one after another: 641 s); given first, they start together. Three packages at once
+# fill the seconds they spend waiting (on a Temporal server, silences, deadlines) with another's CPU.
+# Four at once was faster still, but under that load the chaos matrix's Codex node (runner/ledger
+# TestAccountingInvariantsOverTheChaosMatrix, reset-late) once missed its profile's recovery deadline:
+# an agent CLI's restart is seconds of Node.js CPU.
+# The command is built once (build) and every package's tests run it ($NODERUN_TEST_BIN), instead of
+# each linking its own.
+SLOW := ./runner ./runner/temporal ./cmd/noderun ./runner/ledger ./server
+test: tools build
+	NODERUN_TEST_BIN=$(abspath $(BIN)) $(GO) test $(RACE) -count=1 -p 3 $(SLOW) ./...
 
 # -race instruments our code, the standard library and the modules we use, all but one package: the
 # SQLite C library transpiled to Go (modernc.org/sqlite/lib), whose locking is SQLite's own. Instrumented,

@@ -63,6 +63,11 @@ func (s *Buffer) String() string {
 // process (to kill -9 it, to run it as a Temporal worker). A test package
 // keeps one: it is built once, on first use, and Remove (from TestMain)
 // deletes it. The zero value is ready.
+//
+// With $NODERUN_TEST_BIN set (make test builds bin/noderun first and sets
+// it), every package runs that binary instead: one link of the command per
+// make test, not one per package that needs it, each at its start, beside
+// the other packages' tests.
 type CLI struct {
 	once sync.Once
 	dir  string
@@ -84,6 +89,16 @@ func (c *CLI) Path(tb testing.TB) string {
 // build runs go build by import path, so that it works from any package's
 // directory in the module.
 func (c *CLI) build() error {
+	if p := os.Getenv(TestBinEnv); p != "" {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("$%s %q: not an absolute path (the tests run in each package's directory)", TestBinEnv, p)
+		}
+		if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return fmt.Errorf("$%s %q: not an executable file (%v); unset it to build the command", TestBinEnv, p, err)
+		}
+		c.path = p
+		return nil
+	}
 	dir, err := os.MkdirTemp("", "noderun-bin-")
 	if err != nil {
 		return err
@@ -96,7 +111,11 @@ func (c *CLI) build() error {
 	return nil
 }
 
-// Remove deletes the built command, if any. Call it once every test is done.
+// TestBinEnv names a noderun binary built beforehand for every package's
+// tests (CLI): make test sets it.
+const TestBinEnv = "NODERUN_TEST_BIN"
+
+// Remove deletes the built command, if any (never $NODERUN_TEST_BIN's). Call it once every test is done.
 func (c *CLI) Remove() {
 	if c.dir != "" {
 		_ = os.RemoveAll(c.dir)

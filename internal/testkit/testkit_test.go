@@ -51,6 +51,7 @@ func TestTempJournalClosedWhenTheTestEnds(t *testing.T) {
 
 // The command is built once, runs, and is gone after Remove.
 func TestCLI(t *testing.T) {
+	t.Setenv(TestBinEnv, "") // built here, whatever make test built
 	var c CLI
 	defer c.Remove()
 	p := c.Path(t)
@@ -63,6 +64,38 @@ func TestCLI(t *testing.T) {
 	c.Remove()
 	if _, err := os.Stat(p); !os.IsNotExist(err) {
 		t.Errorf("%s after Remove: %v, want it gone", p, err)
+	}
+}
+
+// With $NODERUN_TEST_BIN set, CLI runs that binary, never removes it, and
+// refuses a path it could not run from every package's directory.
+func TestCLIFromTestBinEnv(t *testing.T) {
+	t.Setenv(TestBinEnv, "")
+	var built CLI
+	defer built.Remove()
+	bin := built.Path(t)
+
+	t.Setenv(TestBinEnv, bin)
+	var c CLI
+	if p := c.Path(t); p != bin {
+		t.Errorf("Path %s, want $%s %s", p, TestBinEnv, bin)
+	}
+	c.Remove()
+	if _, err := os.Stat(bin); err != nil {
+		t.Errorf("$%s after Remove: %v, want it kept", TestBinEnv, err)
+	}
+
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plain, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"bin/noderun", dir, plain, filepath.Join(dir, "missing")} {
+		t.Setenv(TestBinEnv, bad)
+		var c CLI
+		if err := c.build(); err == nil || !strings.Contains(err.Error(), TestBinEnv) {
+			t.Errorf("$%s=%s: %v, want an error naming it", TestBinEnv, bad, err)
+		}
 	}
 }
 
