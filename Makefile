@@ -50,10 +50,12 @@ demo: build
 # TestAccountingInvariantsOverTheChaosMatrix, reset-late) once missed its profile's recovery deadline:
 # an agent CLI's restart is seconds of Node.js CPU.
 # The command is built once (build) and every package's tests run it ($NODERUN_TEST_BIN), instead of
-# each linking its own.
+# each linking its own. Test binaries are linked without DWARF (-w): nothing reads it (race reports
+# and panics are symbolized from the runtime's own tables), and each of the 45 links takes ~30% less
+# CPU (runner/temporal's: 5.4 s -> 3.8 s).
 SLOW := ./runner ./runner/temporal ./cmd/noderun ./runner/ledger ./server
 test: tools build
-	NODERUN_TEST_BIN=$(abspath $(BIN)) $(GO) test $(RACE) -count=1 -p 3 $(SLOW) ./...
+	NODERUN_TEST_BIN=$(abspath $(BIN)) $(GO) test $(RACE) -ldflags=-w -count=1 -p 3 $(SLOW) ./...
 
 # -race instruments our code, the standard library and the modules we use, all but one package: the
 # SQLite C library transpiled to Go (modernc.org/sqlite/lib), whose locking is SQLite's own. Instrumented,
