@@ -76,7 +76,7 @@ func TestGraphFilesThatNeverEnd(t *testing.T) {
 		}
 		// A FIFO nobody writes: SIGTERM ends it at once.
 		cmd, stderr = start(with(idle)...)
-		time.Sleep(300 * time.Millisecond)
+		waitOpeningFIFO(t, cmd.Process.Pid)
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		sent := time.Now()
 		code = exitOf(cmd.Wait())
@@ -87,6 +87,30 @@ func TestGraphFilesThatNeverEnd(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "j.db")); !os.IsNotExist(err) {
 		t.Errorf("a journal was created: %v", err)
 	}
+}
+
+// waitOpeningFIFO waits until a thread of process pid waits in open(2) for a
+// FIFO's writer (Linux's wchan "wait_for_partner"): past its start, and past
+// the signal handlers that run installs before anything else. A fixed sleep
+// was not enough under make test's load: SIGTERM came before the handler
+// and the process died of it (exit -1 after 10 ms). Without /proc (not
+// Linux), it gives the process a second.
+func waitOpeningFIFO(t *testing.T, pid int) {
+	t.Helper()
+	task := fmt.Sprintf("/proc/%d/task", pid)
+	if _, err := os.Stat(task); err != nil {
+		time.Sleep(time.Second)
+		return
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		tids, _ := os.ReadDir(task)
+		for _, tid := range tids {
+			if w, err := os.ReadFile(filepath.Join(task, tid.Name(), "wchan")); err == nil && string(w) == "wait_for_partner" {
+				return
+			}
+		}
+	}
+	t.Fatalf("process %d never waited in open(2) for a writer of its FIFO within 30s", pid)
 }
 
 // feed writes comment lines into the FIFO at path until its reader goes away
