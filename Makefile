@@ -46,11 +46,10 @@ demo: build
 # each. go test starts packages in the order given and ran these in its order (cmd/noderun, runner,
 # runner/temporal one after another; runner/temporal started 7 minutes in and ran mostly alone);
 # given first, they start first. One package per core, go test's default: three at once (-p 3) took
-# 625 s against 730 s here, but 3 of 5 runs failed: two on races in tests since fixed, one on tests that
-# time processes (TestGraphFilesThatNeverEnd's
-# SIGTERM 300 ms after start; the chaos matrix's Codex node in runner/ledger
-# TestAccountingInvariantsOverTheChaosMatrix missing its profile's recovery deadline: an agent CLI's
-# restart is seconds of Node.js CPU). Not until those tests wait for what they time.
+# 625 s against 730 s here, but 3 of 5 runs failed, each on a test that timed a process under load.
+# Three such tests now wait for what they time; the fourth, the chaos matrix's Codex node (runner/ledger
+# TestAccountingInvariantsOverTheChaosMatrix) missing its profile's recovery deadline, does not: an
+# agent CLI's restart is seconds of Node.js CPU. Not until its deadline scales with the machine's load.
 # The command is built once (build) and every package's tests run it ($NODERUN_TEST_BIN), instead of
 # each linking its own. Test binaries are linked without DWARF (-w): nothing reads it (race reports
 # and panics are symbolized from the runtime's own tables), and each of the 45 links takes ~30% less
