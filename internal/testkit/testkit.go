@@ -93,8 +93,12 @@ func (c *CLI) build() error {
 		if !filepath.IsAbs(p) {
 			return fmt.Errorf("$%s %q: not an absolute path (the tests run in each package's directory)", TestBinEnv, p)
 		}
-		if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-			return fmt.Errorf("$%s %q: not an executable file (%v); unset it to build the command", TestBinEnv, p, err)
+		fi, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("$%s: %w; unset it to build the command", TestBinEnv, err)
+		}
+		if !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+			return fmt.Errorf("$%s %q: not an executable file; unset it to build the command", TestBinEnv, p)
 		}
 		c.path = p
 		return nil

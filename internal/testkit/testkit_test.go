@@ -70,11 +70,11 @@ func TestCLI(t *testing.T) {
 // With $NODERUN_TEST_BIN set, CLI runs that binary, never removes it, and
 // refuses a path it could not run from every package's directory.
 func TestCLIFromTestBinEnv(t *testing.T) {
-	t.Setenv(TestBinEnv, "")
-	var built CLI
-	defer built.Remove()
-	bin := built.Path(t)
-
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "noderun") // any executable: CLI does not run it
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv(TestBinEnv, bin)
 	var c CLI
 	if p := c.Path(t); p != bin {
@@ -85,7 +85,6 @@ func TestCLIFromTestBinEnv(t *testing.T) {
 		t.Errorf("$%s after Remove: %v, want it kept", TestBinEnv, err)
 	}
 
-	dir := t.TempDir()
 	plain := filepath.Join(dir, "plain")
 	if err := os.WriteFile(plain, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
