@@ -1,10 +1,12 @@
 package runner
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/runner/ledger"
 )
 
 // Issue 31, point 2: a finished run's result holds each node's attempts
@@ -48,6 +50,38 @@ func TestResultHoldsAttemptsUsageAndDiagnostics(t *testing.T) {
 	for _, d := range b.Diagnostics {
 		if d.Record.Code.IsFault() {
 			t.Errorf("b saw a fault: %+v", d)
+		}
+	}
+	// The run as read at its end is the one a later read finds, account
+	// and all, and the attempts and diagnostics above are its.
+	if res.Ledger == nil {
+		t.Fatal("no Ledger")
+	}
+	later, err := ledger.Load(t.Context(), j, res.RunID, ledger.LoadOptions{NoPartial: true, NoOutput: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ledger.AccountOf(res.Ledger, nil), ledger.AccountOf(later, nil); !reflect.DeepEqual(got, want) {
+		t.Errorf("the account of res.Ledger\n%+v\nis not the journal's\n%+v", got, want)
+	}
+	for i, nd := range res.Ledger.Nodes {
+		n := res.Nodes[i]
+		if nd.ID != n.ID || len(nd.Attempts) != len(n.Attempts) || len(nd.Records) != len(n.Diagnostics) {
+			t.Fatalf("node %s: Ledger's %d attempts, %d records; the result's %s: %d, %d", nd.ID, len(nd.Attempts), len(nd.Records), n.ID, len(n.Attempts), len(n.Diagnostics))
+		}
+		for k, la := range nd.Attempts {
+			want := journal.Usage{} // none recorded: zero, not the ledger's estimate
+			if la.UsageRecorded {
+				want = la.Usage
+			}
+			if ra := n.Attempts[k]; ra.Attempt != la.Attempt || ra.Usage != want {
+				t.Errorf("node %s attempt %d: %+v, want %+v usage %+v", n.ID, k+1, ra, la.Attempt, want)
+			}
+		}
+		for k, rec := range nd.Records {
+			if d := n.Diagnostics[k]; d.Record.Code != rec.Code || d.Attempt != rec.Attempt || !d.Time.Equal(rec.Time) {
+				t.Errorf("node %s diagnostic %d: %+v, want %+v", n.ID, k+1, d, rec)
+			}
 		}
 	}
 }

@@ -13,8 +13,9 @@
 // The Result has each node's state, output and error, its attempts
 // (provider, mode, response id, outcome, error class, token usage) and its
 // diagnostics, decoded (NodeResult.Attempts, NodeResult.Diagnostics); what
-// recovery did and cost, in sum, is package runner/ledger (ledger.Load,
-// ledger.AccountOf). A run that is interrupted (ctx canceled) returns its
+// recovery did and cost, in sum, is package runner/ledger: Result.Ledger is
+// the run as ledger.Load read it at the end, and ledger.AccountOf accounts
+// for it. A run that is interrupted (ctx canceled) returns its
 // Result with an error matching ErrInterrupted and the context's cause;
 // setup errors are sentinels (ErrNoJournal, ErrNoGraph, ErrUnbuiltGraph,
 // ErrBuiltinKind, ErrNoProviderFunc, ErrNotSimulated; a graph's problems
@@ -40,7 +41,6 @@
 package runner
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,6 +64,7 @@ import (
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/resume"
 	"github.com/noderun/noderun/runner/graph"
+	"github.com/noderun/noderun/runner/ledger"
 	"github.com/noderun/noderun/runner/quota"
 )
 
@@ -141,6 +142,14 @@ type Result struct {
 	RunID  string
 	Status journal.RunStatus
 	Nodes  []NodeResult // in graph order
+	// Ledger is the run as its journal holds it at the end, read once
+	// (ledger.Load, without the outputs, which Nodes hold, nor an
+	// unfinished node's text, only its size): ledger.AccountOf(res.Ledger,
+	// prices) accounts for it without reading the journal again. Nodes'
+	// Attempts and Diagnostics are taken from it. Nil when the journal
+	// could not be read back (the log says why): the run itself is
+	// journaled and finished.
+	Ledger *ledger.Run
 }
 
 // NodeResult is one node's outcome.
@@ -431,49 +440,40 @@ func (r *runState) finish(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
-// records fills in the nodes' attempts, usage and diagnostics from the
-// journal: one query of each kind for the whole run, so that a wide run
-// does not pay a query per node. Measured on BenchmarkFanOut (10,000 nodes,
-// 2 shared cores): ~35 µs of CPU and ~3 KiB of heap per node, ~5% of the
-// runner's cost there. The attempts are read beside the records (usage
-// and diagnostics, in one walk of the run's records): the caller waits for
-// them after the last node. A read that fails leaves them out (and says so
-// in the log): the run itself is journaled and finished.
+// records reads the run back once, as its account reads it (ledger.Load),
+// and fills in the nodes' attempts, usage and diagnostics from it: one
+// query of each kind for the whole run, so that a wide run does not pay a
+// query per node, and a caller that prints the account (the CLI's result)
+// does not read it all again (issue 45: that second read was a fifth of a
+// 1,000-node run's end). A read that fails leaves them out (and says so in
+// the log): the run itself is journaled and finished.
 func (r *runState) records(ctx context.Context, res *Result) {
-	var atts []journal.Attempt
-	var attErr error
-	var wg sync.WaitGroup
-	wg.Go(func() { atts, attErr = r.j.Attempts(ctx, r.id, "") })
-	evs, err := r.j.Events(ctx, r.id, journal.EventFilter{AfterSeq: -1, Kinds: []string{journal.KindDiagnostic, journal.KindUsage}})
-	wg.Wait()
-	var usage map[string]map[int]journal.Usage
-	if err == nil {
-		usage, err = journal.UsageOf(evs)
-	}
-	if err = cmp.Or(attErr, err); err != nil {
+	run, err := ledger.Load(ctx, r.j, r.id, ledger.LoadOptions{NoPartial: true, NoOutput: true})
+	if err != nil {
 		r.log.Warn("result: reading the attempts, usage and diagnostics", "error", err)
 		return
 	}
+	res.Ledger = run
 	at := make(map[string]int, len(res.Nodes))
 	for i, n := range res.Nodes {
 		at[n.ID] = i
 	}
-	for _, a := range atts {
-		if i, ok := at[a.NodeID]; ok {
-			res.Nodes[i].Attempts = append(res.Nodes[i].Attempts, AttemptResult{Attempt: a, Usage: usage[a.NodeID][a.N]})
-		}
-	}
-	for _, e := range evs {
-		i, ok := at[e.NodeID]
-		if !ok || e.Kind != journal.KindDiagnostic {
-			continue // run-level, or usage (above)
-		}
-		rec, err := diagnostics.Decode(e.Payload)
-		if err != nil {
-			r.log.Warn("result: a diagnostic that does not decode", "node", e.NodeID, "seq", e.Seq, "error", err)
+	for _, nd := range run.Nodes {
+		i, ok := at[nd.ID]
+		if !ok {
 			continue
 		}
-		res.Nodes[i].Diagnostics = append(res.Nodes[i].Diagnostics, Diagnostic{Record: rec, Attempt: e.Attempt, Time: e.Time})
+		n := &res.Nodes[i]
+		for _, a := range nd.Attempts {
+			var u journal.Usage // what the attempt recorded: none is zero, not the ledger's estimate
+			if a.UsageRecorded {
+				u = a.Usage
+			}
+			n.Attempts = append(n.Attempts, AttemptResult{Attempt: a.Attempt, Usage: u})
+		}
+		for _, rec := range nd.Records {
+			n.Diagnostics = append(n.Diagnostics, Diagnostic{Record: rec.Record, Attempt: rec.Attempt, Time: rec.Time})
+		}
 	}
 }
 

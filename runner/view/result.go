@@ -82,16 +82,20 @@ func ResultOf(res *runner.Result, run *ledger.Run, acct *ledger.Account) Result 
 	return out
 }
 
-// ResultFrom is ResultOf with the run's account read from j, unpriced, and
-// without the text of unfinished nodes (only their size). Without a journal
-// (nil), or when the run cannot be read from it, the result has no account:
-// a run's result is said whatever its account.
+// ResultFrom is ResultOf with the run's account, unpriced, and without the
+// text of unfinished nodes (only their size): of the run res.Ledger holds
+// (read at the run's end), else read from j. Without either (j nil), or
+// when the run cannot be read, the result has no account: a run's result
+// is said whatever its account.
 func ResultFrom(ctx context.Context, j *journal.Journal, res *runner.Result) Result {
-	if j == nil {
-		return ResultOf(res, nil, nil)
+	run := res.Ledger
+	if run == nil && j != nil {
+		var err error
+		if run, err = ledger.Load(ctx, j, res.RunID, ledger.LoadOptions{NoPartial: true, NoOutput: true}); err != nil {
+			run = nil
+		}
 	}
-	run, err := ledger.Load(ctx, j, res.RunID, ledger.LoadOptions{NoPartial: true, NoOutput: true})
-	if err != nil {
+	if run == nil {
 		return ResultOf(res, nil, nil)
 	}
 	return ResultOf(res, run, ledger.AccountOf(run, nil))

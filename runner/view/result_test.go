@@ -68,8 +68,9 @@ func TestResultOf(t *testing.T) {
 	}
 }
 
-// ResultFrom reads the account from the journal; without a journal, or
-// when the run is not in it, the result has none.
+// ResultFrom reads the account from the journal, or takes the run the
+// result holds (read at its end) without reading it again; without either,
+// or when the run is not in the journal, the result has none.
 func TestResultFrom(t *testing.T) {
 	ctx := context.Background()
 	j := testkit.OpenJournal(t, filepath.Join(t.TempDir(), "j.db"))
@@ -85,6 +86,14 @@ func TestResultFrom(t *testing.T) {
 	res := &runner.Result{RunID: "r", Status: journal.RunFailed, Nodes: []runner.NodeResult{{ID: "a", State: journal.NodeSkipped}}}
 	if doc := ResultFrom(ctx, j, res); len(doc.Summary) == 0 || doc.Nodes[0].Note == "" {
 		t.Errorf("with the journal: no account: %+v", doc)
+	}
+	held := *res
+	var err error
+	if held.Ledger, err = ledger.Load(ctx, j, "r", ledger.LoadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if doc := ResultFrom(ctx, nil, &held); len(doc.Summary) == 0 || doc.Nodes[0].Note == "" {
+		t.Errorf("with the run held, no journal: no account: %+v", doc)
 	}
 	for name, j := range map[string]*journal.Journal{"no journal": nil, "not in it": j} {
 		res := *res
