@@ -12,9 +12,9 @@ import (
 // tests check every command against it) is built by package runner/view,
 // which the HTTP server (noderun serve) serves too.
 
-// writeJSON writes v as json.Encoder with SetIndent("", "  ") does, at a
-// third of its cost (package jsonindent): the result of a wide run holds
-// every node's output.
+// writeJSON writes v as json.Encoder with SetIndent("", "  ") does, at
+// about half its cost (package jsonindent's BenchmarkMarshal): the result
+// of a wide run holds every node's output.
 func writeJSON(w io.Writer, v any) error {
 	b, err := jsonindent.Marshal(v, "  ")
 	if err != nil {
