@@ -11,6 +11,7 @@ import (
 // produced it; a copy made from the cache keeps its origin (age and cost);
 // a pending node, the looking run and an entry older than the TTL are not hits.
 func TestCacheLookup(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	createRun(t, j, "r1")
@@ -57,6 +58,7 @@ func TestCacheLookup(t *testing.T) {
 // failed) or its runner is gone; a run's own nodes never count, nor do
 // runs without a live owner.
 func TestClaimKey(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	j, other := openTest(t, path), openTest(t, path)

@@ -13,6 +13,7 @@ import (
 // account, rather than within the checkpointer's interval or in Close,
 // where its caller would wait for it.
 func TestRunEndCheckpointsAtOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	// Only the first commit is checkpointed by the interval; any later

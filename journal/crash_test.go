@@ -75,6 +75,7 @@ func crashHelper(path string) {
 // change, every event appended before the last acknowledgement, and events
 // that form a gap-free prefix of what was appended.
 func TestCrashSafety(t *testing.T) {
+	t.Parallel()
 	crashTrials(t, 12, 3, func(t *testing.T) {
 		crashTrial(t, time.Duration(20+rand.IntN(400))*time.Millisecond)
 	})

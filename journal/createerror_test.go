@@ -13,6 +13,7 @@ import (
 // told where to go, not to "continue its runs" (it has none); one that
 // exists but cannot be written is told to be copied.
 func TestCreateErrorFitsTheCase(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	existing := filepath.Join(dir, "old.db")
 	if err := os.WriteFile(existing, nil, 0o600); err != nil {

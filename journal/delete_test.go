@@ -107,6 +107,7 @@ func freePages(t *testing.T, j *Journal) int {
 }
 
 func TestDeleteRunRemovesEveryRowAndCompactReclaims(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := openTest(t, path)
@@ -177,6 +178,7 @@ func mapsEqual(a, b map[string]int) bool {
 // A run whose runner holds it is refused, naming the process; once the
 // runner lets go it can be deleted.
 func TestDeleteRunRefusesALiveRun(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	o := NewOwner()
@@ -208,6 +210,7 @@ func ids(runs []Run) []string {
 }
 
 func TestFindRunsFilters(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	now := time.Now()
@@ -255,6 +258,7 @@ func TestFindRunsFilters(t *testing.T) {
 }
 
 func TestPrune(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	now := time.Now()

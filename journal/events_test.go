@@ -25,6 +25,7 @@ func checkSeqs(t *testing.T, evs []Event) {
 }
 
 func TestStateChangeCommitsEarlierAppends(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	// A long linger: nothing but the state change can trigger the commit.
@@ -48,6 +49,7 @@ func TestStateChangeCommitsEarlierAppends(t *testing.T) {
 // 3,000 commits), with payloads of their own: the caller may reuse its
 // buffers at once. An unusable event queues none of them.
 func TestAppendAllIsOneTransaction(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var mu sync.Mutex
 	var commits []int
@@ -88,6 +90,7 @@ func TestAppendAllIsOneTransaction(t *testing.T) {
 }
 
 func TestSeqsArePerRunAndGapFree(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "", WithBatch(7, time.Millisecond)) // many small batches
 	createRun(t, j, "a")
@@ -128,6 +131,7 @@ func TestSeqsArePerRunAndGapFree(t *testing.T) {
 // processes) appending to one run in turn still give every event its own
 // seq, gap-free.
 func TestSeqsWithAnotherWriter(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	a, b := openTest(t, path), openTest(t, path)
@@ -152,6 +156,7 @@ func TestSeqsWithAnotherWriter(t *testing.T) {
 }
 
 func TestEventsFilter(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	createRun(t, j, "r")
@@ -201,6 +206,7 @@ func TestEventsFilter(t *testing.T) {
 }
 
 func TestDuplicateProviderEventsAreIgnored(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "", WithBatch(8, time.Millisecond))
 	createRun(t, j, "r")
@@ -257,6 +263,7 @@ func TestDuplicateProviderEventsAreIgnored(t *testing.T) {
 }
 
 func TestRebuildOutputHonoursReset(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	createRun(t, j, "r")
@@ -284,6 +291,7 @@ func TestRebuildOutputHonoursReset(t *testing.T) {
 }
 
 func TestAppendCopiesPayload(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	createRun(t, j, "r")
@@ -299,6 +307,7 @@ func TestAppendCopiesPayload(t *testing.T) {
 // A reader in another Journal polls while a writer streams: it must see
 // every event exactly once, in seq order, without gaps.
 func TestConcurrentReaderWhileWriting(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	w := openTest(t, path, WithBatch(64, 2*time.Millisecond))
@@ -338,6 +347,7 @@ func TestConcurrentReaderWhileWriting(t *testing.T) {
 }
 
 func TestAppendToUnknownRunFailsTheJournal(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	createRun(t, j, "r")
@@ -355,6 +365,7 @@ func TestAppendToUnknownRunFailsTheJournal(t *testing.T) {
 }
 
 func TestWriterFailureIsSticky(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	createRun(t, j, "r")
@@ -380,6 +391,7 @@ func TestWriterFailureIsSticky(t *testing.T) {
 // blocks (backpressure) instead of growing memory or dropping events; when
 // the lock is released everything is committed.
 func TestBackpressureAndBusyWait(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := openTest(t, path, WithQueueSize(8), WithBatch(4, 0))
@@ -418,6 +430,7 @@ func TestBackpressureAndBusyWait(t *testing.T) {
 }
 
 func TestFlushHonoursContext(t *testing.T) {
+	t.Parallel()
 	j := openTest(t, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -430,6 +443,7 @@ func TestFlushHonoursContext(t *testing.T) {
 // The writer never checkpoints (see checkpoint.go): the checkpointer must,
 // or the WAL would grow for as long as the journal is open.
 func TestCheckpointerMovesTheWALIntoTheDatabase(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := openTest(t, path)
@@ -458,6 +472,7 @@ func TestCheckpointerMovesTheWALIntoTheDatabase(t *testing.T) {
 // output and its provider sequence numbers follow on, so rebuilding, the
 // cursor and duplicate detection all span the chain. A retry starts afresh.
 func TestReattachChains(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	createRun(t, j, "r")
@@ -534,6 +549,7 @@ func TestReattachChains(t *testing.T) {
 // of its batch, before and after it, commits. The batch first runs without
 // savepoints; this is the run again that isolates each state change.
 func TestFailedStateChangeFailsAlone(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "", WithBatch(1000, time.Minute))
 	createRun(t, j, "r")
@@ -598,6 +614,7 @@ func TestFailedStateChangeFailsAlone(t *testing.T) {
 // text of delta and reasoning events left out and every other payload
 // kept, before and after a fold.
 func TestEventsNoText(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	createRun(t, j, "run")

@@ -98,6 +98,7 @@ func readFolded(t *testing.T, j *Journal) string {
 // the running node's rows stay rows; a second fold does nothing; seqs go on
 // from the last one, folded or not, in this process and after a reopen.
 func TestFoldGivesEveryRowBack(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	output := foldFixture(t, j)
@@ -146,6 +147,7 @@ func TestFoldGivesEveryRowBack(t *testing.T) {
 // A fold that points into a node's output keeps its bytes when the output
 // changes: they are copied into the fold first.
 func TestFoldSurvivesANewOutput(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	foldFixture(t, j)
@@ -162,6 +164,7 @@ func TestFoldSurvivesANewOutput(t *testing.T) {
 
 // A folded and vacuumed journal is smaller on disk than the unfolded one.
 func TestFoldAndVacuumShrinkTheFile(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	createRun(t, j, "run")
@@ -201,6 +204,7 @@ func TestFoldAndVacuumShrinkTheFile(t *testing.T) {
 }
 
 func TestUnpackFoldRejectsDamage(t *testing.T) {
+	t.Parallel()
 	rows := []foldedRow{{seq: 5, time: 100, providerSeq: -1, payload: []byte("ab"), chunks: 300}, {seq: 9, time: 90, providerSeq: 3, payload: []byte("cde"), chunks: 1}}
 	f := packFold(rows)
 	back, err := unpackFold(f.firstSeq, f.bytes, f.idx, f.text)
@@ -261,6 +265,7 @@ func FuzzUnpackFold(f *testing.F) {
 // A row read both before and after a fold moved it (the rows read first,
 // then the folds) is one row; none is dropped.
 func TestMergeKeepsEachSeqOnce(t *testing.T) {
+	t.Parallel()
 	ev := func(seqs ...int64) []Event {
 		var out []Event
 		for _, s := range seqs {
@@ -286,6 +291,7 @@ func TestMergeKeepsEachSeqOnce(t *testing.T) {
 // Another process folding while this one reads: every read gives the
 // rows as they were, never one twice or one missing.
 func TestReadsDuringAFoldElsewhere(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	w := openTest(t, path)

@@ -48,6 +48,7 @@ func userVersion(t *testing.T, j *Journal) int {
 }
 
 func TestMigrateFromEmptyAndReopen(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := openTest(t, path)
@@ -73,6 +74,7 @@ func TestMigrateFromEmptyAndReopen(t *testing.T) {
 }
 
 func TestMigrateAppliesOnlyNewSteps(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := openTest(t, path)
@@ -121,6 +123,7 @@ func TestMigrateAppliesOnlyNewSteps(t *testing.T) {
 }
 
 func TestOpenErrorNamesPath(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "missing-dir", "j.db")
 	_, err := Open(context.Background(), path)
 	if err == nil || !strings.Contains(err.Error(), path) {
@@ -129,6 +132,7 @@ func TestOpenErrorNamesPath(t *testing.T) {
 }
 
 func TestPathWithURICharacters(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "we?ird#na%20me.db")
 	j := openTest(t, path)
@@ -144,6 +148,7 @@ func TestPathWithURICharacters(t *testing.T) {
 }
 
 func TestCloseFlushesAndRefusesLaterCalls(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := openTest(t, path, WithBatch(DefaultBatchOps, time.Hour)) // only Close commits
@@ -174,6 +179,7 @@ func TestCloseFlushesAndRefusesLaterCalls(t *testing.T) {
 }
 
 func TestRunNodeAttemptRoundTrip(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	text := []byte("name: demo\nnodes: []\n")
@@ -316,6 +322,7 @@ func check(t *testing.T, err error) {
 }
 
 func TestStateChangeErrorsAreTheCallersOnly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	createRun(t, j, "r")
@@ -351,6 +358,7 @@ func TestStateChangeErrorsAreTheCallersOnly(t *testing.T) {
 // the writer commits: a stream faster than the disk holds at most the
 // bound (and one event) in memory, and loses nothing.
 func TestQueuedBytesAreBounded(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j, err := Open(ctx, filepath.Join(t.TempDir(), "j.db"), WithQueueBytes(1<<20))
 	if err != nil {

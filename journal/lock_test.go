@@ -28,6 +28,7 @@ func lockedBy(err error) (*LockedError, bool) {
 }
 
 func TestAcquireRunRefusesALiveOwner(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	first := openTest(t, path)
@@ -75,6 +76,7 @@ func TestAcquireRunRefusesALiveOwner(t *testing.T) {
 }
 
 func TestAcquireRunTakesOverFromADeadProcess(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	host, _ := os.Hostname()
@@ -92,6 +94,7 @@ func TestAcquireRunTakesOverFromADeadProcess(t *testing.T) {
 }
 
 func TestAcquireRunTakesOverAStaleHeartbeat(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	const stale = 400 * time.Millisecond
@@ -112,6 +115,7 @@ func TestAcquireRunTakesOverAStaleHeartbeat(t *testing.T) {
 }
 
 func TestCloseReleasesLocks(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	first := openTest(t, path)
@@ -123,6 +127,7 @@ func TestCloseReleasesLocks(t *testing.T) {
 }
 
 func TestAbandoned(t *testing.T) {
+	t.Parallel()
 	j := openTest(t, "")
 	host, _ := os.Hostname()
 	now := time.Now()
@@ -144,6 +149,7 @@ func TestAbandoned(t *testing.T) {
 }
 
 func TestHeartbeatNoticesTakeover(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := openTest(t, path, WithStaleAfter(200*time.Millisecond))

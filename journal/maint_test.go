@@ -37,6 +37,7 @@ func (l *lockedBuffer) String() string {
 // description) makes it ErrInUse, and the file is left as it was; once that
 // writer has closed, it vacuums.
 func TestVacuumWaitsForNoOtherWriter(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := openTest(t, path)
@@ -58,6 +59,7 @@ func TestVacuumWaitsForNoOtherWriter(t *testing.T) {
 // it, saying which process it waits for, and then opens; its context ends
 // the wait.
 func TestOpenWaitsForARewrite(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	j := openTest(t, path)

@@ -14,6 +14,7 @@ import (
 // files SQLite creates beside it are readable by their owner only, whatever
 // the umask.
 func TestFilesAreOwnerOnly(t *testing.T) {
+	t.Parallel()
 	old := syscall.Umask(0) // process-wide: this test must not run in parallel
 	defer syscall.Umask(old)
 	path := filepath.Join(t.TempDir(), "j.db")

@@ -11,6 +11,7 @@ import (
 // WithWriteObserver is told each group commit: its time, its operations,
 // its error.
 func TestWriteObserver(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var commits, ops int
 	var total time.Duration

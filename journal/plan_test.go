@@ -14,6 +14,7 @@ var tableScan = regexp.MustCompile(`SCAN [a-z]`)
 // TestQueryPlans pins the indexes the hot and the polled queries use, so a
 // schema change cannot silently turn them into scans of a run's whole log.
 func TestQueryPlans(t *testing.T) {
+	t.Parallel()
 	j := openTest(t, "")
 	createRun(t, j, "r")
 	byRun, byRunArgs := eventsQuery("r", EventFilter{AfterSeq: 0, Limit: 10})

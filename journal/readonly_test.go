@@ -18,6 +18,7 @@ import (
 )
 
 func TestOpenReadOnly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	if _, err := OpenReadOnly(ctx, path); err == nil {
@@ -56,6 +57,7 @@ func TestOpenReadOnly(t *testing.T) {
 // naming the file, classifiable with errors.Is, and nothing is created
 // beside it.
 func TestOpenReadOnlyRefusals(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	write := func(b []byte) func(string) error {
 		return func(p string) error { return os.WriteFile(p, b, 0o600) }
@@ -283,6 +285,7 @@ func readAll(t *testing.T, path string) int {
 // moved into the file), with the files an older noderun's reads left; in a
 // directory this process may write, and in one it may not.
 func TestReadOnlyCreatesNothing(t *testing.T) {
+	t.Parallel()
 	crashed := crashedWriter(t, t.TempDir())
 	// The crashed writer's events are in its WAL only: reading the file
 	// alone (immutable) would miss them.
@@ -374,6 +377,7 @@ func readOnlyCopy(t *testing.T, dir string) string {
 // -wal and -shm when it closes; a writer that comes and goes between two
 // reads is seen too.
 func TestReadOnlyFollowsAWriter(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir, path, ro := follower(t)
 	events := func() int {
@@ -474,6 +478,7 @@ func follower(t *testing.T) (dir, path string, ro *Journal) {
 // A journal named by a symbolic link has its -wal and -shm beside the file
 // the link names, where SQLite looks for them: so does OpenReadOnly.
 func TestReadOnlyThroughASymlink(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := crashedWriter(t, dir)
 	link := filepath.Join(t.TempDir(), "link.db")
@@ -493,6 +498,7 @@ func TestReadOnlyThroughASymlink(t *testing.T) {
 // round ends a writer under two pollers; without the sweep, a quarter of the
 // rounds left files here.
 func TestReadOnlyLeavesNoFilesAsAWriterEnds(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir, path, ro := follower(t)
 	left := 0
@@ -540,6 +546,7 @@ func TestReadOnlyLeavesNoFilesAsAWriterEnds(t *testing.T) {
 // that says so (the CLI migrates it with Open, then reads), a newer one with
 // one that does not.
 func TestSchemaErrorSaysOlderOrNewer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, c := range []struct {
 		have  int

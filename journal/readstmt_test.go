@@ -17,6 +17,7 @@ func readStmtCount(j *Journal) int {
 // Each read query is prepared once, whatever its arguments; past the bound,
 // new texts run unprepared and still answer.
 func TestReadStmtsCachedAndBounded(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	createRun(t, j, "r")
@@ -61,6 +62,7 @@ func TestReadStmtsCachedAndBounded(t *testing.T) {
 // SQLite compiles a prepared statement again when the schema changed under
 // it: a cached read still answers after a schema change and a VACUUM.
 func TestReadStmtsAfterSchemaChange(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	createRun(t, j, "r")
@@ -84,6 +86,7 @@ func TestReadStmtsAfterSchemaChange(t *testing.T) {
 // A read-only journal's connections on a live WAL close after each use, so
 // its statements are prepared again each time: reads still see new commits.
 func TestReadStmtsReadOnlyFollows(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	createRun(t, j, "r")
@@ -116,6 +119,7 @@ func TestReadStmtsReadOnlyFollows(t *testing.T) {
 // statement that Close has just closed is narrow: this run rarely hits it,
 // query's fallback covers it.)
 func TestReadStmtsCloseUnderReads(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
 	createRun(t, j, "r")

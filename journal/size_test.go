@@ -8,6 +8,7 @@ import (
 
 // A journal's size on disk is its file's and its WAL's, whichever exist.
 func TestDiskSize(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "j.db")
 	for _, c := range []struct {

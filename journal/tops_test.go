@@ -42,6 +42,7 @@ func checkTops(t *testing.T, j *Journal) {
 // provider seq is backfilled, and the resume cursor and duplicate detection
 // carry on from what was journaled, across a chain of reattach attempts too.
 func TestMigrateProviderSeqTops(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "old.db")
 	if _, err := createFile(path); err != nil {
@@ -158,6 +159,7 @@ func TestMigrateProviderSeqTops(t *testing.T) {
 // previous writer journaled, across a chain of reattach attempts, however
 // the repeats fall across batches.
 func TestProviderSeqTopsAcrossReopen(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	var want []string
@@ -205,6 +207,7 @@ func TestProviderSeqTopsAcrossReopen(t *testing.T) {
 // transaction journaled for the attempt it continues, before any of it is
 // in provider_seq_tops.
 func TestProviderSeqTopsWithinOneBatch(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "", WithBatch(1000, time.Minute)) // everything below commits at the Flush
 	createRun(t, j, "r")
@@ -276,6 +279,7 @@ func providerCrashHelper(path string) {
 // journaled twice in an attempt, and a resume from the journaled cursor
 // carries on without duplicates.
 func TestProviderSeqTopsCrash(t *testing.T) {
+	t.Parallel()
 	crashTrials(t, 6, 2, func(t *testing.T) {
 		ctx := context.Background()
 		path := filepath.Join(t.TempDir(), "crash.db")

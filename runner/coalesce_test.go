@@ -123,6 +123,7 @@ func TestCoalescingFollowsArrival(t *testing.T) {
 // A stream that falls silent has its last chunks journaled while it is
 // silent, not when it ends: a crash in a long silence loses nothing.
 func TestSilentStreamIsJournaled(t *testing.T) {
+	t.Parallel()
 	p := stampedProvider{n: 3, step: 0, hold: make(chan struct{})}
 	j, run, _ := runStamped(t, p)
 	deadline := time.Now().Add(10 * time.Second)

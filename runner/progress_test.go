@@ -256,6 +256,7 @@ func TestOnProgressContinue(t *testing.T) {
 // A silent Responses stream that the adapter polls reports each poll that
 // finds the work alive at once, while the time of its last data stands.
 func TestOnProgressPolls(t *testing.T) {
+	t.Parallel()
 	silence := ciProfile().IdleTimeout.D() + time.Second
 	srv := simtest.Start(t, sim.Config{Seed: respSeed, Tokens: 50, TokensPerSecond: 2000, Silence: silence, Keepalive: 200 * time.Millisecond})
 	var log progressLog

@@ -554,6 +554,7 @@ func TestResponsesNodeUnauthorizedFailsAtOnce(t *testing.T) {
 // holding the silent stream, re-attaches when output moves, and nothing is
 // regenerated. Silence alone is not a failure: no disconnect is journaled.
 func TestResponsesNodeSilenceWithKeepalivesPolls(t *testing.T) {
+	t.Parallel()
 	const T = 100
 	want := undisturbedResponses(t, T, "")
 	idle := ciProfile().IdleTimeout.D()

@@ -34,6 +34,7 @@ import (
 // browser starts one headless Chromium for a test; a missing one fails it.
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	testkit.RealPeer(t, "Chromium")
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Fatal("chromium is needed (make tools installs Debian's): " + err.Error())

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/runner/chaos"
@@ -478,6 +479,7 @@ func TestProfileHint(t *testing.T) {
 // and its summary: no line per case, no log line of the runs, and the
 // redrawn line gone.
 func TestChaosProgressOnTerminal(t *testing.T) {
+	testkit.RealPeer(t, "tmux")
 	tmux, err := exec.LookPath("tmux")
 	if err != nil {
 		t.Fatal("tmux is needed (apt-get install tmux; make tools installs it)")

@@ -32,6 +32,7 @@ var noderun testkit.CLI
 func noderunBinary(t *testing.T) string { return noderun.Path(t) }
 
 func TestMain(m *testing.M) {
+	testkit.ParallelInShort(8)
 	code := m.Run()
 	for _, f := range cleanups {
 		f()

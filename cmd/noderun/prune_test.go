@@ -185,6 +185,7 @@ func TestDeleteAndPrune(t *testing.T) {
 // A run that a live process runs is refused, naming the process, and so
 // is every other run named with it.
 func TestDeleteRefusesALiveRun(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "j.db")
 	mustRun(t, "run", "--sim", "--db", db, twoNodeGraph(t, dir, "pair"))

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
@@ -26,6 +27,7 @@ import (
 // chromium runs headless Chromium on a page and returns its stdout and stderr.
 func chromium(t *testing.T, args ...string) (string, string) {
 	t.Helper()
+	testkit.RealPeer(t, "Chromium")
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Fatal("chromium is needed (apt-get install chromium; make tools installs it)")

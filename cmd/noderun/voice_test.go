@@ -23,6 +23,7 @@ import (
 // once (the run's verdicts and totals, then the table of figures), and no
 // line of its log is wider than a CI log shows.
 func TestMakeDemoSaysEachFactOnce(t *testing.T) {
+	testkit.SkipInShort(t, "builds the command with make")
 	t.Parallel()
 	root, err := testkit.RepoRoot()
 	if err != nil {

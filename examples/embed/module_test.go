@@ -18,6 +18,7 @@ import (
 // tests of noderun's dependencies import, which a machine that built and
 // tested noderun need not have (GOPROXY is off).
 func TestFromASeparateModule(t *testing.T) {
+	testkit.SkipInShort(t, "builds and links a module of its own")
 	root, err := testkit.RepoRoot()
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/noderun/noderun/internal/testkit"
 )
 
 func TestText(t *testing.T) {
@@ -33,6 +35,7 @@ func TestText(t *testing.T) {
 // `make build`'s way (VCS stamping off, the version by -X) prints the
 // stamped version, not "(devel)": the defect of issue 46.
 func TestMakeBuildStampsTheVersion(t *testing.T) {
+	testkit.SkipInShort(t, "links the command")
 	bin := filepath.Join(t.TempDir(), "noderun")
 	cmd := exec.Command("go", "build", "-buildvcs=false", "-ldflags", "-X main.buildCommit=v9.9.9-1-gabcdef0", "-o", bin, "../../cmd/noderun")
 	if out, err := cmd.CombinedOutput(); err != nil {

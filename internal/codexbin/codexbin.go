@@ -34,6 +34,7 @@ func Gemini(t testing.TB) string {
 
 func tool(t testing.TB, name, env, pkg string) string {
 	t.Helper()
+	testkit.RealPeer(t, name)
 	p, err := find(name, env)
 	if err != nil {
 		t.Fatalf("%v: run `make tools` (installs %s into .tools/) or set %s", err, pkg, env)

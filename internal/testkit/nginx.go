@@ -29,6 +29,7 @@ type Nginx struct {
 // the gateway tests must run in CI.
 func nginxBinary(tb testing.TB) string {
 	tb.Helper()
+	RealPeer(tb, "nginx")
 	if p, err := exec.LookPath("nginx"); err == nil {
 		return p
 	}

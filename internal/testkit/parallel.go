@@ -28,6 +28,19 @@ func ParallelUnlessSet(n int) {
 	}
 }
 
+// ParallelInShort is ParallelUnlessSet(n) under -short only: a package
+// whose full suite keeps the CPUs busy (processes of noderun killed -9,
+// agent CLIs) keeps the default there, and raises it for the edit loop,
+// where what is left of it mostly waits (RealPeer, CLI.Path).
+func ParallelInShort(n int) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if testing.Short() {
+		ParallelUnlessSet(n)
+	}
+}
+
 // CPUs is a slot per CPU (GOMAXPROCS) for the parallel tests that keep a
 // CPU busy: those that run an agent CLI (a Node.js program whose start-up
 // takes a second or more of CPU and counts against a recovery deadline),
@@ -67,6 +80,11 @@ func (c *CPUs) take(tb testing.TB, first bool) {
 	c.mu.Lock()
 	if !c.ready {
 		c.free, c.ready = runtime.GOMAXPROCS(0), true
+		if testing.Short() {
+			// -short skips the agent CLIs (RealPeer), the heaviest holders
+			// of a slot: what is left shares each CPU two at a time.
+			c.free *= 2
+		}
 	}
 	if c.free > 0 {
 		c.free--

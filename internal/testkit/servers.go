@@ -50,6 +50,7 @@ func Terminate(cmd *exec.Cmd, exited <-chan struct{}, grace time.Duration) {
 // test that needs it fails, never skips, when it is missing.
 func Tool(tb testing.TB, name string) string {
 	tb.Helper()
+	RealPeer(tb, name)
 	p, err := toolPath(name)
 	if err != nil {
 		tb.Fatal(err)
@@ -85,6 +86,7 @@ type TemporalDev struct {
 // HostPort is the dev server's frontend address, once it answers.
 func (d *TemporalDev) HostPort(tb testing.TB) string {
 	tb.Helper()
+	RealPeer(tb, "the Temporal dev server")
 	d.once.Do(func() { d.err = d.start() })
 	if d.err != nil {
 		tb.Fatalf("Temporal dev server: %v", d.err)

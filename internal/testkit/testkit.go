@@ -76,9 +76,12 @@ type CLI struct {
 }
 
 // Path builds the command if it has not been built yet and returns its
-// path, failing the test if it cannot be built.
+// path, failing the test if it cannot be built. Under -short it skips the
+// test: a noderun process of its own (killed -9, or a Temporal worker) is a
+// link of the command and seconds of waiting, left to the full suite.
 func (c *CLI) Path(tb testing.TB) string {
 	tb.Helper()
+	SkipInShort(tb, "runs noderun as a process of its own")
 	c.once.Do(func() { c.err = c.build() })
 	if c.err != nil {
 		tb.Fatal(c.err)

@@ -101,6 +101,7 @@ func simServe(tb testing.TB, bin string) string {
 
 func buildBare(tb testing.TB) string {
 	tb.Helper()
+	testkit.SkipInShort(tb, "links the bare client")
 	p := filepath.Join(tb.TempDir(), "bareclient")
 	if out, err := exec.Command("go", "build", "-o", p, "github.com/noderun/noderun/internal/trickle/bareclient").CombinedOutput(); err != nil {
 		tb.Fatalf("build bareclient: %v\n%s", err, out)

@@ -26,6 +26,7 @@ type params struct {
 	silence   time.Duration
 	burst     int
 	keepalive time.Duration
+	clock     *clock // the stream's schedule; one per request
 }
 
 // params resolves a request's params from the Config, the request's max
@@ -36,6 +37,7 @@ func (s *Server) params(max int, md map[string]any) (params, error) {
 		silence:   s.cfg.Silence,
 		burst:     s.cfg.BurstTokens,
 		keepalive: s.cfg.Keepalive,
+		clock:     new(clock),
 	}
 	// The natural length is the model's, not the request's: a max below it
 	// cuts the text, as the real API does (finish_reason "length",
@@ -87,17 +89,64 @@ func (s *Server) params(max int, md map[string]any) (params, error) {
 	return p, nil
 }
 
-// wait is how long to pause before output token i. The first token waits for
-// the reasoning silence (unless reasoning already paid it), the first token
-// of each burst waits for the silence again, every other token for the pace.
+// wait is how long to pause before output token i; the caller pauses that
+// long and sends the token. The first token waits for the reasoning silence
+// (unless reasoning already paid it), the first token of each burst waits
+// for the silence again, every other token for the pace.
 func (p params) wait(i int, silenced bool) time.Duration {
 	switch {
 	case i == 0 && !silenced && p.silence > 0:
-		return p.silence
+		return p.clock.silence(time.Now(), p.silence)
 	case i > 0 && p.burst > 0 && i%p.burst == 0 && p.silence > 0:
-		return p.silence
+		return p.clock.silence(time.Now(), p.silence)
 	case i > 0 && p.tps > 0:
-		return time.Duration(float64(time.Second) / p.tps)
+		return p.clock.gap(time.Now(), time.Duration(float64(time.Second)/p.tps))
+	}
+	p.clock.silence(time.Now(), 0)
+	return 0
+}
+
+// A clock paces a stream's tokens. A timer cannot sleep less than about a
+// millisecond (the runtime's poller waits whole milliseconds), so a sleep
+// of 50 µs per token paced a stream asked for 20,000 tokens a second at
+// 1,000 at most. A pace finer than a millisecond a token is kept by a
+// schedule instead, on average: a token due within the timer's resolution
+// is sent at once, and a pause is taken once the schedule is a millisecond
+// or more ahead. A coarser pace is a sleep per token, as before: each gap
+// whole, as a model's tokens come, and late (never bunched) when the
+// machine is loaded, which the tests that interrupt a stream midway count on.
+type clock struct {
+	due time.Time // when the last token was (or is to be) sent
+}
+
+const (
+	// minPause is the shortest pause taken: a timer's resolution.
+	minPause = time.Millisecond
+	// maxLag bounds how far behind its schedule a stream catches up, in a
+	// burst, after a writer held it up (a slow reader, a fault): a silence
+	// is never eaten, and a burst is at most 50 ms of tokens.
+	maxLag = 50 * time.Millisecond
+)
+
+// silence is the pause before a token that comes d after now (d may be 0):
+// a silence is measured from the moment, not from the schedule.
+func (c *clock) silence(now time.Time, d time.Duration) time.Duration {
+	c.due = now.Add(d)
+	return d
+}
+
+// gap is the pause before a token due d after the last one.
+func (c *clock) gap(now time.Time, d time.Duration) time.Duration {
+	if d >= minPause {
+		c.due = now.Add(d)
+		return d
+	}
+	if c.due.Before(now.Add(-maxLag)) {
+		c.due = now.Add(-maxLag)
+	}
+	c.due = c.due.Add(d)
+	if w := c.due.Sub(now); w >= minPause {
+		return w
 	}
 	return 0
 }

@@ -19,6 +19,7 @@ import (
 // it.
 func sdk(t *testing.T, mode, base string, out any, args ...string) {
 	t.Helper()
+	testkit.RealPeer(t, "the official SDKs (Node.js)")
 	root, err := testkit.RepoRoot()
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,7 @@ func send(t *testing.T, p *quota.Pacer, base string, order int) int {
 // through at once, paced by the headers of its answers: only the first
 // request goes before anything is known, and none is refused.
 func TestPacerAgainstSimulator(t *testing.T) {
+	t.Parallel() // each has a simulator of its own; both mostly wait out its windows
 	srv := simtest.Start(t, sim.Config{Tokens: 20, Limits: &sim.Limits{RequestsPerWindow: 10, TokensPerWindow: 100000, Window: 2 * time.Second}})
 	p := quota.NewPacer(quota.Limits{}, nil)
 	var refused atomic.Int64
@@ -73,6 +74,7 @@ func TestPacerAgainstSimulator(t *testing.T) {
 // Temporal workers) meet its limit now and then; each 429 makes the one
 // refused take a smaller share of the replenishment, so refusals stop.
 func TestTwoPacersShareAnAccount(t *testing.T) {
+	t.Parallel() // each has a simulator of its own; both mostly wait out its windows
 	srv := simtest.Start(t, sim.Config{Tokens: 20, Limits: &sim.Limits{RequestsPerWindow: 10, TokensPerWindow: 100000, Window: 2 * time.Second}})
 	pacers := []*quota.Pacer{quota.NewPacer(quota.Limits{}, nil), quota.NewPacer(quota.Limits{}, nil)}
 	var refused [2]atomic.Int64
