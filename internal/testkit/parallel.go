@@ -28,6 +28,15 @@ func ParallelUnlessSet(n int) {
 	}
 }
 
+// slots is how many tests hold a CPUs slot at once: one per CPU, and two
+// under -short, which skips the agent CLIs (RealPeer), the heaviest holders.
+func slots() int {
+	if testing.Short() {
+		return 2 * runtime.GOMAXPROCS(0)
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
 // ParallelInShort is ParallelUnlessSet(n) under -short only: a package
 // whose full suite keeps the CPUs busy (processes of noderun killed -9,
 // agent CLIs) keeps the default there, and raises it for the edit loop,
@@ -79,12 +88,7 @@ func (c *CPUs) take(tb testing.TB, first bool) {
 	start := time.Now()
 	c.mu.Lock()
 	if !c.ready {
-		c.free, c.ready = runtime.GOMAXPROCS(0), true
-		if testing.Short() {
-			// -short skips the agent CLIs (RealPeer), the heaviest holders
-			// of a slot: what is left shares each CPU two at a time.
-			c.free *= 2
-		}
+		c.free, c.ready = slots(), true
 	}
 	if c.free > 0 {
 		c.free--

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,7 +123,7 @@ func TestCPUs(t *testing.T) {
 	var mu sync.Mutex
 	running, most := 0, 0
 	var wg sync.WaitGroup
-	for i := range 4 * runtime.GOMAXPROCS(0) {
+	for i := range 4 * slots() {
 		wg.Go(func() {
 			t.Run(strconv.Itoa(i), func(t *testing.T) {
 				c.Take(t)
@@ -142,8 +141,8 @@ func TestCPUs(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if most < 1 || most > runtime.GOMAXPROCS(0) {
-		t.Errorf("%d tests held a slot at once, want 1 to %d", most, runtime.GOMAXPROCS(0))
+	if most < 1 || most > slots() {
+		t.Errorf("%d tests held a slot at once, want 1 to %d", most, slots())
 	}
 }
 
@@ -165,7 +164,7 @@ func TestCPUsTakeFirst(t *testing.T) {
 		}
 	}
 	var wg sync.WaitGroup
-	release := make([]chan struct{}, runtime.GOMAXPROCS(0))
+	release := make([]chan struct{}, slots())
 	for i := range release { // every slot taken
 		release[i] = make(chan struct{})
 		wg.Go(func() {
