@@ -19,7 +19,6 @@ import (
 // interrupted and resumable, the cause in its record; Resume completes it
 // byte for byte as an undisturbed run.
 func TestCancellationByAnyMeansInterrupts(t *testing.T) {
-	t.Parallel()
 	const src = "name: t\nprofile: ci\nproviders:\n  s:\n    kind: sim\n    sim: {tokens: 400, tokens_per_second: 200}\nnodes:\n  - {id: a, prompt: say a lot}\n"
 	g, err := runner.ParseGraph(filepath.Join(t.TempDir(), "g.yaml"), []byte(src))
 	if err != nil {
