@@ -219,7 +219,7 @@ func (p *Provider) stream(ctx context.Context, body wireRequest, emit provider.E
 		if err != nil {
 			return resp.StatusCode, p.readError(ctx, &d, err)
 		}
-		if err := d.event([]byte(ev.Data), time.Now(), emit); err != nil {
+		if err := d.event([]byte(ev.Data), r.Received(), emit); err != nil {
 			return resp.StatusCode, err
 		}
 		if d.done {

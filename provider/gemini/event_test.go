@@ -60,7 +60,7 @@ func runStream(t *testing.T, body string) (*recorder, error) {
 		if err != nil {
 			return rec, err
 		}
-		_, done, err := s.handle(ev)
+		_, done, err := s.handle(ev, time.Now())
 		if err != nil || done {
 			return rec, err
 		}
@@ -195,7 +195,7 @@ func FuzzInteractionsStream(f *testing.F) {
 			if err != nil {
 				break
 			}
-			_, done, err := s.handle(ev)
+			_, done, err := s.handle(ev, time.Now())
 			if err != nil || done {
 				break
 			}

@@ -91,7 +91,7 @@ func (s *session) Read(ctx context.Context, c *conn) (idle bool, err error) {
 			}
 			return false, fmt.Errorf("gemini %s: stream broke at event %d: %w: %w", s.ref, s.seq, diagnostics.ErrDisconnected, err)
 		}
-		_, done, err := s.handle(ev)
+		_, done, err := s.handle(ev, r.Received())
 		if err != nil || done {
 			return false, err
 		}
@@ -104,7 +104,7 @@ func (s *session) Read(ctx context.Context, c *conn) (idle bool, err error) {
 
 // handle translates one SSE event. accepted is false for an event at or
 // below the cursor; done is true after KindDone.
-func (s *session) handle(sev sse.Event) (accepted, done bool, err error) {
+func (s *session) handle(sev sse.Event, at time.Time) (accepted, done bool, err error) {
 	ev, err := parseEvent(sev.Type, []byte(sev.Data))
 	if err != nil {
 		return false, false, &diagnostics.Error{Class: diagnostics.ClassProtocol,
@@ -124,7 +124,7 @@ func (s *session) handle(sev sse.Event) (accepted, done bool, err error) {
 		}
 		if s.ref != "" {
 			s.seq = s.ord
-			s.lastEventAt = time.Now()
+			s.lastEventAt = at
 			if err := s.send(provider.KindRef, ""); err != nil {
 				return true, false, err
 			}
@@ -142,7 +142,7 @@ func (s *session) handle(sev sse.Event) (accepted, done bool, err error) {
 		s.log.Warn("event ordinal gap", diagnostics.KeyRef.Attr(s.ref), slog.Int64("ord", s.ord), slog.Int64("cursor", s.seq))
 	}
 	s.seq = s.ord
-	s.lastEventAt = time.Now()
+	s.lastEventAt = at
 	if accepted, done, err = s.apply(ev); err == nil && !done {
 		err = s.mark(ev.ID)
 	}

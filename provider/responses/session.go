@@ -30,7 +30,8 @@ type session struct {
 	ref   string
 	seq   int64                 // the cursor: last sequence_number accepted, -1 before any
 	state openai.ResponseStatus // last status the events showed, "" if none
-	// lastEventAt is when the last event was accepted (or the stream opened).
+	// lastEventAt is when the last event accepted arrived (sse.Reader's
+	// Received), or when the stream opened.
 	lastEventAt time.Time
 	// fromStart: this session saw the response from its first event, so text
 	// is its whole output so far.
@@ -87,7 +88,7 @@ func (s *session) Read(ctx context.Context, c *conn) (idle bool, err error) {
 			}
 			return false, fmt.Errorf("responses %s: stream broke at sequence %d: %w: %w", s.ref, s.seq, diagnostics.ErrDisconnected, err)
 		}
-		accepted, done, err := s.handle(ev)
+		accepted, done, err := s.handle(ev, r.Received())
 		if err != nil || done {
 			return false, err
 		}
@@ -112,7 +113,7 @@ type wireEvent struct {
 
 // handle translates one SSE event. accepted is false for an event at or
 // below the cursor (dropped); done is true after KindDone.
-func (s *session) handle(ev sse.Event) (accepted, done bool, err error) {
+func (s *session) handle(ev sse.Event, at time.Time) (accepted, done bool, err error) {
 	var w wireEvent
 	if err := json.Unmarshal([]byte(ev.Data), &w); err != nil {
 		return false, false, &diagnostics.Error{Class: diagnostics.ClassProtocol,
@@ -136,7 +137,7 @@ func (s *session) handle(ev sse.Event) (accepted, done bool, err error) {
 		seq = n
 	}
 	s.seq = seq
-	s.lastEventAt = time.Now()
+	s.lastEventAt = at
 
 	refSent := false
 	if s.ref == "" && w.Response != nil && w.Response.ID != "" {
@@ -237,7 +238,7 @@ func eventFailure(w wireEvent, typ string) string {
 }
 
 // send emits what the event just accepted carries, stamped with its arrival
-// (lastEventAt): one clock read an event.
+// (lastEventAt): the clock is read once per read of the stream, not per event.
 func (s *session) send(k provider.Kind, text string) error {
 	return s.emit(provider.Event{Kind: k, Ref: s.ref, Seq: s.seq, Text: text, Time: s.lastEventAt})
 }

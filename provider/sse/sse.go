@@ -41,7 +41,8 @@ type Event struct {
 
 // Reader reads events from a stream.
 type Reader struct {
-	br *bufio.Reader
+	br  *bufio.Reader
+	src stamped
 	// MaxEventBytes bounds one pending event; 0 means DefaultMaxEventBytes.
 	MaxEventBytes int
 
@@ -65,7 +66,31 @@ func NewReader(r io.Reader) *Reader { return NewReaderSize(r, 32<<10) }
 // than a few KiB; at thousands of streams at once the buffer is a large part
 // of each stream's memory. An event may still be longer than the buffer.
 func NewReaderSize(r io.Reader, size int) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, size), first: true}
+	rd := &Reader{src: stamped{r: r}, first: true}
+	rd.br = bufio.NewReaderSize(&rd.src, size)
+	return rd
+}
+
+// Received is when the stream's last read that returned bytes returned: an
+// event just returned arrived no later, and it may have waited in the buffer
+// since, while its reader was busy (an adapter waiting for the journal on a
+// loaded machine). The silence a gateway cuts at is measured from arrivals,
+// so adapters stamp events with this, not with the moment they handle them.
+// One clock read per read of the stream, not one per event.
+func (r *Reader) Received() time.Time { return r.src.at }
+
+// stamped notes when a read returned bytes.
+type stamped struct {
+	r  io.Reader
+	at time.Time
+}
+
+func (s *stamped) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		s.at = time.Now()
+	}
+	return n, err
 }
 
 // LastEventID is the last event ID committed by a dispatch (what a client

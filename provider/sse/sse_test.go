@@ -173,3 +173,42 @@ func TestEncodeRoundTrip(t *testing.T) {
 		t.Fatal("CR in data encoded")
 	}
 }
+
+// An event is stamped with the read that brought it, not with the moment its
+// reader got round to it: two events that arrived together share a stamp
+// however long the first one's handling took, and a later read stamps later.
+func TestReceivedIsTheArrival(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pr.Close()
+	r := NewReader(pr)
+	if !r.Received().IsZero() {
+		t.Fatalf("stamped before any read: %v", r.Received())
+	}
+	write := func(s string) {
+		go func() { _, _ = pw.Write([]byte(s)) }()
+	}
+	before := time.Now()
+	write("data: a\n\ndata: b\n\n")
+	if ev, err := r.Next(); err != nil || ev.Data != "a" {
+		t.Fatalf("got %#v, %v", ev, err)
+	}
+	a := r.Received()
+	if a.Before(before) || a.After(time.Now()) {
+		t.Fatalf("a stamped %v, outside its read (%v on)", a, before)
+	}
+	time.Sleep(20 * time.Millisecond) // the reader busy with a
+	if ev, err := r.Next(); err != nil || ev.Data != "b" {
+		t.Fatalf("got %#v, %v", ev, err)
+	}
+	if b := r.Received(); !b.Equal(a) {
+		t.Fatalf("b, read with a, stamped %v after it: its wait in the buffer counted as arrival", b.Sub(a))
+	}
+	write("data: c\n\n")
+	if ev, err := r.Next(); err != nil || ev.Data != "c" {
+		t.Fatalf("got %#v, %v", ev, err)
+	}
+	if c := r.Received(); c.Sub(a) < 20*time.Millisecond {
+		t.Fatalf("c, read 20 ms after a, stamped %v after it", c.Sub(a))
+	}
+	_ = pw.Close()
+}
