@@ -269,8 +269,11 @@ func TestTemporalTraceFromRunToWorkers(t *testing.T) {
 		if len(ts) != 1 {
 			return false
 		}
-		_, n, a, _, _ := want(ts[0])
-		return n == len(nodes) && a == len(atts)
+		// Wait for every span the checks below count: the client exports
+		// the run span when the run ends, in a batch of its own, and Jaeger
+		// has answered with the workers' spans before it had that one.
+		r, n, a, act, _ := want(ts[0])
+		return r == 1 && n == len(nodes) && a == len(atts) && act >= len(nodes)
 	})
 	r, n, a, act, services := want(got[0])
 	if r != 1 || n != len(nodes) || a != len(atts) || act < len(nodes) || !services[client] || !services[workerSvc] {
