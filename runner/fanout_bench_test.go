@@ -47,6 +47,11 @@ func TestMain(m *testing.M) {
 	// beside the others. Every other parallel test takes one of cpus'
 	// slots.
 	testkit.ParallelUnlessSet(64)
+	// The key of the Anthropic tests' graphs (api_key_env), one value for
+	// all: set once here, those tests run in parallel (t.Setenv forbids it).
+	if err := os.Setenv("NODERUN_TEST_ANTHROPIC_KEY", "sk-ant-test"); err != nil {
+		panic(err)
+	}
 	os.Exit(m.Run())
 }
 
