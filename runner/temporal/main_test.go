@@ -22,6 +22,11 @@ import (
 var dev testkit.TemporalDev
 
 func TestMain(m *testing.M) {
+	// The parallel tests here wait (on heartbeats, workers' processes and
+	// Temporal's retries of a failing workflow task, 50 s), not on the CPU:
+	// all at once, not two at a time (at -parallel 2 the last, 50 s of
+	// waiting, started 145 s in and ran alone).
+	testkit.ParallelUnlessSet(16)
 	code := m.Run()
 	dev.Stop()
 	noderun.Remove()
