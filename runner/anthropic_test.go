@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
-	"time"
 
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/journal"
@@ -228,9 +228,17 @@ func TestAnthropicResumeContinuesInterruptedNode(t *testing.T) {
 			srv := simtest.Start(t, sim.Config{Seed: 1, Tokens: anthTokens, TokensPerSecond: 40})
 			g := anthGraph(t, srv.BaseURL(), "claude-sonnet-4-5", "prefill", "slow", c.extra)
 			j := openJournal(t)
+			// Interrupted mid-answer: once its first words are in (at
+			// 40 tokens/s the answer takes seconds). A timer instead found
+			// nothing journaled yet on a loaded machine.
 			ctx, cancel := context.WithCancel(context.Background())
-			time.AfterFunc(700*time.Millisecond, cancel)
-			res, err := Run(ctx, g, Options{Journal: j})
+			defer cancel()
+			var once sync.Once
+			res, err := Run(ctx, g, Options{Journal: j, OnProgress: func(p Progress) {
+				if p.State == ProgressData && p.Bytes > 0 {
+					once.Do(cancel)
+				}
+			}})
 			if !errors.Is(err, ErrInterrupted) || res.Status != journal.RunInterrupted {
 				t.Fatalf("run %v %v", res, err)
 			}

@@ -636,7 +636,12 @@ func TestResponsesNodeDropBeforeLongSilence(t *testing.T) {
 func assertKeepalives(t *testing.T, cfg sim.Config, every time.Duration) {
 	t.Helper()
 	srv := simtest.Start(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*every)
+	// The request and the first keepalive within ten intervals: a loaded
+	// make test has taken more than three (600 ms) to deliver them. A server
+	// without keepalives still fails: the read ends, at the deadline or with
+	// the stream, before any comment.
+	within := 10 * every
+	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.BaseURL()+"/responses",
 		strings.NewReader(`{"model":"sim","input":"x","background":true,"stream":true,"store":true}`))
@@ -652,7 +657,7 @@ func assertKeepalives(t *testing.T, cfg sim.Config, every time.Duration) {
 		n, err := resp.Body.Read(tmp)
 		buf = append(buf, tmp[:n]...)
 		if err != nil {
-			t.Fatalf("no keepalive comment within %s: %v\n%s", 3*every, err, buf)
+			t.Fatalf("no keepalive comment within %s: %v\n%s", within, err, buf)
 		}
 	}
 }
