@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
@@ -43,7 +44,7 @@ func anthSim(t *testing.T, faults ...sim.Fault) *sim.Server {
 
 // A drop (each kind) is retried within the budget; the output is byte-identical.
 func TestAnthropicDropRetried(t *testing.T) {
-	t.Parallel()
+	testkit.ParallelIfShort(t) // serial under -race: see ParallelIfShort
 	for _, kind := range []sim.FaultKind{sim.FaultClose, sim.FaultReset, sim.FaultCut} {
 		t.Run(string(kind), func(t *testing.T) {
 			srv := anthSim(t, sim.Fault{Endpoint: sim.EndpointMessages, Requests: []int{1}, Kind: kind, AfterEvents: 20})
@@ -68,7 +69,7 @@ func TestAnthropicDropRetried(t *testing.T) {
 // A 400, mid-stream or as the answer, is not: the node fails at once with
 // its code.
 func TestAnthropicErrorsClassified(t *testing.T) {
-	t.Parallel()
+	testkit.ParallelIfShort(t) // serial under -race: see ParallelIfShort
 	for _, c := range []struct {
 		name  string
 		fault sim.Fault
@@ -117,7 +118,7 @@ func TestAnthropicErrorsClassified(t *testing.T) {
 // continued: 0 tokens regenerated (the simulator generated each once),
 // the output byte-identical, in two requests.
 func TestAnthropicPrefillContinues(t *testing.T) {
-	t.Parallel()
+	testkit.ParallelIfShort(t) // serial under -race: see ParallelIfShort
 	for _, kind := range []sim.FaultKind{sim.FaultClose, sim.FaultReset, sim.FaultCut} {
 		for _, after := range []int{5, 20, 40} {
 			node := fmt.Sprintf("n_%s_%d", kind, after)
@@ -147,7 +148,7 @@ func TestAnthropicPrefillContinues(t *testing.T) {
 // continuation off for the run (NR112), the node retried; the output is
 // byte-identical, and a later node's drop is retried without asking again.
 func TestAnthropicPrefillRejected(t *testing.T) {
-	t.Parallel()
+	testkit.ParallelIfShort(t) // serial under -race: see ParallelIfShort
 	const model = "claude-opus-4-6"
 	srv := anthSim(t,
 		sim.Fault{Endpoint: sim.EndpointMessages, Requests: []int{1}, Kind: sim.FaultClose, AfterEvents: 20},
@@ -176,7 +177,7 @@ func TestAnthropicPrefillRejected(t *testing.T) {
 // the block's signature as a raw event; a node with extended thinking is
 // retried, not prefilled (the API forbids a prefill with thinking on).
 func TestAnthropicThinkingApart(t *testing.T) {
-	t.Parallel()
+	testkit.ParallelIfShort(t) // serial under -race: see ParallelIfShort
 	srv := anthSim(t, sim.Fault{Endpoint: sim.EndpointMessages, Requests: []int{1}, Kind: sim.FaultClose, AfterEvents: 25})
 	j := openJournal(t)
 	res := runGraph(t, anthGraph(t, srv.BaseURL(), "claude-sonnet-4-5", "prefill", "a", "    reasoning_effort: low\n"), j)
@@ -219,7 +220,7 @@ func TestAnthropicThinkingApart(t *testing.T) {
 // continuation: prefill is continued from its journaled output; with
 // extended thinking on, it is retried (a prefill cannot follow thinking).
 func TestAnthropicResumeContinuesInterruptedNode(t *testing.T) {
-	t.Parallel()
+	testkit.ParallelIfShort(t) // serial under -race: see ParallelIfShort
 	for _, c := range []struct {
 		name, extra string
 		continued   int64

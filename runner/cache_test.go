@@ -334,7 +334,7 @@ func TestCacheNotForAResumedNode(t *testing.T) {
 // be the second: each is computed by one run and reused by the other.) With --no-cache the second run pays again. (A node whose runner
 // is gone is not waited for: TestClaimKey.)
 func TestInFlightSharing(t *testing.T) {
-	t.Parallel()
+	testkit.ParallelIfShort(t) // serial under -race: see ParallelIfShort
 	srv := simtest.Start(t, sim.Config{Seed: 3, Tokens: 60, TokensPerSecond: 300})
 	path := filepath.Join(t.TempDir(), "j.db")
 	j1, j2 := testkit.OpenJournal(t, path), testkit.OpenJournal(t, path)

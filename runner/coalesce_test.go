@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/provider"
 )
@@ -123,7 +124,7 @@ func TestCoalescingFollowsArrival(t *testing.T) {
 // A stream that falls silent has its last chunks journaled while it is
 // silent, not when it ends: a crash in a long silence loses nothing.
 func TestSilentStreamIsJournaled(t *testing.T) {
-	t.Parallel()
+	testkit.ParallelIfShort(t) // serial under -race: see ParallelIfShort
 	p := stampedProvider{n: 3, step: 0, hold: make(chan struct{})}
 	j, run, _ := runStamped(t, p)
 	deadline := time.Now().Add(10 * time.Second)

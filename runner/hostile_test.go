@@ -74,7 +74,7 @@ func endless(w io.Writer, b []byte) {
 }
 
 func TestHostileServer(t *testing.T) {
-	t.Parallel()
+	testkit.ParallelIfShort(t) // serial under -race: see ParallelIfShort
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t.Errorf("the redirect was followed: %s %s", r.Method, r.URL)
 	}))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
@@ -256,7 +257,7 @@ func TestOnProgressContinue(t *testing.T) {
 // A silent Responses stream that the adapter polls reports each poll that
 // finds the work alive at once, while the time of its last data stands.
 func TestOnProgressPolls(t *testing.T) {
-	t.Parallel()
+	testkit.ParallelIfShort(t) // serial under -race: see ParallelIfShort
 	silence := ciProfile().IdleTimeout.D() + time.Second
 	srv := simtest.Start(t, sim.Config{Seed: respSeed, Tokens: 50, TokensPerSecond: 2000, Silence: silence, Keepalive: 200 * time.Millisecond})
 	var log progressLog

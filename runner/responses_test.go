@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/profile"
 	"github.com/noderun/noderun/provider/sim"
@@ -554,7 +555,7 @@ func TestResponsesNodeUnauthorizedFailsAtOnce(t *testing.T) {
 // holding the silent stream, re-attaches when output moves, and nothing is
 // regenerated. Silence alone is not a failure: no disconnect is journaled.
 func TestResponsesNodeSilenceWithKeepalivesPolls(t *testing.T) {
-	t.Parallel()
+	testkit.ParallelIfShort(t) // serial under -race: see ParallelIfShort
 	const T = 100
 	want := undisturbedResponses(t, T, "")
 	idle := ciProfile().IdleTimeout.D()

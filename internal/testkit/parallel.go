@@ -50,6 +50,19 @@ func ParallelInShort(n int) {
 	}
 }
 
+// ParallelIfShort marks t parallel under -short only. It is for a test
+// whose timing (a run's liveness by heartbeat, a poll's cadence, a
+// cancellation's moment) has held in the full suite only when it ran alone
+// in its package, beside the -race load of another package, and fails
+// there in parallel (make test has shown it), while in the edit loop,
+// without -race and real peers, it overlaps the others safely.
+func ParallelIfShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Parallel()
+	}
+}
+
 // CPUs is a slot per CPU (GOMAXPROCS) for the parallel tests that keep a
 // CPU busy: those that run an agent CLI (a Node.js program whose start-up
 // takes a second or more of CPU and counts against a recovery deadline),
