@@ -98,7 +98,7 @@ func (s *session) Read(ctx context.Context, c *conn) (idle bool, err error) {
 		// Every event kicks, replayed ones too: a re-attach from the start
 		// re-reads the generated part before anything new, and that is a
 		// live stream, not silence.
-		c.dog.Kick()
+		c.dog.KickAt(r.Received())
 	}
 }
 

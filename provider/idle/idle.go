@@ -46,6 +46,33 @@ func (w *Watchdog) Kick() {
 	}
 }
 
+// KickAt restarts the window from at, when the event that kicks it arrived
+// (sse.Reader.Received), rather than from now: a gateway counts silence from
+// the last bytes it passed on, and an adapter that handled the event late
+// (it waited for the journal on a loaded machine) would otherwise hold a
+// silent stream past the gateway's cut. A quarter of the window is left at
+// least, so that bytes that arrived during such a wait are read before the
+// connection is let go. A zero at is Kick.
+func (w *Watchdog) KickAt(at time.Time) {
+	if w.timer == nil {
+		return
+	}
+	if at.IsZero() {
+		w.timer.Reset(w.window)
+		return
+	}
+	w.timer.Reset(left(w.window, time.Since(at)))
+}
+
+// left is what remains of window once since has passed, and a quarter of
+// it at least.
+func left(window, since time.Duration) time.Duration {
+	if d := window - max(since, 0); d > window/4 {
+		return d
+	}
+	return window / 4
+}
+
 // Stop ends the watch (the connection is closed).
 func (w *Watchdog) Stop() {
 	if w.timer != nil {

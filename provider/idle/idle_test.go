@@ -105,3 +105,41 @@ func TestWatchdog(t *testing.T) {
 		t.Fatal("a zero window says idle")
 	}
 }
+
+func TestLeft(t *testing.T) {
+	const w = 4 * time.Second
+	for _, c := range []struct {
+		since, want time.Duration
+	}{
+		{0, w},                                 // handled as it arrived: the whole window
+		{time.Second, 3 * time.Second},         // a second in the buffer counts as silence
+		{3 * time.Second, time.Second},         // a quarter left, exactly
+		{3900 * time.Millisecond, time.Second}, // no less than a quarter: what waits unread is read first
+		{time.Hour, time.Second},
+		{-time.Second, w}, // never more than the window
+	} {
+		if got := left(w, c.since); got != c.want {
+			t.Errorf("left(%s, %s) = %s, want %s", w, c.since, got, c.want)
+		}
+	}
+}
+
+// The window counts from the event's arrival: kicked with an arrival most
+// of a window ago, the watchdog fires after the quarter it leaves (0.75 s),
+// long before a window counted from the kick would end (3 s).
+func TestKickAtCountsFromTheArrival(t *testing.T) {
+	const w = 3 * time.Second
+	fired := make(chan time.Time, 1)
+	dog := NewWatchdog(w, func() { fired <- time.Now() })
+	defer dog.Stop()
+	kick := time.Now()
+	dog.KickAt(kick.Add(-w * 9 / 10))
+	select {
+	case at := <-fired:
+		if !dog.Idle() || at.Sub(kick) < w/4 {
+			t.Fatalf("fired %s after the kick (idle %v); want a quarter of the window (%s) at least", at.Sub(kick), dog.Idle(), w/4)
+		}
+	case <-time.After(w*3/4 - time.Since(kick)):
+		t.Fatalf("not fired %s after a kick whose event arrived %s before it (a window counted from the kick ends at %s)", w*3/4, w*9/10, w)
+	}
+}

@@ -93,7 +93,7 @@ func (s *session) Read(ctx context.Context, c *conn) (idle bool, err error) {
 			return false, err
 		}
 		if accepted {
-			c.dog.Kick()
+			c.dog.KickAt(r.Received())
 		}
 	}
 }
