@@ -74,7 +74,9 @@ func endless(w io.Writer, b []byte) {
 }
 
 func TestHostileServer(t *testing.T) {
-	testkit.ParallelIfShort(t) // serial under -race: see ParallelIfShort
+	// Never parallel: peakHeap reads the process's heap, which other tests
+	// beside it would fill (under -short, in parallel, it cancelled a run
+	// that was within its bound).
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t.Errorf("the redirect was followed: %s %s", r.Method, r.URL)
 	}))
