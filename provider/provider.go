@@ -153,9 +153,9 @@ type Event struct {
 	Usage *Usage
 	Mark  *Mark // on KindMark
 	// Time is when the adapter received the event (a time.Now() reading,
-	// which keeps the monotonic clock), or zero for now: best the read of the
-	// stream that brought it (sse.Reader.Received), not the moment the
-	// adapter handled it, which may be later on a loaded machine. The
+	// which keeps the monotonic clock), or zero for now: the read of the
+	// stream that brought it (sse.Reader.Received) rather than the moment
+	// the adapter handled it, which may be later on a loaded machine. The
 	// executor takes it as the moment of the last data, for the idle
 	// watchdog and for the silence a gateway cut (NR101, NR109), so nothing
 	// older than the event's arrival may go here.

@@ -187,12 +187,12 @@ func (p *Provider) stream(ctx context.Context, obs *observation, creq goopenai.C
 				continue // one output per node; n > 1 is never requested
 			}
 			if ch.content != "" {
-				if err := emit(provider.Event{Kind: provider.KindDelta, Text: ch.content, Seq: -1, Time: obs.arrived}); err != nil {
+				if err := emit(provider.Event{Kind: provider.KindDelta, Text: ch.content, Seq: -1, Time: r.Received()}); err != nil {
 					return err
 				}
 			}
 			if ch.reasoning != "" {
-				if err := emit(provider.Event{Kind: provider.KindReasoning, Text: ch.reasoning, Seq: -1, Time: obs.arrived}); err != nil {
+				if err := emit(provider.Event{Kind: provider.KindReasoning, Text: ch.reasoning, Seq: -1, Time: r.Received()}); err != nil {
 					return err
 				}
 			}

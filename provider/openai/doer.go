@@ -29,12 +29,6 @@ type observation struct {
 	// patch, when set, edits the JSON request body before it is sent: the
 	// fields of a continuation form that go-openai does not know (continue.go).
 	patch func(body map[string]json.RawMessage) error
-	// arrived is when the body's last read returned data: the arrival time
-	// of every chunk decoded from it. One clock read per read of the body
-	// (~4 KiB, a few dozen chunks of a fast stream) instead of one per chunk.
-	// The body is read only inside stream.Recv, so stream's goroutine alone
-	// writes and reads it.
-	arrived time.Time
 	// body is the response body, watched, that stream reads: go-openai
 	// sends the request and reads the headers, but not the body.
 	body io.Reader
@@ -134,7 +128,6 @@ func (w *doneWatcher) Read(p []byte) (int, error) {
 	if n == 0 {
 		return n, err
 	}
-	w.obs.arrived = time.Now()
 	limit := w.max
 	if limit <= 0 {
 		limit = guard.MaxEventBytes
