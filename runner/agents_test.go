@@ -634,6 +634,7 @@ func TestAgentsExampleGraph(t *testing.T) {
 		p.Command, p.StateDir, p.WorkDir = bins[name], state, t.TempDir()
 		p.Env["TMPDIR"] = t.TempDir()
 		if name == "codex" {
+			p.Args = append(p.Args, harness.CodexQuietArgs()...) // no login shell, no network but the simulator
 			p.Env["CODEX_HOME"] = filepath.Join(state, "codex-home")
 			if err := os.Mkdir(p.Env["CODEX_HOME"], 0o755); err != nil {
 				t.Fatal(err)

@@ -72,7 +72,7 @@ func codexGraph(t *testing.T, baseURL string, prof harnessProfile, descriptor, n
 	}
 	settings := fmt.Sprintf(`model_providers.sim={name="sim",base_url=%q,wire_api="responses",env_key="SIM_KEY",`+
 		`stream_max_retries=1,request_max_retries=0,stream_idle_timeout_ms=20000}`, baseURL)
-	args, _ := json.Marshal([]string{"-c", "model_provider=sim", "-c", settings})
+	args, _ := json.Marshal(append([]string{"-c", "model_provider=sim", "-c", settings}, harness.CodexQuietArgs()...))
 	env, _ := json.Marshal(map[string]string{"CODEX_HOME": rig.home, "SIM_KEY": "sim-test-key"})
 	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	src := fmt.Sprintf(`name: harness

@@ -103,7 +103,7 @@ func simulateHarness(spec, cp *ProviderSpec, srv *sim.Server) (string, *Provider
 		settings := fmt.Sprintf(`model_providers.%s={name="noderun sim",base_url=%q,wire_api="responses",env_key=%q,`+
 			`stream_max_retries=0,request_max_retries=0,env_http_headers={%q=%q}}`,
 			codexSimProvider, srv.BaseURL(), codexSimKeyEnv, provider.NodeHeader, harness.NodeEnv)
-		cp.Args = append(append([]string{}, spec.Args...), "-c", "model_provider="+codexSimProvider, "-c", settings)
+		cp.Args = append(append(append([]string{}, spec.Args...), "-c", "model_provider="+codexSimProvider, "-c", settings), harness.CodexQuietArgs()...)
 		cp.Env["CODEX_HOME"] = home
 		cp.Env[codexSimKeyEnv] = "sim"
 	case "claude":

@@ -1,10 +1,20 @@
 package runner
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/noderun/noderun/internal/codexbin"
+	"github.com/noderun/noderun/journal"
 
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/sim"
@@ -69,5 +79,65 @@ func TestSimulate(t *testing.T) {
 	if _, _, _, err := simulate(&ProviderSpec{Kind: ProviderKindHarness, Harness: "other.yaml"}, srv); !errors.Is(err, ErrNotSimulated) ||
 		strings.Contains(err.Error(), "--sim") {
 		t.Errorf("other harness: %v", err)
+	}
+}
+
+// A simulated Codex node talks to the simulator and to nothing else, and
+// starts no login shell: Codex's shell snapshot, plugin sync and analytics
+// are off (harness.CodexQuietArgs). Codex runs with a HOME whose rc files leave a
+// mark, and with every proxy variable pointing at a listener here that
+// counts what reaches it (git and Codex's HTTP client go through the proxy
+// instead of resolving a name); the simulator is exempt (NO_PROXY).
+func TestSimulatedCodexStaysOffTheNetwork(t *testing.T) {
+	t.Parallel()
+	cpus.Take(t)
+	bin := codexbin.Path(t)
+	srv := simtest.Start(t, sim.Config{})
+	proxy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reached atomic.Int32
+	go func() {
+		for {
+			c, err := proxy.Accept()
+			if err != nil {
+				return
+			}
+			reached.Add(1)
+			_ = c.Close()
+		}
+	}()
+	t.Cleanup(func() { _ = proxy.Close() })
+	home := t.TempDir()
+	mark := filepath.Join(home, "login-shell-ran")
+	for _, rc := range []string{".bashrc", ".bash_profile", ".profile"} {
+		if err := os.WriteFile(filepath.Join(home, rc), []byte("touch "+mark+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := map[string]string{"HOME": home, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+	for _, v := range []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"} {
+		env[v] = "http://" + proxy.Addr().String()
+	}
+	envJSON, _ := json.Marshal(env)
+	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	g := parseTestGraph(t, fmt.Sprintf("name: quiet\nproviders:\n  codex: {kind: harness, harness: codex, command: %s, model: sim, workdir: %s, env: %s}\nnodes:\n  - {id: a, provider: codex, prompt: say it}\n",
+		q(bin), q(t.TempDir()), envJSON))
+	j := openJournal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, g, Options{Journal: j, Sim: &SimOptions{Server: srv}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := res.Nodes[0]; n.State != journal.NodeCompleted || n.Output != simAnswer("say it") {
+		t.Fatalf("node a: %s, output %q (%v)", n.State, head(n.Output), n.Err)
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("Codex made %d connections through the proxy: it reached for the network beyond the simulator", n)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Error("Codex started a login shell (its rc files ran): the shell snapshot is on")
 	}
 }

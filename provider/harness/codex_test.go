@@ -40,11 +40,12 @@ func newCodex(t *testing.T) *codexRig {
 	p, err := New(Config{
 		Harness: "codex",
 		Command: bin,
-		// No shell snapshot: Codex would start the machine's login shell to
-		// capture its environment, and what that shell's rc starts in the
-		// background (pyenv's rehash here) can outlive Codex and fail the
-		// leak check below for a process that is neither Codex's nor ours.
-		Args:    []string{"-c", "model_provider=sim", "-c", settings, "-c", "features.shell_snapshot=false"},
+		// Quiet (no shell snapshot among others): Codex would start the
+		// machine's login shell to capture its environment, and what that
+		// shell's rc starts in the background (pyenv's rehash here) can
+		// outlive Codex and fail the leak check below for a process that is
+		// neither Codex's nor ours.
+		Args:    append([]string{"-c", "model_provider=sim", "-c", settings}, CodexQuietArgs()...),
 		Env:     map[string]string{"CODEX_HOME": home, "SIM_KEY": "sim-test-key"},
 		WorkDir: t.TempDir(),
 	})

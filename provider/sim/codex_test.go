@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/noderun/noderun/internal/codexbin"
+	"github.com/noderun/noderun/provider/harness"
 )
 
 // The Codex CLI tests run the real `codex exec` (v0.169.0) against the
@@ -82,9 +83,8 @@ func runCodex(t *testing.T, s *Server, prompt string, extra ...string) codexRun 
 	provider := fmt.Sprintf(`model_providers.sim={name="sim",base_url=%q,wire_api="responses",env_key="SIM_KEY",stream_max_retries=1,request_max_retries=0}`, s.BaseURL())
 	cmd := exec.CommandContext(ctx, bin, "exec", "--json", "--skip-git-repo-check",
 		"-c", "model_provider=sim", "-c", provider,
-		"-c", "analytics.enabled=false", "-c", "check_for_update_on_startup=false",
-		"-m", "sim")
-	cmd.Args = append(append(cmd.Args, extra...), prompt)
+		"-c", "check_for_update_on_startup=false", "-m", "sim")
+	cmd.Args = append(append(append(cmd.Args, harness.CodexQuietArgs()...), extra...), prompt)
 	cmd.Dir = t.TempDir()
 	cmd.Stdin = nil // /dev/null: Codex otherwise waits for more input
 	const deadProxy = "http://127.0.0.1:9"
