@@ -37,16 +37,18 @@ func slots() int {
 	return runtime.GOMAXPROCS(0)
 }
 
-// ParallelInShort is ParallelUnlessSet(n) under -short only: a package
-// whose full suite keeps the CPUs busy (processes of noderun killed -9,
-// agent CLIs) keeps the default there, and raises it for the edit loop,
-// where what is left of it mostly waits (RealPeer, CLI.Path).
-func ParallelInShort(n int) {
+// ParallelByMode is ParallelUnlessSet(short) under -short and
+// ParallelUnlessSet(full) otherwise: for a package whose full suite runs
+// processes that take CPUs (noderun killed -9, Chromium, agent CLIs) beside
+// tests that only wait, and whose edit loop, without those, mostly waits.
+func ParallelByMode(full, short int) {
 	if !flag.Parsed() {
 		flag.Parse()
 	}
 	if testing.Short() {
-		ParallelUnlessSet(n)
+		ParallelUnlessSet(short)
+	} else {
+		ParallelUnlessSet(full)
 	}
 }
 
