@@ -701,12 +701,7 @@ func TestRunSimPointsEveryHarnessAtTheSimulator(t *testing.T) {
 		p.Env["TMPDIR"] = t.TempDir()
 	}
 	j := openJournal(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := Run(ctx, g, Options{Journal: j, Sim: &SimOptions{Server: srv}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runSimGraph(t, g, j, srv)
 	for _, n := range res.Nodes {
 		if n.State != journal.NodeCompleted || n.Output != simAnswer(g.Node(n.ID).Prompt) {
 			t.Errorf("node %s: %s, output %q (%v)\n%s", n.ID, n.State, head(n.Output), n.Err, dumpDiags(diagRecs(t, j, res.RunID, n.ID)))

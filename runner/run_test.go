@@ -59,6 +59,19 @@ func runGraph(t *testing.T, g *Graph, j *journal.Journal) *Result {
 	return res
 }
 
+// runSimGraph runs g on the simulator srv (as `run --sim` does), failing t
+// on a run error.
+func runSimGraph(t *testing.T, g *Graph, j *journal.Journal, srv *sim.Server) *Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, g, Options{Journal: j, Sim: &SimOptions{Server: srv}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // codes lists the diagnostic codes journaled for a node, in order.
 func codes(t *testing.T, j *journal.Journal, run, node string) []string {
 	t.Helper()

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,11 +10,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/noderun/noderun/internal/codexbin"
 	"github.com/noderun/noderun/journal"
-
 	"github.com/noderun/noderun/provider"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
@@ -125,12 +122,7 @@ func TestSimulatedCodexStaysOffTheNetwork(t *testing.T) {
 	g := parseTestGraph(t, fmt.Sprintf("name: quiet\nproviders:\n  codex: {kind: harness, harness: codex, command: %s, model: sim, workdir: %s, env: %s}\nnodes:\n  - {id: a, provider: codex, prompt: say it}\n",
 		q(bin), q(t.TempDir()), envJSON))
 	j := openJournal(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := Run(ctx, g, Options{Journal: j, Sim: &SimOptions{Server: srv}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runSimGraph(t, g, j, srv)
 	if n := res.Nodes[0]; n.State != journal.NodeCompleted || n.Output != simAnswer("say it") {
 		t.Fatalf("node a: %s, output %q (%v)", n.State, head(n.Output), n.Err)
 	}
