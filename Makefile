@@ -41,18 +41,17 @@ demo: build
 
 # Tests run the real Codex CLI, Claude Code, Gemini CLI, a Temporal dev server, Jaeger (OTLP traces),
 # promtool (metrics), nginx and xmllint (JUnit schema checks); `tools` installs what is missing.
-# Where the time goes (this 2-core machine, tools installed, `go test -json` and /usr/bin/time per test
-# binary): ~810 s of CPU, of which the five longest packages (runner, runner/temporal, cmd/noderun,
-# runner/ledger, server) are ~560 s and 150-220 s of wall each. In go test's order runner/temporal
-# starts about 7 minutes in and runs mostly alone. Given first (and -p 3) they took 625 s against
-# 730 s here, but under that load tests that time processes failed (since fixed: a Gemini resume, a
-# hand-over's token count, a SIGTERM sent before the handler; not yet: runner/temporal
-# TestTwoWorkersPaceOneAccount's refusals after the first window, even at -p 2 beside runner, and the
-# chaos matrix's Codex node in runner/ledger missing its recovery deadline: an agent CLI's restart is
-# seconds of Node.js CPU). Not until those two scale with the machine's load. Listing runner/temporal
-# first at -p 2 measured 627 s against 613 s: no gain. runner/temporal's waiting tests now run all at
-# once (197.6 s -> 150.4 s alone, 161 s in make test); the whole of .ci/run took 588-640 s in five
-# runs (603 s, green, at 6341703).
+# Where the time goes (this 2-core machine, tools installed; each package alone under -race, CPU by
+# /usr/bin/time, system-wide samples by perf): runner 193 s wall / 188 s CPU; runner/temporal
+# 155 / 137 (noderun worker processes 59% of it, the test binary 22%, the Temporal dev server 17%);
+# cmd/noderun 117 / ~100 (at -parallel 4; 164 s at the default 2, the machine 62% idle); runner/ledger
+# 64 / 63 (a simulated Codex's start 2.5 s of CPU -> 1.0 s: harness.CodexQuietArgs; 125 s before);
+# server 99 / 55; building and linking the 45 test binaries 72 s / 98 s (`-run '^$'`). In make test
+# the machine is busy but for the last ~3 minutes, where runner/temporal and server run on their own
+# (vmstat: 19% idle over the run). Tried: -p 3, 547 s, the machine saturated (7% idle), and the chaos
+# matrix's Codex node in runner/ledger missed quick's 3 s recovery deadline (6.9 s under that load);
+# runner/temporal listed first at -p 2, 621 s against 615 s (613-627 s in earlier stops): no gain.
+# The whole of .ci/run took 615-620 s at bbb5ca4 and after (638 s before).
 # The command is built once (build) and every package's tests run it ($NODERUN_TEST_BIN), instead of
 # each linking its own. Test binaries are linked without DWARF (-w): nothing reads it (race reports
 # and panics are symbolized from the runtime's own tables), and each of the 45 links takes ~30% less
