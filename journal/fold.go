@@ -464,9 +464,37 @@ func (j *Journal) Vacuum(ctx context.Context) error {
 		if _, err := j.wdb.ExecContext(ctx, "VACUUM"); err != nil {
 			return j.errorf("vacuum: %w", err)
 		}
-		if _, err := j.wdb.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		return j.truncateWAL(ctx)
+	})
+}
+
+// truncateWALFor bounds how long Vacuum waits for the WAL to be free.
+const truncateWALFor = 10 * time.Second
+
+// truncateWAL checkpoints the WAL, where VACUUM wrote the whole database,
+// and truncates it. SQLite refuses a truncating checkpoint while another
+// connection checkpoints or reads (the pragma's first column, busy, is 1,
+// and there is no error): this journal's checkpointer, after the commits
+// that came before, was doing so under load, and the WAL kept a second copy
+// of the file. So it is tried again, for truncateWALFor at most (another
+// process cannot hold it: Vacuum holds the maintenance lock).
+func (j *Journal) truncateWAL(ctx context.Context) error {
+	deadline := time.Now().Add(truncateWALFor)
+	for {
+		var busy, walPages, copied int
+		if err := j.wdb.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &walPages, &copied); err != nil {
 			return j.errorf("vacuum: checkpoint: %w", err)
 		}
-		return nil
-	})
+		if busy == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return j.errorf("vacuum: checkpoint: the WAL (%d pages) was still in use after %s", walPages, truncateWALFor)
+		}
+		select {
+		case <-ctx.Done():
+			return j.errorf("vacuum: checkpoint: %w", context.Cause(ctx))
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
