@@ -162,23 +162,32 @@ func TestFoldSurvivesANewOutput(t *testing.T) {
 	}
 }
 
-// A folded and vacuumed journal is smaller on disk than the unfolded one.
-func TestFoldAndVacuumShrinkTheFile(t *testing.T) {
-	t.Parallel()
+// streamWords journals run "run" of one node "n" whose first attempt
+// streams n deltas, "word0 word1 ...": it returns the attempt and the text.
+func streamWords(t *testing.T, j *Journal, n int) (int, string) {
+	t.Helper()
 	ctx := context.Background()
-	j := openTest(t, "")
 	createRun(t, j, "run")
 	check(t, j.SetNodesPending(ctx, "run", []string{"n"}))
 	a, err := j.BeginAttempt(ctx, "run", "n", ModeStart, "p")
 	check(t, err)
 	var out strings.Builder
-	for i := range 5000 {
+	for i := range n {
 		s := fmt.Sprintf("word%d ", i)
 		out.WriteString(s)
 		check(t, j.Append(Event{RunID: "run", NodeID: "n", Attempt: a, Kind: KindDelta, ProviderSeq: -1, Payload: []byte(s)}))
 	}
+	return a, out.String()
+}
+
+// A folded and vacuumed journal is smaller on disk than the unfolded one.
+func TestFoldAndVacuumShrinkTheFile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	j := openTest(t, "")
+	a, out := streamWords(t, j, 5000)
 	check(t, j.EndAttempt(ctx, "run", "n", a, AttemptEnd{Outcome: OutcomeOK, Cursor: -1}))
-	check(t, j.CompleteNode(ctx, "run", "n", out.String()))
+	check(t, j.CompleteNode(ctx, "run", "n", out))
 	check(t, j.Vacuum(ctx))
 	size := func() int64 {
 		var n int64
@@ -191,7 +200,7 @@ func TestFoldAndVacuumShrinkTheFile(t *testing.T) {
 	}
 	unfolded := size()
 	before := readFolded(t, j)
-	_, err = j.Fold(ctx, "run")
+	_, err := j.Fold(ctx, "run")
 	check(t, err)
 	check(t, j.Vacuum(ctx))
 	folded := size()
@@ -363,13 +372,7 @@ func TestVacuumTruncatesTheWALBesideACheckpointer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	j := openTest(t, "")
-	createRun(t, j, "run")
-	check(t, j.SetNodesPending(ctx, "run", []string{"n"}))
-	a, err := j.BeginAttempt(ctx, "run", "n", ModeStart, "p")
-	check(t, err)
-	for i := range 3000 {
-		check(t, j.Append(Event{RunID: "run", NodeID: "n", Attempt: a, Kind: KindDelta, ProviderSeq: -1, Payload: []byte(fmt.Sprintf("word%d ", i))}))
-	}
+	streamWords(t, j, 3000)
 	check(t, j.Flush(ctx))
 	stop := make(chan struct{})
 	hammered := make(chan int)
