@@ -472,12 +472,13 @@ func (j *Journal) Vacuum(ctx context.Context) error {
 const truncateWALFor = 10 * time.Second
 
 // truncateWAL checkpoints the WAL, where VACUUM wrote the whole database,
-// and truncates it. SQLite refuses a truncating checkpoint while another
-// connection checkpoints or reads (the pragma's first column, busy, is 1,
-// and there is no error): this journal's checkpointer, after the commits
-// that came before, was doing so under load, and the WAL kept a second copy
-// of the file. So it is tried again, for truncateWALFor at most (another
-// process cannot hold it: Vacuum holds the maintenance lock).
+// and truncates it. Readers it waits for (through the busy handler), but
+// SQLite refuses it at once while another connection checkpoints (the
+// pragma's first column, busy, is 1, and there is no error): this journal's
+// checkpointer, after the commits that came before, was doing so under
+// load, and the WAL kept a second copy of the file. So it is tried again,
+// for truncateWALFor at most (another process cannot hold it: Vacuum holds
+// the maintenance lock).
 func (j *Journal) truncateWAL(ctx context.Context) error {
 	deadline := time.Now().Add(truncateWALFor)
 	for {

@@ -81,10 +81,10 @@ func TestSimulate(t *testing.T) {
 
 // A simulated Codex node talks to the simulator and to nothing else, and
 // starts no login shell: Codex's shell snapshot, plugin sync and analytics
-// are off (harness.CodexQuietArgs). Codex runs with a HOME whose rc files leave a
-// mark, and with every proxy variable pointing at a listener here that
-// counts what reaches it (git and Codex's HTTP client go through the proxy
-// instead of resolving a name); the simulator is exempt (NO_PROXY).
+// are off (harness.CodexQuietArgs). Codex runs with a HOME whose rc files
+// leave a mark, and with every proxy variable pointing at a listener here
+// that counts what reaches it (git and Codex's HTTP client go through the
+// proxy instead of resolving a name); the simulator is exempt (NO_PROXY).
 func TestSimulatedCodexStaysOffTheNetwork(t *testing.T) {
 	t.Parallel()
 	cpus.Take(t)
