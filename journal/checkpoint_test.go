@@ -2,9 +2,12 @@ package journal
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -61,5 +64,61 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s did not come within 10 s", what)
 		}
+	}
+}
+
+// A writer that never pauses still lets the WAL start over
+// (walRestartFrames): without that, every PASSIVE checkpoint ends behind the
+// writer, the WAL never starts over and only grows (to the whole of what
+// was written here), and emptying it at Close costs in proportion.
+func TestWALStartsOverBesideAWriterThatNeverPauses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "j.db")
+	// A start-over asked for past 1 MiB of WAL, checked every 10 ms.
+	j := openTest(t, path, func(j *Journal) { j.ckptEvery, j.walRestart = 10*time.Millisecond, 256 })
+	createRun(t, j, "r")
+	var biggest atomic.Int64
+	stop, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if fi, err := os.Stat(path + "-wal"); err == nil {
+				biggest.Store(max(biggest.Load(), fi.Size()))
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	// Four streams append 16 MiB as fast as the writer takes them: its
+	// queue is never empty, so it commits without a pause.
+	const total, writers = 16 << 20, 4
+	payload := []byte(strings.Repeat("x", 2000))
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range total / len(payload) / writers {
+				if err := j.Append(Event{RunID: "r", NodeID: fmt.Sprintf("n%d", w), Attempt: 1, Kind: KindDelta, ProviderSeq: int64(i), Payload: payload}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := j.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	<-sampled
+	// The WAL holds the 1 MiB and what was written while the checkpointer
+	// copied it and the writer's transaction ended (5-12 MB under -race,
+	// a commit here being ~1 MB). Left to grow, it held all 16 MiB appended
+	// and their index pages: 40 MB.
+	if got := biggest.Load(); got > total || got == 0 {
+		t.Fatalf("the WAL reached %d bytes while %d were appended: it did not start over", got, total)
 	}
 }

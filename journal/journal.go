@@ -46,6 +46,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -115,6 +116,11 @@ type Journal struct {
 	// tests set it).
 	ckptEvery time.Duration
 	ckptDone  chan struct{} // closed when the checkpointer has stopped
+	// restartWAL asks the writer to checkpoint on its own connection
+	// between transactions, so that the WAL starts over once it holds
+	// walRestart frames (walRestartFrames; tests set it).
+	restartWAL atomic.Bool
+	walRestart int
 
 	// The write queue. Senders hold mu.RLock while sending, so that Close,
 	// which takes mu.Lock before telling the writer to finish, knows that no
@@ -202,6 +208,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Journal, error) {
 		ckpt:       make(chan struct{}, 1),
 		ckptNow:    make(chan struct{}, 1),
 		ckptEvery:  checkpointEvery,
+		walRestart: walRestartFrames,
 		ckptDone:   make(chan struct{}),
 		held:       map[string]*heldRun{},
 	}

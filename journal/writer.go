@@ -441,6 +441,20 @@ func (w *writer) run() {
 		}
 		w.timer.Stop()
 		w.commit()
+		if j.restartWAL.Swap(false) {
+			w.restartWAL()
+		}
+	}
+}
+
+// restartWAL checkpoints on the writer's connection between transactions,
+// so that the next one writes the WAL from its start (walRestartFrames).
+// It copies only what was committed since the checkpointer's last pass.
+// A failure is not the writer's: the WAL goes on growing until the next
+// request, as it did before.
+func (w *writer) restartWAL() {
+	if _, err := w.j.wdb.Exec("PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+		w.j.log.Debug("journal: checkpoint to restart the WAL", "path", w.j.path, "err", err)
 	}
 }
 
