@@ -58,6 +58,7 @@ demo: build
 # CPU (runner/temporal's: 5.4 s -> 3.8 s).
 test: tools build
 	NODERUN_TEST_BIN=$(abspath $(BIN)) $(GO) test $(RACE) -ldflags=-w -count=1 ./...
+	$(GO) test -count=1 ./internal/heapfloor # its memory check, as the command is built: without -race
 
 # -race instruments our code, the standard library and the modules we use, all but one package: the
 # SQLite C library transpiled to Go (modernc.org/sqlite/lib), whose locking is SQLite's own. Instrumented,

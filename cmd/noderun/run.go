@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/noderun/noderun/internal/cliword"
+	"github.com/noderun/noderun/internal/heapfloor"
 	"github.com/noderun/noderun/internal/shell"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner"
@@ -46,6 +47,7 @@ func runCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "print", Usage: "print `NODE`'s output on stdout after the run, nothing else (repeatable)"}),
 			append(cacheFlags(), metricsFlags(true)...)...),
 		Action: func(c *cli.Context) error {
+			defer heapfloor.Hold(heapfloor.Size)()
 			if err := wantArgs(c, 1, 1, "give exactly one graph file"); err != nil {
 				return err
 			}
@@ -141,6 +143,7 @@ func resumeCommand() *cli.Command {
 			append(temporalFlags(), &cli.StringSliceFlag{Name: "retry", Usage: "send `NODE`'s request again, side effects or not (repeatable)"})...),
 			metricsFlags(true)...),
 		Action: func(c *cli.Context) error {
+			defer heapfloor.Hold(heapfloor.Size)()
 			if err := wantArgs(c, 1, 1, "give exactly one run id (or last)"); err != nil {
 				return err
 			}

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 
+	"github.com/noderun/noderun/internal/heapfloor"
 	"github.com/noderun/noderun/internal/textfit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner"
@@ -62,6 +63,7 @@ func workerCommand() *cli.Command {
 			metricsFlags(false)[0],
 		),
 		Action: func(c *cli.Context) error {
+			defer heapfloor.Hold(heapfloor.Size)()
 			if c.String("temporal") == "" {
 				return usageErr(errors.New("worker: --temporal HOST:PORT is required"))
 			}
