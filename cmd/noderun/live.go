@@ -10,6 +10,7 @@ import (
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 
+	"github.com/noderun/noderun/internal/humanlog"
 	"github.com/noderun/noderun/internal/textfit"
 	"github.com/noderun/noderun/runner"
 	"github.com/noderun/noderun/runner/ledger"
@@ -121,7 +122,7 @@ func (v *liveView) finish(node, state string) {
 	text += fmt.Sprintf(" · at %.1fs", v.now().Sub(v.start).Seconds())
 	v.mu.Unlock()
 	// Keyed and folded as the log's lines are: they share the terminal.
-	prefix := fmt.Sprintf("%-*s ", keyWidth, node)
+	prefix := fmt.Sprintf("%-*s ", humanlog.KeyWidth, node)
 	_, _ = v.Write([]byte(textfit.Fold(prefix, text, v.width(), len(prefix)) + "\n"))
 	if bar != nil {
 		bar.Abort(true) // the line goes; the scrolled-up one stays
@@ -164,7 +165,7 @@ func (v *liveView) line(id string, n *liveNode) string {
 	now := v.now()
 	el := now.Sub(n.started)
 	var b strings.Builder
-	fmt.Fprintf(&b, "  %-*s %-9s %8s %6d tok", keyWidth, id, n.state, ledger.Size(int64(n.bytes)), n.tokens)
+	fmt.Fprintf(&b, "  %-*s %-9s %8s %6d tok", humanlog.KeyWidth, id, n.state, ledger.Size(int64(n.bytes)), n.tokens)
 	if el > 0 && n.tokens > 0 {
 		fmt.Fprintf(&b, " %5.0f tok/s", float64(n.tokens)/el.Seconds())
 	} else {

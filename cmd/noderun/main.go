@@ -13,12 +13,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"github.com/noderun/noderun/internal/humanlog"
 	"github.com/noderun/noderun/internal/textfit"
 )
 
@@ -113,7 +113,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 }
 
 // newLogger writes the log to stderr: sentences for a person (fitted to the
-// terminal, or to pipeWidth on a pipe), or every attribute as logfmt or JSON.
+// terminal, or to humanlog.PipeWidth on a pipe), or every attribute as logfmt or JSON.
 func newLogger(c *cli.Context) (*slog.Logger, error) {
 	return newLoggerTo(c, c.App.ErrWriter, termWidth(c.App.ErrWriter))
 }
@@ -125,45 +125,14 @@ func newLoggerTo(c *cli.Context, w io.Writer, width func() int) (*slog.Logger, e
 	if err := lvl.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, usageErr(fmt.Errorf("--log-level: %w", err))
 	}
-	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: boundAttr}
+	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: humanlog.BoundAttr}
 	switch c.String("log-format") {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	case "logfmt":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	}
-	if width == nil {
-		return slog.New(&humanHandler{w: w, level: lvl, width: func() int { return pipeWidth }}), nil
-	}
-	return slog.New(&humanHandler{w: w, level: lvl, width: width, tty: true}), nil
-}
-
-// maxLogValue bounds one message or value on stderr: a server's error body
-// (kept to 8 KiB) is quoted whole in the journal, not on every log line.
-const maxLogValue = 2 << 10
-
-// bounded cuts s to maxLogValue bytes, saying how long it was.
-func bounded(s string) string {
-	if len(s) <= maxLogValue {
-		return s
-	}
-	cut := maxLogValue
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s… [%d bytes; the journal has it whole]", s[:cut], len(s))
-}
-
-func boundAttr(_ []string, a slog.Attr) slog.Attr {
-	switch {
-	case a.Value.Kind() == slog.KindString && len(a.Value.String()) > maxLogValue:
-		return slog.String(a.Key, bounded(a.Value.String()))
-	case a.Value.Kind() == slog.KindAny:
-		if err, ok := a.Value.Any().(error); ok && len(err.Error()) > maxLogValue {
-			return slog.String(a.Key, bounded(err.Error()))
-		}
-	}
-	return a
+	return slog.New(humanlog.New(w, lvl, width, width != nil)), nil
 }
 
 // termWidth reads the columns of the terminal behind w, per call (it may be

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/noderun/noderun/diagnostics"
+	"github.com/noderun/noderun/internal/humanlog"
 	"github.com/noderun/noderun/internal/textfit"
 	"github.com/noderun/noderun/journal"
 	"github.com/noderun/noderun/runner"
@@ -85,7 +86,7 @@ func interrupted(c *cli.Context, opts runner.Options, res *runner.Result) error 
 	fmt.Fprintln(w, textfit.Line(fmt.Sprintf("noderun: run %s interrupted; still running at the provider (and billing) until they finish:", res.RunID), width))
 	for _, n := range res.Nodes {
 		if n.Running != "" {
-			fmt.Fprintf(w, "  %-*s response %s\n", keyWidth, n.ID, n.Running)
+			fmt.Fprintf(w, "  %-*s response %s\n", humanlog.KeyWidth, n.ID, n.Running)
 		}
 	}
 	fmt.Fprintf(w, "continue them (re-attaches, regenerates nothing):\n  %s\n", resumeCmd)

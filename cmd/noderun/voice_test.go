@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/noderun/noderun/internal/humanlog"
 	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/provider/sim"
 	"github.com/noderun/noderun/provider/sim/simtest"
@@ -62,7 +63,7 @@ func TestMakeDemoSaysEachFactOnce(t *testing.T) {
 		t.Errorf("the diagnose table printed %d times", n)
 	}
 	for _, l := range strings.Split(stderr.String(), "\n") {
-		if n := utf8.RuneCountInString(l); n > pipeWidth {
+		if n := utf8.RuneCountInString(l); n > humanlog.PipeWidth {
 			t.Errorf("a stderr line of %d columns: %q", n, l)
 		}
 		for _, internal := range []string{"continued_from_deltas", "resent_prefix_bytes", "run=", "diag="} {
