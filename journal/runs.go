@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/noderun/noderun/diagnostics"
@@ -330,16 +331,51 @@ func (j *Journal) SetNodesPending(ctx context.Context, runID string, nodeIDs []s
 	if runID == "" || slices.Contains(nodeIDs, "") {
 		return j.errorf("%s: %w", what, ErrInvalid)
 	}
-	now := time.Now().UnixNano()
 	return j.change(ctx, what, func(ctx context.Context, tx stmtTx) error {
-		for _, id := range nodeIDs {
-			// One statement a node (a new node's reason is '' already).
-			if _, err := tx.ExecContext(ctx, upsertNodeQuery+`, reason = ''`, nodeStateArgs(runID, id, NodePending, now)...); err != nil {
+		args := make([]any, 0, 2+pendingRows)
+		for ids := range slices.Chunk(nodeIDs, pendingRows) {
+			args = append(args[:0], runID, NodePending)
+			for _, id := range ids {
+				args = append(args, id)
+			}
+			if _, err := tx.ExecContext(ctx, pendingQuery(len(ids)), args...); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// pendingRows is how many nodes one statement of SetNodesPending registers.
+// A statement a node cost 18 µs each at 1,000 nodes (18 ms before a run's
+// first request, with the statement prepared once); most of it was the
+// statement's own round, not the row.
+const pendingRows = 64
+
+// pendingQuery registers n nodes as pending, as upsertNodeQuery does for
+// one (with a reason cleared): ?1 is the run, ?2 the pending state, ?3… the
+// ids. A node already there keeps its row (and its place in Nodes' order)
+// and its start.
+func pendingQuery(n int) string {
+	if n == pendingRows {
+		return fullPendingQuery
+	}
+	return buildPendingQuery(n)
+}
+
+var fullPendingQuery = buildPendingQuery(pendingRows)
+
+func buildPendingQuery(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO nodes (run, id, state, started, finished) VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "(?1, ?%d, ?2, 0, 0)", i+3)
+	}
+	b.WriteString(` ON CONFLICT (run, id) DO UPDATE SET state = excluded.state, finished = 0, err_class = '', error = '', reason = ''`)
+	return b.String()
 }
 
 // CompleteNode marks a node completed and stores its final output.
