@@ -132,7 +132,7 @@ func newLoggerTo(c *cli.Context, w io.Writer, width func() int) (*slog.Logger, e
 	case "logfmt":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	}
-	return slog.New(humanlog.New(w, lvl, width, width != nil)), nil
+	return slog.New(humanlog.New(w, lvl, width)), nil
 }
 
 // termWidth reads the columns of the terminal behind w, per call (it may be

@@ -41,14 +41,14 @@ const PipeWidth = 160
 // KeyWidth is the node column: most ids fit, longer ones push the text.
 const KeyWidth = 10
 
-// New is a Handler writing to w from level up. On a terminal (tty), width
-// gives its columns, asked per line; on a pipe or a file lines fit
+// New is a Handler writing to w from level up. On a terminal, width gives
+// its columns, asked per line; nil means a pipe or a file, where lines fit
 // PipeWidth.
-func New(w io.Writer, level slog.Leveler, width func() int, tty bool) *Handler {
-	if !tty || width == nil {
-		width, tty = func() int { return PipeWidth }, false
+func New(w io.Writer, level slog.Leveler, width func() int) *Handler {
+	if width == nil {
+		return &Handler{w: w, level: level, width: func() int { return PipeWidth }}
 	}
-	return &Handler{w: w, level: level, width: width, tty: tty}
+	return &Handler{w: w, level: level, width: width, tty: true}
 }
 
 // shownKeys are the attributes the line itself renders; machine keys are
