@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 func crashHelper(path string) {
 	ctx := context.Background()
 	j, fail := helperJournal(path)
+	fmt.Println("ready")
 	i := 0
 	for step := 0; ; step++ {
 		for range rand.IntN(300) {
@@ -100,7 +101,10 @@ type ack struct {
 
 // helperJournal is how a crash helper starts: a journal at path with small,
 // quick batches (many commits, so kills land in every phase) and the run
-// "run"; then it prints "ready". fail ends the helper with err.
+// "run". The helper prints "ready" once it is where its kill is to land
+// (killedHelper's random delay counts from there: on a loaded machine a
+// helper's first commits can take longer than the shortest delay). fail
+// ends the helper with err.
 func helperJournal(path string) (j *Journal, fail func(error)) {
 	fail = func(err error) {
 		fmt.Fprintln(os.Stderr, "helper:", err)
@@ -113,7 +117,6 @@ func helperJournal(path string) (j *Journal, fail func(error)) {
 	if err := j.CreateRun(context.Background(), Run{ID: "run", Graph: "crash"}); err != nil {
 		fail(err)
 	}
-	fmt.Println("ready")
 	return j, fail
 }
 

@@ -185,6 +185,7 @@ const walEvents = 300
 func walHelper(path string) {
 	ctx := context.Background()
 	j, fail := helperJournal(path)
+	fmt.Println("ready")
 	check := func(err error) {
 		if err != nil {
 			fail(err)

@@ -259,6 +259,9 @@ func providerCrashHelper(path string) {
 		if err != nil {
 			fail(err)
 		}
+		if round == 0 {
+			fmt.Println("ready") // the kill lands among the attempts, never before the first
+		}
 		ps := rand.Int64N(hi + 2) // anywhere up to what earlier rounds sent
 		for range 50 + rand.IntN(200) {
 			if err := j.Append(Event{RunID: "run", NodeID: "a", Attempt: n, Kind: KindDelta, ProviderSeq: ps,
