@@ -73,8 +73,8 @@ func TestPacedWaitsOnlyAfterAShortRead(t *testing.T) {
 		if waited != s.waits {
 			t.Errorf("%s: waited %v, want %v", s.what, waited, s.waits)
 		}
-		if waited && (slept[before] <= 0 || slept[before] > gap) {
-			t.Errorf("%s: waited %s, want the rest of %s", s.what, slept[before], gap)
+		if waited && (slept[before] <= 0 || slept[before] > gap+WaitTick) {
+			t.Errorf("%s: waited %s, want the rest of %s (and at most a WaitTick to the next tick)", s.what, slept[before], gap)
 		}
 	}
 	// After the answer's headers, its first events are read eagerly too;
@@ -155,6 +155,7 @@ func TestPacedWaitFollowsTheStreamsPace(t *testing.T) {
 	clock := time.Now()
 	var during time.Duration
 	c := Paced(clockedConn{raw, &clock, &during}, ReadGap).(*pacedConn)
+	c.tick = 0 // the waits as they adapt, unaligned (TestPacedWaitsEndOnATick)
 	var slept []time.Duration
 	c.sleep = func(d time.Duration) { slept = append(slept, d); clock = clock.Add(d) }
 	c.now = func() time.Time { return clock }
@@ -196,8 +197,8 @@ func TestPacedWaitFollowsTheStreamsPace(t *testing.T) {
 			t.Errorf("%s: waited %v, want %v", step.what, got, step.want)
 		}
 	}
-	if MaxReadWait != 4*ReadGap || c.wait > MaxReadWait {
-		t.Errorf("wait %s, MaxReadWait %s: want at most 4 gaps", c.wait, MaxReadWait)
+	if MaxReadWait != 4*ReadGap+WaitTick || c.wait > 4*ReadGap {
+		t.Errorf("wait %s, MaxReadWait %s: want at most 4 gaps (and a tick to align)", c.wait, MaxReadWait)
 	}
 	// A full read (a stream faster than the reads) waits no more.
 	events(3, 140*time.Millisecond) // the wait grows again
@@ -211,5 +212,47 @@ func TestPacedWaitFollowsTheStreamsPace(t *testing.T) {
 	}
 	if c.waiting.Load() || c.wait != ReadGap {
 		t.Errorf("after a full read: waiting %v, wait %s; want no wait, and the gap next time", c.waiting.Load(), c.wait)
+	}
+}
+
+// A wait ends on the next multiple of WaitTick, whenever the read before it
+// came: the waits of many streams that end within one tick end together
+// (one timer expiry wakes them all), and none waits more than a tick
+// longer than its own wait.
+func TestPacedWaitsEndOnATick(t *testing.T) {
+	raw, srv := loopback(t)
+	base := time.Unix(1_800_000_000, 0) // a multiple of WaitTick
+	ends := map[time.Time]int{}
+	for i := range 50 {
+		// Reads that came at 50 instants spread over one tick, each a
+		// trickle's short read: the next read of each waits.
+		phase := time.Duration(i) * WaitTick / 50
+		clock := base.Add(time.Hour + phase)
+		c := Paced(raw, ReadGap).(*pacedConn)
+		c.now = func() time.Time { return clock }
+		var slept time.Duration
+		c.sleep = func(d time.Duration) { slept = d }
+		c.last, c.wait = clock.Add(-trickleAfter), ReadGap
+		c.waiting.Store(true)
+		if _, err := srv.Write([]byte("data: x\n\n")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Read(make([]byte, 4096)); err != nil {
+			t.Fatal(err)
+		}
+		own := ReadGap - trickleAfter // the rest of the gap
+		end := clock.Add(slept)
+		if slept < own || slept >= own+WaitTick || end.UnixNano()%int64(WaitTick) != 0 {
+			t.Fatalf("read at +%s: waited %s, want %s and up to the next multiple of %s", phase, slept, own, WaitTick)
+		}
+		ends[end]++
+	}
+	// Waits of one length that began within one tick end at no more than
+	// two instants (the tick they fall in, or the next).
+	if len(ends) > 2 {
+		t.Errorf("50 waits ended at %d instants: %v", len(ends), ends)
+	}
+	if untilTick(base, WaitTick) != 0 || untilTick(base.Add(time.Nanosecond), WaitTick) != WaitTick-time.Nanosecond || untilTick(base.Add(7), 0) != 0 {
+		t.Error("untilTick: a multiple is 0 away, one nanosecond past it a tick less a nanosecond, and no tick aligns nothing")
 	}
 }
