@@ -44,19 +44,21 @@ const MaxReadWait = maxWaits*ReadGap + WaitTick
 
 // WaitTick aligns the waits of every paced connection: a wait ends at the
 // next multiple of WaitTick of the clock, not at its own instant. Waits
-// that each end at their own instant are one timer expiry and one wake-up of
-// the process each: at 1,000 streams, ~20,000 a second, each a futex, an
-// epoll wait and a context switch for the runtime (perf: 150,000 epoll
-// waits and 60,000 futex calls in a 1,000-node trickle run, against 10,000
-// and 4,000 for the bare client that reads every token as it comes). On a
-// host where those are dear (half of the machine's time in the kernel) that
-// made paced reads cost more than they saved: 1.31× the bare client's CPU,
-// against 1.08× with no pacing at all. Aligned, the waits that end within
-// the same WaitTick end together: one expiry wakes them all, and the run
-// took 0.82× the bare client's CPU there (internal/trickle's
-// BenchmarkTrickle; docs/performance.md). What it costs: a wait up to
-// WaitTick longer, so a chunk reaches the node at most MaxReadWait after it
-// came.
+// that each end at their own instant are a timer expiry and a wake-up of
+// the process each: at 1,000 streams, ~20,000 a second. Whether that costs
+// depends on the machine's scheduler: with the simulator in the client's
+// own session it did not (the kernel shares the CPU thread by thread), but
+// with the simulator started apart (its own session, as one started in
+// another terminal or as a CI service is: Linux's autogroup scheduling then
+// shares the CPU between the two sessions), each wake-up was a futex, an
+// epoll wait and a context switch (perf, one 1,000-node run: 65,000 futex
+// calls and 150,000 epoll waits, against 4,000 and 61,000 aligned), and the
+// run took 1.43x the bare client's CPU and 1.47x its wall
+// (internal/trickle's BenchmarkTrickle, nodes=1000/sim=apart); aligned,
+// 0.86x and 1.03x, and as before with the simulator in the same session.
+// Waits that end within the same tick end together: one expiry wakes them
+// all. What it costs: a wait up to WaitTick longer, so a chunk reaches the
+// node at most MaxReadWait after it came.
 const WaitTick = 25 * time.Millisecond
 
 // maxWaits bounds the adaptive wait, in gaps.
