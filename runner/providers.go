@@ -210,6 +210,9 @@ func secrets(g *Graph, getenv func(string) string) []string {
 		}
 	}
 	for _, n := range g.Nodes {
+		if len(n.Env) == 0 {
+			continue // most nodes (ranging over an empty map is not free: see graph.HiddenEnv)
+		}
 		for _, v := range n.Env {
 			out = append(out, v)
 		}

@@ -148,6 +148,12 @@ func (g *Graph) HiddenEnv(is func(string) bool) []EnvRef {
 		}
 	}
 	for _, n := range g.Nodes {
+		if len(n.Env) == 0 {
+			// Most nodes have none, and a Temporal worker asks once per
+			// node it runs: at 10,000 nodes, sorting 10,000 empty key sets
+			// per node was a tenth of the workers' CPU.
+			continue
+		}
 		for _, k := range graphSortedKeys(n.Env) {
 			if is(n.Env[k]) {
 				out = append(out, EnvRef{Provider: n.Provider, Node: n.ID, Name: k})
