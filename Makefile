@@ -165,7 +165,7 @@ $(PROMTOOL): | debs
 bench:
 	@cat /proc/loadavg
 	$(GO) test -run '^$$' -bench 'Trickle/nodes=1000$$' -benchtime 4x -count 1 ./internal/trickle/
-	$(GO) test -run '^$$' -bench 'Trickle/nodes=1000/sim=apart$$' -benchtime 4x -count 1 ./internal/trickle/
+	$(GO) test -run '^$$' -bench 'Trickle/sim-apart/nodes=1000$$' -benchtime 4x -count 1 ./internal/trickle/
 	$(GO) test -run '^$$' -bench 'Trickle/nodes=10000$$' -benchtime 2x -count 1 -timeout 20m ./internal/trickle/
 	$(GO) test -run '^$$' -bench 'RunnerVsBareClient' -benchtime 21x -count 1 ./runner/
 	$(GO) test -run '^$$' -bench 'ChunkPath' -benchtime 5x -count 1 ./runner/

@@ -143,7 +143,7 @@ func BenchmarkTrickle(b *testing.B) {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) { benchTrickle(b, n, false) })
 	}
 	// The simulator in a session of its own (simServe): 1,000 nodes.
-	b.Run("nodes=1000/sim=apart", func(b *testing.B) { benchTrickle(b, 1000, true) })
+	b.Run("sim-apart/nodes=1000", func(b *testing.B) { benchTrickle(b, 1000, true) })
 }
 
 func benchTrickle(b *testing.B, n int, apart bool) {

@@ -54,7 +54,7 @@ const MaxReadWait = maxWaits*ReadGap + WaitTick
 // epoll wait and a context switch (perf, one 1,000-node run: 65,000 futex
 // calls and 150,000 epoll waits, against 4,000 and 61,000 aligned), and the
 // run took 1.43x the bare client's CPU and 1.47x its wall
-// (internal/trickle's BenchmarkTrickle, nodes=1000/sim=apart); aligned,
+// (internal/trickle's BenchmarkTrickle, sim-apart/nodes=1000); aligned,
 // 0.86x and 1.03x, and as before with the simulator in the same session.
 // Waits that end within the same tick end together: one expiry wakes them
 // all. What it costs: a wait up to WaitTick longer, so a chunk reaches the
