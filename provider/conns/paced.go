@@ -146,8 +146,9 @@ func (c *pacedConn) Write(p []byte) (int, error) {
 // untilTick is how long after t the next multiple of tick of the wall clock
 // comes (0: t is one, or tick is 0). The wall clock, not the monotonic one:
 // every connection must find the same multiples, and a monotonic reading
-// has no common origin to count them from. A clock step makes one wait
-// longer or shorter by at most a tick.
+// has no common origin to count them from. A step of the wall clock only
+// moves where the ticks fall: a wait is never shorter than its own, nor
+// more than a tick longer.
 func untilTick(t time.Time, tick time.Duration) time.Duration {
 	if tick <= 0 {
 		return 0
