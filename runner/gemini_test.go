@@ -58,7 +58,12 @@ func checkOneInteraction(t *testing.T, srv *sim.Server, tokens int) {
 // it saw, from the cursor journaled at the drop.
 func TestGeminiNodeSurvivesThreeDrops(t *testing.T) {
 	const T = 200
-	srv := simtest.Start(t, sim.Config{Seed: respSeed, Tokens: T, TokensPerSecond: 1000, Faults: []sim.Fault{
+	// Paced so that the interaction is still generating at every drop
+	// (0.8 s in all): each is recovered by a re-attach, never from the
+	// status of an interaction that finished meanwhile (NR206). At 1,000
+	// tokens a second (0.2 s) a loaded machine's reconnects lagged behind
+	// it, and the third drop found it completed.
+	srv := simtest.Start(t, sim.Config{Seed: respSeed, Tokens: T, TokensPerSecond: 250, Faults: []sim.Fault{
 		{Endpoint: sim.EndpointInteractionsCreate, Requests: []int{1}, Kind: sim.FaultCut, AfterEvents: 4},
 		{Endpoint: sim.EndpointInteractionsStream, Requests: []int{1}, Kind: sim.FaultReset, AfterEvents: T / 2},
 		{Endpoint: sim.EndpointInteractionsStream, Requests: []int{2}, Kind: sim.FaultClose, AfterEvents: T / 4},
