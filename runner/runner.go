@@ -448,7 +448,7 @@ func (r *runState) finish(ctx context.Context) (*Result, error) {
 // 1,000-node run's end). A read that fails leaves them out (and says so in
 // the log): the run itself is journaled and finished.
 func (r *runState) records(ctx context.Context, res *Result) {
-	run, err := ledger.Load(ctx, r.j, r.id, ledger.LoadOptions{NoPartial: true, NoOutput: true})
+	run, err := ledger.Load(ctx, r.j, r.id, ledger.LoadOptions{NoPartial: true, NoOutput: true, Graph: r.g})
 	if err != nil {
 		r.log.Warn("result: reading the attempts, usage and diagnostics", "error", err)
 		return

@@ -13,6 +13,7 @@ import (
 	"github.com/noderun/noderun/diagnostics"
 	"github.com/noderun/noderun/internal/testkit"
 	"github.com/noderun/noderun/journal"
+	"github.com/noderun/noderun/runner/graph"
 	"github.com/noderun/noderun/runner/ledger"
 )
 
@@ -152,6 +153,24 @@ func TestLoadReadsChunksOnlyWhereTheyCount(t *testing.T) {
 		}
 		if a, b := ledger.AccountOf(brief, nil), ledger.AccountOf(want, nil); !reflect.DeepEqual(a, b) {
 			t.Errorf("%s: account\n%+v\nread without outputs\n%+v", c.run, b, a)
+		}
+		// An ended run's attempts and records are read beside its nodes:
+		// the same run as read one after the other.
+		for _, opts := range []ledger.LoadOptions{{}, {NoPartial: true, NoOutput: true}} {
+			side, err := ledger.Load(ctx, j, c.run, opts)
+			check(err)
+			ordered, err := ledger.LoadOrdered(ctx, j, c.run, opts)
+			check(err)
+			if !reflect.DeepEqual(side, ordered) {
+				t.Errorf("%s, %+v: read side by side\n%+v\nread in order\n%+v", c.run, opts, side, ordered)
+			}
+		}
+		// The caller's graph (the runner's own) is the run's: not parsed again.
+		g := &graph.Graph{Name: "the caller's"}
+		held, err := ledger.Load(ctx, j, c.run, ledger.LoadOptions{Graph: g})
+		check(err)
+		if held.Graph != g {
+			t.Errorf("%s: graph %p, want the caller's %p", c.run, held.Graph, g)
 		}
 	}
 }
