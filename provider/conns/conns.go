@@ -9,9 +9,11 @@ package conns
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -57,23 +59,65 @@ const MaxIdlePerHost = 64
 
 // Transport is the adapters' HTTP transport: http.DefaultTransport's
 // settings, connects bounded by dialTimeout and, per host, by maxDials at
-// once (Limit), reads paced by ReadGap (Paced), keep-alive reuse of up to
-// MaxIdlePerHost idle connections per host, and response headers awaited at
-// most headerTimeout (0: no bound).
-func Transport(maxDials int, dialTimeout, headerTimeout time.Duration) *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
+// once (Limit), reads paced by ReadGap (Paced) while PacedFrom requests or
+// more are in flight, keep-alive reuse of up to MaxIdlePerHost idle
+// connections per host, and response headers awaited at most headerTimeout
+// (0: no bound).
+func Transport(maxDials int, dialTimeout, headerTimeout time.Duration) http.RoundTripper {
+	t := &counted{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	dial := Limit((&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext, maxDials)
+	busy := func() bool { return t.inFlight.Load() >= PacedFrom }
 	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		return Paced(c, ReadGap), nil
+		pc := Paced(c, ReadGap).(*pacedConn)
+		pc.busy = busy
+		return pc, nil
 	}
 	t.ResponseHeaderTimeout = headerTimeout
 	t.MaxIdleConnsPerHost = MaxIdlePerHost
 	t.MaxIdleConns = 0 // no bound across hosts beyond the per-host one
 	return t
+}
+
+// counted is a transport that counts its requests in flight: from the
+// request sent to its answer's body ended (read to its end or to an error)
+// or closed, whichever comes first.
+type counted struct {
+	*http.Transport
+	inFlight atomic.Int64
+}
+
+func (t *counted) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.inFlight.Add(1)
+	resp, err := t.Transport.RoundTrip(req)
+	if err != nil {
+		t.inFlight.Add(-1)
+		return resp, err
+	}
+	resp.Body = &countedBody{ReadCloser: resp.Body, ended: sync.OnceFunc(func() { t.inFlight.Add(-1) })}
+	return resp, nil
+}
+
+// countedBody is an answer's body that says once when it ended.
+type countedBody struct {
+	io.ReadCloser
+	ended func()
+}
+
+func (b *countedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.ended()
+	}
+	return n, err
+}
+
+func (b *countedBody) Close() error {
+	b.ended()
+	return b.ReadCloser.Close()
 }
 
 // Owned is the HTTP client an adapter made for itself, if it made one (Own).

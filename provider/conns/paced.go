@@ -13,7 +13,8 @@ import (
 // nothing (EAGAIN), and a wake-up of the poller: at 1,000 such streams,
 // most of the runner's CPU (issue 45; internal/trickle's BenchmarkTrickle).
 // Waiting ReadGap after a short read lets the next read take the few
-// events that came meanwhile at once. What it costs is latency: a chunk
+// events that came meanwhile at once (while many streams trickle together:
+// PacedFrom). What it costs is latency: a chunk
 // reaches the node (its journal row, the live view, a fault's detection)
 // at most ReadGap later, well within the journal's own coalescing of rows
 // (a second) and every idle bound (seconds). Only a trickle waits: a short
@@ -61,6 +62,17 @@ const MaxReadWait = maxWaits*ReadGap + WaitTick
 // node at most MaxReadWait after it came.
 const WaitTick = 25 * time.Millisecond
 
+// PacedFrom is how many requests a transport (Transport) must have in
+// flight for its connections' reads to be paced. Pacing pays where many
+// streams trickle at once (at 1,000, most of the runner's CPU); a few
+// streams cost a few reads a second each, and their chunks are better had
+// at once: a single long reasoning call reaches its journal and its live
+// view without the wait, and the last streams of a wide run end without it
+// (a wait at a stream's end was up to MaxReadWait on the run's wall: issue
+// 45). A transport's count goes up when a request is sent and down when its
+// answer's body ends or is closed.
+const PacedFrom = 16
+
 // maxWaits bounds the adaptive wait, in gaps.
 const maxWaits = 4
 
@@ -90,6 +102,9 @@ type pacedConn struct {
 	now   func() time.Time    // time.Now; a test's clock
 	sleep func(time.Duration) // time.Sleep; a test's records
 	tick  time.Duration       // WaitTick; 0: waits unaligned (a test's)
+	// busy says whether enough streams are in flight for a read to wait
+	// (PacedFrom); nil: always.
+	busy func() bool
 	// waiting is set by a short read; eager counts the reads left after a
 	// write that never wait. net/http reads a connection from one
 	// goroutine and writes it from another.
@@ -111,7 +126,7 @@ func (c *pacedConn) Read(p []byte) (int, error) {
 	slept := false
 	if c.eager.Load() > 0 {
 		c.eager.Add(-1)
-	} else if c.waiting.Load() {
+	} else if c.waiting.Load() && (c.busy == nil || c.busy()) {
 		now := c.now()
 		if d := c.wait - now.Sub(c.last); d > 0 {
 			c.sleep(d + untilTick(now.Add(d), c.tick))

@@ -256,3 +256,40 @@ func TestPacedWaitsEndOnATick(t *testing.T) {
 		t.Error("untilTick: a multiple is 0 away, one nanosecond past it a tick less a nanosecond, and no tick aligns nothing")
 	}
 }
+
+// A paced connection of a transport with few requests in flight (busy
+// false: fewer than PacedFrom) reads a trickle as it comes; once busy, it
+// waits after a short read again.
+func TestPacedWaitsOnlyWhileBusy(t *testing.T) {
+	raw, srv := loopback(t)
+	var slept []time.Duration
+	clock := time.Now()
+	c := Paced(raw, ReadGap).(*pacedConn)
+	c.sleep = func(d time.Duration) { slept = append(slept, d) }
+	c.now = func() time.Time { return clock }
+	c.tick = 0
+	busy := false
+	c.busy = func() bool { return busy }
+	c.eager.Store(0)
+	p := make([]byte, 4096)
+	for i := range 6 {
+		if i == 3 {
+			busy = true
+		}
+		clock = clock.Add(20 * time.Millisecond) // a trickle's pace
+		if _, err := fmt.Fprintf(srv, "data: %d\n\n", i); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := c.Read(p); err != nil || string(p[:n]) != fmt.Sprintf("data: %d\n\n", i) {
+			t.Fatalf("read %d: %q, %v", i, p[:n], err)
+		}
+		// Reads 0-2 wait for nothing; from 3 on (busy) each waits the
+		// rest of the gap after the short read before it.
+		if want := max(i-2, 0); len(slept) != want {
+			t.Fatalf("after read %d: %d waits (%v), want %d", i, len(slept), slept, want)
+		}
+	}
+	if want := ReadGap - 20*time.Millisecond; slices.ContainsFunc(slept, func(d time.Duration) bool { return d != want }) {
+		t.Errorf("waits %v, want %v each", slept, want)
+	}
+}
