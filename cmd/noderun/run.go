@@ -125,6 +125,7 @@ func runCommand() *cli.Command {
 			}
 			res, err := runner.Run(c.Context, g, opts)
 			stopView()
+			closeBeside(c, j, res)
 			return report(c, opts, res, err)
 		},
 	}
@@ -187,12 +188,26 @@ func resumeCommand() *cli.Command {
 			opts.Journal = j
 			res, err := runner.Resume(c.Context, r.ID, c.StringSlice("retry"), opts)
 			stopView()
+			closeBeside(c, j, res)
 			if err := runErr(err); err != nil {
 				return err
 			}
 			return report(c, opts, res, nil)
 		},
 	}
+}
+
+// closeBeside starts closing the journal while the result is printed, when
+// nothing after the run reads it: the result comes from what the run read
+// back (Result.Ledger). Its last checkpoint (~30 ms after 1,000 nodes) then
+// runs beside the account and the JSON; the deferred Close waits for it. An
+// interrupted run keeps it open (its report may cancel work through it), and
+// so does one served (--serve), whose page reads it to the end.
+func closeBeside(c *cli.Context, j *journal.Journal, res *runner.Result) {
+	if res == nil || res.Ledger == nil || res.Status == journal.RunInterrupted || c.String("serve") != "" {
+		return
+	}
+	go j.Close()
 }
 
 // cacheFlags are run's switches of the node cache (docs/graph.md, cache).
