@@ -65,8 +65,8 @@ const WaitTick = 25 * time.Millisecond
 // PacedFrom is how many requests a transport (Transport) must have in
 // flight for its connections' reads to be paced. Pacing pays where many
 // streams trickle at once (at 1,000, most of the runner's CPU); a few
-// streams cost a few reads a second each, and their chunks are better had
-// at once: a single long reasoning call reaches its journal and its live
+// streams cost little read as they come (a read or two an event, a few
+// hundred a second), and their chunks are better had at once: a single long reasoning call reaches its journal and its live
 // view without the wait, and the last streams of a wide run end without it
 // (a wait at a stream's end was up to MaxReadWait on the run's wall: issue
 // 45). A transport's count goes up when a request is sent and down when its
