@@ -11,7 +11,7 @@ func LoadEverything(ctx context.Context, j *journal.Journal, runID string) (*Run
 	return Load(ctx, j, runID, LoadOptions{everything: true})
 }
 
-// LoadOrdered is Load reading an ended run's nodes before its attempts and
+// LoadOrdered is Load reading a finished run's nodes before its attempts and
 // records, as it reads a running run's.
 func LoadOrdered(ctx context.Context, j *journal.Journal, runID string, opts LoadOptions) (*Run, error) {
 	opts.ordered = true

@@ -130,7 +130,7 @@ type LoadOptions struct {
 	// everything reads every data event, as a load of a faulted run does
 	// (a test checks that leaving them out changes no figure).
 	everything bool
-	// ordered reads an ended run's nodes before the rest, as a running
+	// ordered reads a finished run's nodes before the rest, as a running
 	// run's are (a test checks that reading them side by side changes
 	// nothing).
 	ordered bool
@@ -151,12 +151,15 @@ func Load(ctx context.Context, j *journal.Journal, runID string, opts LoadOption
 			}
 		})
 	}
-	// A run that has ended changes no more, so its reads need no order:
-	// its attempts and records are read beside its nodes, not after them
-	// (the account a run closes with waits for them). A running run's are
-	// read after its nodes, as they stood then.
+	// A run that completed or failed changes no more and has every node
+	// settled (Run.events then needs its records, never all its data
+	// first), so its reads need no order: its attempts and records are read
+	// beside its nodes, not after them (the account a run closes with
+	// waits for them). Any other run's are read after its nodes, as they
+	// stood then: a running one's may change, and an interrupted one's
+	// unsettled nodes make Run.events read everything instead.
 	var pre *prefetch
-	if jr.Status != journal.RunRunning && !opts.ordered {
+	if (jr.Status == journal.RunCompleted || jr.Status == journal.RunFailed) && !opts.ordered {
 		pre = run.prefetch(ctx, j, &wg)
 	}
 	readNodes := j.Nodes
@@ -177,7 +180,7 @@ func Load(ctx context.Context, j *journal.Journal, runID string, opts LoadOption
 	return run, nil
 }
 
-// prefetch is what Load read of an ended run beside its nodes: its
+// prefetch is what Load read of a finished run beside its nodes: its
 // attempts, and its records without data (Run.events' first read).
 type prefetch struct {
 	atts       []journal.Attempt

@@ -154,7 +154,7 @@ func TestLoadReadsChunksOnlyWhereTheyCount(t *testing.T) {
 		if a, b := ledger.AccountOf(brief, nil), ledger.AccountOf(want, nil); !reflect.DeepEqual(a, b) {
 			t.Errorf("%s: account\n%+v\nread without outputs\n%+v", c.run, b, a)
 		}
-		// An ended run's attempts and records are read beside its nodes:
+		// A finished run's attempts and records are read beside its nodes:
 		// the same run as read one after the other.
 		for _, opts := range []ledger.LoadOptions{{}, {NoPartial: true, NoOutput: true}} {
 			side, err := ledger.Load(ctx, j, c.run, opts)
