@@ -60,20 +60,20 @@ const MaxIdlePerHost = 64
 // Transport is the adapters' HTTP transport: http.DefaultTransport's
 // settings, connects bounded by dialTimeout and, per host, by maxDials at
 // once (Limit), reads paced by ReadGap (Paced) while PacedFrom requests or
-// more are in flight, keep-alive reuse of up to MaxIdlePerHost idle
+// more are in flight (their waits ending on FineTick while fewer than
+// CoarseFrom are), keep-alive reuse of up to MaxIdlePerHost idle
 // connections per host, and response headers awaited at most headerTimeout
 // (0: no bound).
 func Transport(maxDials int, dialTimeout, headerTimeout time.Duration) http.RoundTripper {
 	t := &counted{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	dial := Limit((&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext, maxDials)
-	busy := func() bool { return t.inFlight.Load() >= PacedFrom }
 	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
 		pc := Paced(c, ReadGap).(*pacedConn)
-		pc.busy = busy
+		pc.inFlight = t.inFlight.Load
 		return pc, nil
 	}
 	t.ResponseHeaderTimeout = headerTimeout

@@ -145,8 +145,11 @@ func TestTransportCountsRequestsInFlight(t *testing.T) {
 		if got := tr.inFlight.Load(); got != n {
 			t.Fatalf("%d requests in flight, want %d", got, n)
 		}
-		if got, busy := conns[0].busy(), n >= PacedFrom; got != busy {
-			t.Fatalf("with %d in flight a connection's reads paced: %v, want %v", n, got, busy)
+		if got := conns[0].inFlight(); got != n {
+			t.Fatalf("%d requests in flight, a connection counts %d", n, got)
+		}
+		if got, tick := conns[0].pace(); got != (n >= PacedFrom) || got && tick != FineTick {
+			t.Fatalf("with %d in flight a connection's reads paced: %v on a tick of %s, want %v on %s", n, got, tick, n >= PacedFrom, FineTick)
 		}
 	}
 	var streams []*http.Response

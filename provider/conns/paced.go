@@ -59,18 +59,41 @@ const MaxReadWait = maxWaits*ReadGap + WaitTick
 // 0.86x and 1.03x, and as before with the simulator in the same session.
 // Waits that end within the same tick end together: one expiry wakes them
 // all. What it costs: a wait up to WaitTick longer, so a chunk reaches the
-// node at most MaxReadWait after it came.
+// node at most MaxReadWait after it came. While fewer than CoarseFrom
+// requests are in flight, the tick is FineTick.
 const WaitTick = 25 * time.Millisecond
 
-// PacedFrom is how many requests a transport (Transport) must have in
-// flight for its connections' reads to be paced. Pacing pays where many
-// streams trickle at once (at 1,000, most of the runner's CPU); a few
-// streams cost little read as they come (a read or two an event, a few
-// hundred a second), and their chunks are better had at once: a single long reasoning call reaches its journal and its live
-// view without the wait, and the last streams of a wide run end without it
-// (a wait at a stream's end was up to MaxReadWait on the run's wall: issue
-// 45). A transport's count goes up when a request is sent and down when its
-// answer's body ends or is closed.
+// FineTick is the tick the waits end on while fewer than CoarseFrom requests
+// are in flight on the transport. The waits that end on a tick end together,
+// and what they read is a burst of the process's work: at 1,000 streams and
+// a 25 ms tick, ~500 connections read at once. Any process sharing the cores
+// waits it out, and a provider on the same machine (the simulator in CI, a
+// local model server) that paces each token from the one before adds every
+// such wait to every stream. Measured at 1,000 nodes against the simulator
+// (whole runs of four builds alternating, 8 rounds, medians): on a 25 ms
+// tick 5.08 s of wall and 2.91 s of CPU, on 12.5 ms 5.00 and 3.06, on 10 ms
+// 4.95 and 3.04, and read unpaced 4.95 and 4.50. At 10,000 streams on two
+// cores the trade goes the other way: the machine is short of CPU, not of
+// quiet, and a finer tick's wake-ups cost the CPU bound (see
+// docs/performance.md). Connections on the two ticks need not end their
+// waits together: all of a transport's see the same count, so they are on
+// the same tick.
+const FineTick = 10 * time.Millisecond
+
+// CoarseFrom is how many requests in flight make the waits end on WaitTick
+// rather than FineTick: past what two cores serve with room to spare (1,000
+// trickling streams take ~0.6 of a core here, 10,000 take both).
+const CoarseFrom = 2000
+
+// PacedFrom is how many requests a transport (Transport) must have in flight
+// for its connections' reads to be paced. Pacing pays where many streams
+// trickle at once (at 1,000, most of the runner's CPU); a few streams cost
+// little read as they come (a read or two an event, a few hundred a second),
+// and their chunks are better had at once: a single long reasoning call
+// reaches its journal and its live view without the wait, and the last
+// streams of a wide run end without it (a wait at a stream's end was up to
+// MaxReadWait on the run's wall: issue 45). A transport's count goes up when
+// a request is sent and down when its answer's body ends or is closed.
 const PacedFrom = 16
 
 // maxWaits bounds the adaptive wait, in gaps.
@@ -102,9 +125,10 @@ type pacedConn struct {
 	now   func() time.Time    // time.Now; a test's clock
 	sleep func(time.Duration) // time.Sleep; a test's records
 	tick  time.Duration       // WaitTick; 0: waits unaligned (a test's)
-	// busy says whether enough streams are in flight for a read to wait
-	// (PacedFrom); nil: always.
-	busy func() bool
+	// inFlight counts the transport's requests in flight: a read waits only
+	// while there are PacedFrom or more, on FineTick while fewer than
+	// CoarseFrom (pace). nil: a connection on its own, always paced on tick.
+	inFlight func() int64
 	// waiting is set by a short read; eager counts the reads left after a
 	// write that never wait. net/http reads a connection from one
 	// goroutine and writes it from another.
@@ -126,11 +150,13 @@ func (c *pacedConn) Read(p []byte) (int, error) {
 	slept := false
 	if c.eager.Load() > 0 {
 		c.eager.Add(-1)
-	} else if c.waiting.Load() && (c.busy == nil || c.busy()) {
-		now := c.now()
-		if d := c.wait - now.Sub(c.last); d > 0 {
-			c.sleep(d + untilTick(now.Add(d), c.tick))
-			slept = true
+	} else if c.waiting.Load() {
+		if paced, tick := c.pace(); paced {
+			now := c.now()
+			if d := c.wait - now.Sub(c.last); d > 0 {
+				c.sleep(d + untilTick(now.Add(d), tick))
+				slept = true
+			}
 		}
 	}
 	var woke time.Time
@@ -151,6 +177,22 @@ func (c *pacedConn) Read(p []byte) (int, error) {
 	}
 	c.last = now
 	return n, err
+}
+
+// pace says whether a short read's wait is due now, and the tick it ends on
+// (see inFlight).
+func (c *pacedConn) pace() (paced bool, tick time.Duration) {
+	if c.inFlight == nil {
+		return true, c.tick
+	}
+	switch n := c.inFlight(); {
+	case n < PacedFrom:
+		return false, 0
+	case n < CoarseFrom:
+		return true, min(c.tick, FineTick)
+	default:
+		return true, c.tick
+	}
 }
 
 func (c *pacedConn) Write(p []byte) (int, error) {

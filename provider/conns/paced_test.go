@@ -257,9 +257,9 @@ func TestPacedWaitsEndOnATick(t *testing.T) {
 	}
 }
 
-// A paced connection of a transport with few requests in flight (busy
-// false: fewer than PacedFrom) reads a trickle as it comes; once busy, it
-// waits after a short read again.
+// A paced connection of a transport with few requests in flight (fewer
+// than PacedFrom) reads a trickle as it comes; once busy, it waits after a
+// short read again.
 func TestPacedWaitsOnlyWhileBusy(t *testing.T) {
 	raw, srv := loopback(t)
 	var slept []time.Duration
@@ -268,13 +268,13 @@ func TestPacedWaitsOnlyWhileBusy(t *testing.T) {
 	c.sleep = func(d time.Duration) { slept = append(slept, d) }
 	c.now = func() time.Time { return clock }
 	c.tick = 0
-	busy := false
-	c.busy = func() bool { return busy }
+	inFlight := int64(PacedFrom - 1)
+	c.inFlight = func() int64 { return inFlight }
 	c.eager.Store(0)
 	p := make([]byte, 4096)
 	for i := range 6 {
 		if i == 3 {
-			busy = true
+			inFlight = PacedFrom
 		}
 		clock = clock.Add(20 * time.Millisecond) // a trickle's pace
 		if _, err := fmt.Fprintf(srv, "data: %d\n\n", i); err != nil {
@@ -291,5 +291,38 @@ func TestPacedWaitsOnlyWhileBusy(t *testing.T) {
 	}
 	if want := ReadGap - 20*time.Millisecond; slices.ContainsFunc(slept, func(d time.Duration) bool { return d != want }) {
 		t.Errorf("waits %v, want %v each", slept, want)
+	}
+}
+
+// Whether a short read waits, and on which tick, follows the transport's
+// requests in flight: not below PacedFrom, on FineTick below CoarseFrom, on
+// WaitTick from there; a connection of no transport always waits, on
+// WaitTick.
+func TestPaceFollowsRequestsInFlight(t *testing.T) {
+	c := &pacedConn{tick: WaitTick}
+	if paced, tick := c.pace(); !paced || tick != WaitTick {
+		t.Errorf("a connection of no transport: paced %v on %s, want true on %s", paced, tick, WaitTick)
+	}
+	for _, tc := range []struct {
+		inFlight int64
+		paced    bool
+		tick     time.Duration
+	}{
+		{0, false, 0},
+		{PacedFrom - 1, false, 0},
+		{PacedFrom, true, FineTick},
+		{1000, true, FineTick},
+		{CoarseFrom - 1, true, FineTick},
+		{CoarseFrom, true, WaitTick},
+		{10000, true, WaitTick},
+	} {
+		c.inFlight = func() int64 { return tc.inFlight }
+		if paced, tick := c.pace(); paced != tc.paced || tick != tc.tick {
+			t.Errorf("%d in flight: paced %v on %s, want %v on %s", tc.inFlight, paced, tick, tc.paced, tc.tick)
+		}
+	}
+	c.tick = 0 // a test's unaligned waits stay unaligned
+	if paced, tick := c.pace(); !paced || tick != 0 {
+		t.Errorf("unaligned waits: paced %v on %s, want true on none", paced, tick)
 	}
 }
