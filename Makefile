@@ -176,6 +176,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'FoldRatio' -benchtime 1x -count 1 ./journal/
 	$(GO) test -run '^$$' -bench '^BenchmarkQuota$$' -benchtime 1x -count 1 -timeout 20m ./runner/
 	$(GO) test -run '^$$' -bench 'IngestVsRaw' -benchtime 9x -count 1 ./journal/
+	$(GO) test -run '^$$' -bench '^BenchmarkOpen$$' -benchtime 50x -count 1 ./journal/
 	$(GO) test -run '^$$' -bench 'NodeLifecycle' -benchtime 10000x -count 1 ./journal/
 	$(GO) test -run '^$$' -bench 'TemporalVsLocal' -benchtime 10x -count 1 ./runner/temporal/
 	$(GO) test -run '^$$' -bench 'Handover' -benchtime 1x -count 1 ./runner/temporal/

@@ -442,3 +442,31 @@ func BenchmarkNodeReads(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(benchstat.CPUTime()-cpu0)/float64(b.N), "cpu-ns/node")
 }
+
+// BenchmarkOpen makes a new journal's schema (every run in a new file,
+// every test that opens one): the writer's connection opened on a new file
+// and migrated, with the schema in one statement (schema) or migration by
+// migration as before it (steps).
+func BenchmarkOpen(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		fresh string
+	}{{"schema", schema}, {"steps", ""}} {
+		b.Run(c.name, func(b *testing.B) {
+			dir := b.TempDir()
+			for i := range b.N {
+				path := filepath.Join(dir, fmt.Sprint(i, ".db"))
+				db, err := openDB(path, writerParams)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := migrate(context.Background(), db, migrations, c.fresh); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				db.Close()
+				b.StartTimer()
+			}
+		})
+	}
+}

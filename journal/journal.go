@@ -263,7 +263,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Journal, error) {
 	j.wdb.SetMaxIdleConns(1)
 	j.wdb.SetConnMaxLifetime(0)
 	j.wdb.SetConnMaxIdleTime(0)
-	if err := migrate(ctx, j.wdb, migrations); err != nil {
+	if err := migrate(ctx, j.wdb, migrations, schema); err != nil {
 		j.wdb.Close()
 		return nil, j.openError(err)
 	}

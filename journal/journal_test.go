@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,57 @@ func TestMigrateFromEmptyAndReopen(t *testing.T) {
 	}
 }
 
+// TestSchemaIsTheMigrations checks that a new journal made with schema in
+// one statement has the schema the migrations make step by step: every
+// table and index, in order, with the very text SQLite keeps of it, and the
+// same version.
+func TestSchemaIsTheMigrations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	made := func(fresh string) (objects []string, text string, version int) {
+		db, err := openDB(filepath.Join(t.TempDir(), "j.db"), writerParams)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if err := migrate(ctx, db, migrations, fresh); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := db.Query("SELECT type, name, tbl_name, ifnull(sql, '') FROM sqlite_master ORDER BY rowid")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var b strings.Builder
+		for rows.Next() {
+			var typ, name, table, sql string
+			if err := rows.Scan(&typ, &name, &table, &sql); err != nil {
+				t.Fatal(err)
+			}
+			objects = append(objects, fmt.Sprintf("%s %s on %s: %s", typ, name, table, sql))
+			if sql != "" {
+				b.WriteString(sql + ";\n")
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
+			t.Fatal(err)
+		}
+		return objects, b.String(), version
+	}
+	stepped, text, v := made("")
+	if len(stepped) < 10 || v != len(migrations) {
+		t.Fatalf("the migrations made %d objects, version %d", len(stepped), v)
+	}
+	got, _, gotV := made(schema)
+	if !slices.Equal(got, stepped) || gotV != v {
+		t.Fatalf("schema makes:\n%s\nversion %d; the migrations make:\n%s\nversion %d\n\nthe migrations' schema, for journal.schema:\n%s",
+			strings.Join(got, "\n"), gotV, strings.Join(stepped, "\n"), v, text)
+	}
+}
+
 func TestMigrateAppliesOnlyNewSteps(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -89,7 +141,7 @@ func TestMigrateAppliesOnlyNewSteps(t *testing.T) {
 	next := append(append([]string(nil), migrations...),
 		`ALTER TABLE runs ADD COLUMN note TEXT NOT NULL DEFAULT 'v2'`)
 	for range 2 { // the second pass must be a no-op (the ALTER would fail)
-		if err := migrate(ctx, db, next); err != nil {
+		if err := migrate(ctx, db, next, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -104,7 +156,7 @@ func TestMigrateAppliesOnlyNewSteps(t *testing.T) {
 
 	// A failing step leaves the previous version and data intact.
 	bad := append(append([]string(nil), next...), `CREATE TABLE x (a); THIS IS NOT SQL`)
-	if err := migrate(ctx, db, bad); err == nil {
+	if err := migrate(ctx, db, bad, ""); err == nil {
 		t.Fatal("bad migration succeeded")
 	}
 	if err := db.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != len(next) {

@@ -207,10 +207,108 @@ const recordsTerm = `kind NOT IN ('delta', 'reasoning')`
 // errForeignDB: an SQLite database with tables but no journal schema.
 var errForeignDB = errors.New("an SQLite database without noderun's tables")
 
+// schema is the schema the migrations leave a new journal with: the text
+// SQLite keeps of each table and index (sqlite_master.sql) after all of
+// them, in their order. A new journal is made with it in one statement
+// instead of by replaying every migration, which re-reads the schema after
+// each ALTER and copies a table in 7: ~4 ms of every run's start in a new
+// journal (BenchmarkOpen), and of every test that opens one.
+// TestSchemaIsTheMigrations checks, object by object, that it makes the
+// very schema the migrations make; when a migration is added it fails and
+// prints the text to put here.
+const schema = `
+CREATE TABLE runs (
+	key          INTEGER PRIMARY KEY, -- the run in events: an integer keeps the hot indexes small and fast
+	id           TEXT NOT NULL UNIQUE,
+	graph        TEXT NOT NULL,
+	graph_path   TEXT NOT NULL DEFAULT '',
+	graph_text   BLOB NOT NULL DEFAULT x'',
+	graph_sha256 TEXT NOT NULL,
+	profile      TEXT NOT NULL DEFAULT '',
+	status       TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'interrupted')),
+	started      INTEGER NOT NULL,
+	finished     INTEGER NOT NULL DEFAULT 0,
+	-- The run lock (see lock.go): who runs it, and when it last said so.
+	owner_pid    INTEGER NOT NULL DEFAULT 0,
+	owner_host   TEXT NOT NULL DEFAULT '',
+	owner_token  TEXT NOT NULL DEFAULT '',
+	heartbeat    INTEGER NOT NULL DEFAULT 0
+, inputs TEXT NOT NULL DEFAULT '');
+CREATE INDEX runs_by_start ON runs (started);
+CREATE TABLE nodes (
+	run       TEXT NOT NULL REFERENCES runs (id),
+	id        TEXT NOT NULL,
+	state     TEXT NOT NULL CHECK (state IN ('pending', 'running', 'completed', 'failed', 'skipped', 'attention', 'canceled')),
+	output    TEXT NOT NULL DEFAULT '',
+	err_class TEXT NOT NULL DEFAULT '',
+	error     TEXT NOT NULL DEFAULT '',
+	reason    TEXT NOT NULL DEFAULT '',
+	attempts  INTEGER NOT NULL DEFAULT 0,
+	started   INTEGER NOT NULL DEFAULT 0,
+	finished  INTEGER NOT NULL DEFAULT 0, cache_key TEXT NOT NULL DEFAULT '', cache_origin TEXT NOT NULL DEFAULT '',
+	UNIQUE (run, id)
+);
+CREATE TABLE attempts (
+	run       TEXT NOT NULL,
+	node      TEXT NOT NULL,
+	n         INTEGER NOT NULL CHECK (n >= 1),
+	mode      TEXT NOT NULL CHECK (mode IN ('start', 'retry', 'resume', 'reattach')),
+	provider  TEXT NOT NULL DEFAULT '',
+	ref       TEXT NOT NULL DEFAULT '',
+	cursor    INTEGER NOT NULL DEFAULT -1,
+	outcome   TEXT NOT NULL CHECK (outcome IN ('running', 'ok', 'error')),
+	err_class TEXT NOT NULL DEFAULT '',
+	error     TEXT NOT NULL DEFAULT '',
+	started   INTEGER NOT NULL,
+	ended     INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (run, node, n),
+	FOREIGN KEY (run, node) REFERENCES nodes (run, id)
+) WITHOUT ROWID;
+CREATE TABLE events (
+	run          INTEGER NOT NULL,
+	seq          INTEGER NOT NULL,
+	node         TEXT NOT NULL DEFAULT '',
+	attempt      INTEGER NOT NULL DEFAULT 0,
+	time         INTEGER NOT NULL,
+	kind         TEXT NOT NULL,
+	code         TEXT NOT NULL DEFAULT '',
+	provider_seq INTEGER NOT NULL DEFAULT -1,
+	payload      BLOB NOT NULL DEFAULT x'', chunks INTEGER NOT NULL DEFAULT 1,
+	PRIMARY KEY (run, seq)
+) WITHOUT ROWID;
+CREATE INDEX events_by_node ON events (run, node, seq);
+CREATE TABLE provider_seq_tops (
+	run       INTEGER NOT NULL, -- runs.key
+	node      TEXT NOT NULL,
+	attempt   INTEGER NOT NULL CHECK (attempt > 0),
+	top       INTEGER NOT NULL, -- the highest provider_seq journaled in the attempt
+	first_seq INTEGER NOT NULL, -- the lowest seq of those events: where a duplicate check starts
+	PRIMARY KEY (run, node, attempt)
+) WITHOUT ROWID;
+CREATE INDEX nodes_by_cache_key ON nodes (cache_key) WHERE cache_key != '';
+CREATE TABLE "folds" (
+	run       INTEGER NOT NULL,
+	node      TEXT NOT NULL,
+	attempt   INTEGER NOT NULL,
+	kind      TEXT NOT NULL,
+	first_seq INTEGER NOT NULL,
+	last_seq  INTEGER NOT NULL,
+	rows      INTEGER NOT NULL,
+	bytes     INTEGER NOT NULL,
+	out_off   INTEGER NOT NULL,
+	text      BLOB NOT NULL,
+	idx       BLOB NOT NULL
+, chunks BLOB);
+CREATE UNIQUE INDEX folds_key ON folds (run, node, attempt, kind);
+CREATE INDEX events_records ON events (run, seq) WHERE kind NOT IN ('delta', 'reasoning');
+`
+
 // migrate brings db up to len(list) applied migrations. It runs in one
 // IMMEDIATE transaction, so two processes opening a new file at once
-// serialize here and the second finds the work done.
-func migrate(ctx context.Context, db *sql.DB, list []string) error {
+// serialize here and the second finds the work done. fresh, when set, is
+// the schema list leaves (schema for migrations): a database with no
+// tables gets it at once instead of each step.
+func migrate(ctx context.Context, db *sql.DB, list []string, fresh string) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -235,6 +333,12 @@ func migrate(ctx context.Context, db *sql.DB, list []string) error {
 		if tables > 0 {
 			return errForeignDB
 		}
+	}
+	if v == 0 && fresh != "" {
+		if _, err := tx.ExecContext(ctx, fresh); err != nil {
+			return fmt.Errorf("migrate: create the schema: %w", err)
+		}
+		v = len(list)
 	}
 	for i := v; i < len(list); i++ {
 		if _, err := tx.ExecContext(ctx, list[i]); err != nil {

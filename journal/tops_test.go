@@ -52,7 +52,7 @@ func TestMigrateProviderSeqTops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := migrate(ctx, db, migrations[:2]); err != nil {
+	if err := migrate(ctx, db, migrations[:2], ""); err != nil {
 		t.Fatal(err)
 	}
 	// Run r: node a, attempt 1 (start) and 2 (reattach) sharing numbering,
