@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -118,12 +119,21 @@ func TestSchemaIsTheMigrations(t *testing.T) {
 	if len(stepped) < 10 || v != len(migrations) {
 		t.Fatalf("the migrations made %d objects, version %d", len(stepped), v)
 	}
+	if *updateSchema {
+		if err := os.WriteFile("schema.sql", []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Log("rewrote schema.sql: run the test again, without -update")
+		return
+	}
 	got, _, gotV := made(schema)
 	if !slices.Equal(got, stepped) || gotV != v {
-		t.Fatalf("schema makes:\n%s\nversion %d; the migrations make:\n%s\nversion %d\n\nthe migrations' schema, for journal.schema:\n%s",
-			strings.Join(got, "\n"), gotV, strings.Join(stepped, "\n"), v, text)
+		t.Fatalf("schema.sql makes:\n%s\nversion %d; the migrations make:\n%s\nversion %d\n\nrewrite schema.sql from the migrations: go test ./journal -run TestSchemaIsTheMigrations -update",
+			strings.Join(got, "\n"), gotV, strings.Join(stepped, "\n"), v)
 	}
 }
+
+var updateSchema = flag.Bool("update", false, "rewrite schema.sql from the migrations (TestSchemaIsTheMigrations)")
 
 func TestMigrateAppliesOnlyNewSteps(t *testing.T) {
 	t.Parallel()

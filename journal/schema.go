@@ -3,13 +3,16 @@ package journal
 import (
 	"context"
 	"database/sql"
+	_ "embed"
 	"errors"
 	"fmt"
 )
 
 // migrations are applied in order; the database's PRAGMA user_version is the
 // number already applied. Never edit or reorder an applied migration: append
-// a new one. Each runs in the same transaction as its version bump, so a
+// a new one, then rewrite schema.sql, the schema they leave, which a new
+// journal is made with (go test ./journal -run TestSchemaIsTheMigrations
+// -update). Each runs in the same transaction as its version bump, so a
 // crash mid-migration leaves the previous version intact.
 //
 // Conventions: times are unix nanoseconds, 0 meaning "not yet"; text columns
@@ -207,101 +210,20 @@ const recordsTerm = `kind NOT IN ('delta', 'reasoning')`
 // errForeignDB: an SQLite database with tables but no journal schema.
 var errForeignDB = errors.New("an SQLite database without noderun's tables")
 
-// schema is the schema the migrations leave a new journal with: the text
-// SQLite keeps of each table and index (sqlite_master.sql) after all of
-// them, in their order. A new journal is made with it in one statement
-// instead of by replaying every migration, which re-reads the schema after
-// each ALTER and copies a table in 7: ~4 ms of every run's start in a new
-// journal (BenchmarkOpen), and of every test that opens one.
-// TestSchemaIsTheMigrations checks, object by object, that it makes the
-// very schema the migrations make; when a migration is added it fails and
-// prints the text to put here.
-const schema = `
-CREATE TABLE runs (
-	key          INTEGER PRIMARY KEY, -- the run in events: an integer keeps the hot indexes small and fast
-	id           TEXT NOT NULL UNIQUE,
-	graph        TEXT NOT NULL,
-	graph_path   TEXT NOT NULL DEFAULT '',
-	graph_text   BLOB NOT NULL DEFAULT x'',
-	graph_sha256 TEXT NOT NULL,
-	profile      TEXT NOT NULL DEFAULT '',
-	status       TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'interrupted')),
-	started      INTEGER NOT NULL,
-	finished     INTEGER NOT NULL DEFAULT 0,
-	-- The run lock (see lock.go): who runs it, and when it last said so.
-	owner_pid    INTEGER NOT NULL DEFAULT 0,
-	owner_host   TEXT NOT NULL DEFAULT '',
-	owner_token  TEXT NOT NULL DEFAULT '',
-	heartbeat    INTEGER NOT NULL DEFAULT 0
-, inputs TEXT NOT NULL DEFAULT '');
-CREATE INDEX runs_by_start ON runs (started);
-CREATE TABLE nodes (
-	run       TEXT NOT NULL REFERENCES runs (id),
-	id        TEXT NOT NULL,
-	state     TEXT NOT NULL CHECK (state IN ('pending', 'running', 'completed', 'failed', 'skipped', 'attention', 'canceled')),
-	output    TEXT NOT NULL DEFAULT '',
-	err_class TEXT NOT NULL DEFAULT '',
-	error     TEXT NOT NULL DEFAULT '',
-	reason    TEXT NOT NULL DEFAULT '',
-	attempts  INTEGER NOT NULL DEFAULT 0,
-	started   INTEGER NOT NULL DEFAULT 0,
-	finished  INTEGER NOT NULL DEFAULT 0, cache_key TEXT NOT NULL DEFAULT '', cache_origin TEXT NOT NULL DEFAULT '',
-	UNIQUE (run, id)
-);
-CREATE TABLE attempts (
-	run       TEXT NOT NULL,
-	node      TEXT NOT NULL,
-	n         INTEGER NOT NULL CHECK (n >= 1),
-	mode      TEXT NOT NULL CHECK (mode IN ('start', 'retry', 'resume', 'reattach')),
-	provider  TEXT NOT NULL DEFAULT '',
-	ref       TEXT NOT NULL DEFAULT '',
-	cursor    INTEGER NOT NULL DEFAULT -1,
-	outcome   TEXT NOT NULL CHECK (outcome IN ('running', 'ok', 'error')),
-	err_class TEXT NOT NULL DEFAULT '',
-	error     TEXT NOT NULL DEFAULT '',
-	started   INTEGER NOT NULL,
-	ended     INTEGER NOT NULL DEFAULT 0,
-	PRIMARY KEY (run, node, n),
-	FOREIGN KEY (run, node) REFERENCES nodes (run, id)
-) WITHOUT ROWID;
-CREATE TABLE events (
-	run          INTEGER NOT NULL,
-	seq          INTEGER NOT NULL,
-	node         TEXT NOT NULL DEFAULT '',
-	attempt      INTEGER NOT NULL DEFAULT 0,
-	time         INTEGER NOT NULL,
-	kind         TEXT NOT NULL,
-	code         TEXT NOT NULL DEFAULT '',
-	provider_seq INTEGER NOT NULL DEFAULT -1,
-	payload      BLOB NOT NULL DEFAULT x'', chunks INTEGER NOT NULL DEFAULT 1,
-	PRIMARY KEY (run, seq)
-) WITHOUT ROWID;
-CREATE INDEX events_by_node ON events (run, node, seq);
-CREATE TABLE provider_seq_tops (
-	run       INTEGER NOT NULL, -- runs.key
-	node      TEXT NOT NULL,
-	attempt   INTEGER NOT NULL CHECK (attempt > 0),
-	top       INTEGER NOT NULL, -- the highest provider_seq journaled in the attempt
-	first_seq INTEGER NOT NULL, -- the lowest seq of those events: where a duplicate check starts
-	PRIMARY KEY (run, node, attempt)
-) WITHOUT ROWID;
-CREATE INDEX nodes_by_cache_key ON nodes (cache_key) WHERE cache_key != '';
-CREATE TABLE "folds" (
-	run       INTEGER NOT NULL,
-	node      TEXT NOT NULL,
-	attempt   INTEGER NOT NULL,
-	kind      TEXT NOT NULL,
-	first_seq INTEGER NOT NULL,
-	last_seq  INTEGER NOT NULL,
-	rows      INTEGER NOT NULL,
-	bytes     INTEGER NOT NULL,
-	out_off   INTEGER NOT NULL,
-	text      BLOB NOT NULL,
-	idx       BLOB NOT NULL
-, chunks BLOB);
-CREATE UNIQUE INDEX folds_key ON folds (run, node, attempt, kind);
-CREATE INDEX events_records ON events (run, seq) WHERE kind NOT IN ('delta', 'reasoning');
-`
+// schema is the schema the migrations leave a new journal with
+// (schema.sql): the text SQLite keeps of each table and index
+// (sqlite_master.sql) after all of them, in their order. A new journal is
+// made with it in one statement instead of by replaying every migration,
+// which re-reads the schema after each ALTER and copies a table in 7: ~4 ms
+// of every run's start in a new journal (BenchmarkOpen), and of every test
+// that opens one. The migrations stay the history that brings an older
+// journal here; TestSchemaIsTheMigrations checks, object by object, that
+// both make the very same schema; when a migration is added it fails, and
+// `go test ./journal -run TestSchemaIsTheMigrations -update` rewrites
+// schema.sql from the migrations.
+//
+//go:embed schema.sql
+var schema string
 
 // migrate brings db up to len(list) applied migrations. It runs in one
 // IMMEDIATE transaction, so two processes opening a new file at once
