@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -164,8 +165,18 @@ func TestCancelOfAForgottenResponseIsNotAFailure(t *testing.T) {
 	addr := strings.TrimSuffix(strings.TrimPrefix(srv.BaseURL(), "http://"), "/v1")
 	srv.Close() // a new simulator on the same address knows no response
 	forgetful := sim.New(sim.Config{Seed: intSeed})
-	if err := forgetful.Start(addr); err != nil {
-		t.Fatal(err)
+	// Closed, the first simulator's port is free for the kernel to give to
+	// any client's connection as its own end (the other tests run beside
+	// this one): once in a CI run it was, and the bind failed. Such a
+	// connection ends; the address is taken again when it has.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		err := forgetful.Start(addr)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() { forgetful.Close() })
 	code, out, stderr := runCLI(t, "cancel", "last", "--db", db)

@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"syscall"
@@ -101,6 +102,40 @@ func TestOutageOverHTTP(t *testing.T) {
 			t.Fatal("server did not come back")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestOutageOutlastsATakenPort: an outage that ends while something else
+// holds its port (a client's connection may be given it as its own end)
+// listens again as soon as the port is free, on the same address.
+func TestOutageOutlastsATakenPort(t *testing.T) {
+	s := start(t, Config{Tokens: 2})
+	addr := s.Addr()
+	resp, err := http.Post("http://"+addr+"/sim/outage?for=100ms", "", nil)
+	if err != nil || resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("%v %v", resp, err)
+	}
+	resp.Body.Close()
+	taken, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("taking the port during the outage: %v", err)
+	}
+	time.Sleep(500 * time.Millisecond) // the outage ends meanwhile and finds the port taken
+	taken.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/sim/stats")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not listen again once its port was free: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if s.Addr() != addr {
+		t.Fatalf("address changed: %s -> %s", addr, s.Addr())
 	}
 }
 

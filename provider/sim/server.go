@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -273,10 +274,32 @@ func (s *Server) outageFor(d time.Duration, except net.Conn) error {
 			return
 		case <-t.C:
 		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.outages == gen {
-			_ = s.setOutageLocked(false, nil)
+		// With nothing listening on it, the port may have been taken
+		// meanwhile: the kernel can give it to any client's connection as
+		// its own end. The outage then lasts until that end is closed, not
+		// for good (the error was dropped before, and the server never
+		// listened again).
+		for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+			s.mu.Lock()
+			if s.closed || s.outages != gen { // closed, or another outage's to end
+				s.mu.Unlock()
+				return
+			}
+			err := s.setOutageLocked(false, nil)
+			s.mu.Unlock()
+			if err == nil {
+				return
+			}
+			if !errors.Is(err, syscall.EADDRINUSE) {
+				s.log.Error("simulated outage: cannot listen again", "addr", s.addr, "err", err)
+				return
+			}
+			s.log.Warn("simulated outage: its address is taken; listening again in "+wait.String(), "addr", s.addr, "err", err)
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-time.After(wait):
+			}
 		}
 	})
 	return nil
