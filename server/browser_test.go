@@ -42,6 +42,10 @@ func browser(t *testing.T) context.Context {
 	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(bin), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.NoFirstRun, chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()),
+		// Chromium makes its singleton socket's directory in $TMPDIR and
+		// removes it only when it exits by itself: killed at the test's
+		// end, it left one behind in /tmp for every test.
+		chromedp.Env("TMPDIR=" + t.TempDir()),
 		chromedp.WindowSize(412, 900)} // a phone's width
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelB := chromedp.NewContext(actx)
